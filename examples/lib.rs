@@ -1,0 +1,1 @@
+//! Shared pieces of the examples (placeholder until the example helpers grow).

@@ -1,0 +1,282 @@
+//! What the engine answers: [`Decision`], and what the deep tier answers later: [`DeepVerdict`].
+
+use crate::scorer::Reasons;
+use crate::txn::{EntityKey, TxnId};
+use std::fmt;
+use std::time::Duration;
+
+/// The action for a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Action {
+    /// Let it through.
+    Approve,
+    /// Hold for step-up authentication or manual review.
+    Review,
+    /// Refuse.
+    Decline,
+}
+
+impl Action {
+    /// Every action, in severity order.
+    pub const ALL: [Action; 3] = [Action::Approve, Action::Review, Action::Decline];
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Approve => "approve",
+            Action::Review => "review",
+            Action::Decline => "decline",
+        }
+    }
+
+    /// Parses a lowercase name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Action::ALL.into_iter().find(|a| a.as_str() == s)
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Which tier produced the decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Tier {
+    /// The rule tier: by a hard rule, or as the fallback when the fast tier could not answer.
+    Rules,
+    /// The fast model tier.
+    Fast,
+    /// The configured last-resort action: even the rule tier failed.
+    Static,
+}
+
+impl Tier {
+    /// Every tier that can decide.
+    pub const ALL: [Tier; 3] = [Tier::Rules, Tier::Fast, Tier::Static];
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Rules => "rules",
+            Tier::Fast => "fast",
+            Tier::Static => "static",
+        }
+    }
+}
+
+/// Why the fast tier did not decide (the rules did).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FallbackCause {
+    /// The deadline passed before the model answered.
+    Timeout,
+    /// The model returned an error (including a wrong-length batch).
+    Error,
+    /// The model panicked; the panic was caught.
+    Panic,
+    /// The model returned NaN or a probability outside `[0, 1]`.
+    InvalidScore,
+    /// The tier's circuit breaker is open: the model was not called.
+    CircuitOpen,
+    /// No fast tier is configured.
+    Absent,
+    /// Every tier worker is busy (stalled calls): the call was not queued.
+    Saturated,
+}
+
+impl FallbackCause {
+    /// Every cause.
+    pub const ALL: [FallbackCause; 7] = [
+        FallbackCause::Timeout,
+        FallbackCause::Error,
+        FallbackCause::Panic,
+        FallbackCause::InvalidScore,
+        FallbackCause::CircuitOpen,
+        FallbackCause::Absent,
+        FallbackCause::Saturated,
+    ];
+
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackCause::Timeout => "timeout",
+            FallbackCause::Error => "error",
+            FallbackCause::Panic => "panic",
+            FallbackCause::InvalidScore => "invalid_score",
+            FallbackCause::CircuitOpen => "circuit_open",
+            FallbackCause::Absent => "absent",
+            FallbackCause::Saturated => "saturated",
+        }
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Per-stage wall time of one decision, nanoseconds (as read from the engine's clock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageTimings {
+    /// Rule tier.
+    pub rules_ns: u64,
+    /// Fast tier, including any wait for the deadline.
+    pub fast_ns: u64,
+    /// Entity state read, combine, escalation.
+    pub combine_ns: u64,
+    /// The whole `decide` call.
+    pub total_ns: u64,
+}
+
+/// Id of a gray-zone escalation; echoed in the [`DeepVerdict`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ticket(pub u64);
+
+/// Why a gray-zone transaction was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ShedReason {
+    /// The deep queue was full.
+    QueueFull,
+    /// No deep tier is configured.
+    NoDeepTier,
+    /// The engine is shutting down.
+    ShuttingDown,
+}
+
+/// What happened to the gray-zone hand-off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escalation {
+    /// The score was outside the gray band (or a hard rule decided).
+    #[default]
+    None,
+    /// Queued to the deep tier.
+    Enqueued(Ticket),
+    /// In the gray band but not queued.
+    Shed(ShedReason),
+}
+
+/// The engine's answer for one transaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Decision {
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its entity.
+    pub entity: EntityKey,
+    /// Approve, review or decline.
+    pub action: Action,
+    /// The score the action was taken on, in `[0, 1]`.
+    pub score: f32,
+    /// Which tier decided.
+    pub tier: Tier,
+    /// Why the fast tier did not decide, if it did not.
+    pub fallback: Option<FallbackCause>,
+    /// Whether a hard rule's directive set the action.
+    pub hard_rule: bool,
+    /// The rule tier's probability (`NaN` if the rule tier itself failed).
+    pub rule_score: f32,
+    /// The fast tier's probability, when it answered validly.
+    pub model_score: Option<f32>,
+    /// Threshold shift applied from the entity's deep-tier feedback (0 when none).
+    pub threshold_shift: f32,
+    /// Reasons of the deciding tier first, then the other tier's.
+    pub reasons: Reasons,
+    /// Per-stage timings.
+    pub timings: StageTimings,
+    /// Gray-zone hand-off.
+    pub escalation: Escalation,
+}
+
+/// Where a deep verdict's score came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeepSource {
+    /// The deep model answered within budget.
+    Model,
+    /// The entity's last completed day's average fast score (deep tier late or failed).
+    CachedAverage,
+    /// The configured global prior (deep tier late or failed, entity without history).
+    GlobalPrior,
+}
+
+impl DeepSource {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeepSource::Model => "model",
+            DeepSource::CachedAverage => "cached_average",
+            DeepSource::GlobalPrior => "global_prior",
+        }
+    }
+}
+
+/// Why a deep verdict did not come from the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DeepFailure {
+    /// The budget (from enqueue) passed first, in the queue or while scoring.
+    Timeout,
+    /// The model errored, panicked, or returned an invalid score or batch.
+    Error,
+    /// Every deep worker was busy with stalled calls.
+    Saturated,
+}
+
+/// The deep tier's asynchronous answer for a gray-zone transaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DeepVerdict {
+    /// The escalation ticket from the [`Decision`].
+    pub ticket: Ticket,
+    /// The transaction.
+    pub txn: TxnId,
+    /// Its entity (the feedback store key).
+    pub entity: EntityKey,
+    /// Score in `[0, 1]`.
+    pub score: f32,
+    /// Where it came from.
+    pub source: DeepSource,
+    /// Why not from the model, when not.
+    pub failure: Option<DeepFailure>,
+    /// The fast-tier score that triggered the escalation.
+    pub fast_score: f32,
+    /// Enqueue to verdict.
+    pub latency: Duration,
+}
+
+/// What a deep verdict left in the entity's feedback store, read by the next decision.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EntityFeedback {
+    /// The latest deep score.
+    pub deep_score: f32,
+    /// Its source.
+    pub source: DeepSource,
+    /// Event time of the escalated transaction.
+    pub at_ms: i64,
+    /// Amount subtracted from both thresholds for this entity's next decisions while the
+    /// feedback is fresh (positive = stricter). See [`crate::policy`].
+    pub threshold_shift: f32,
+}
+
+/// How to shut the engine down.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shutdown {
+    /// Keep scoring queued gray-zone work until the queue is empty or `timeout` passes
+    /// (by the engine's clock); abandon what is left then.
+    Drain {
+        /// Longest wait.
+        timeout: Duration,
+    },
+    /// Drop queued gray-zone work now.
+    Abandon,
+}
+
+/// What shutdown did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ShutdownReport {
+    /// Gray-zone items that received a verdict during the drain.
+    pub drained: u64,
+    /// Gray-zone items dropped without a verdict.
+    pub abandoned: u64,
+}

@@ -1,0 +1,267 @@
+//! [`EngineBuilder`]: every `risk.toml` option as a method.
+
+use super::circuit::{Circuit, CircuitConfig};
+use super::entity::EntityStore;
+use super::gray::{GrayZone, VerdictCallback};
+use super::pool::DeadlinePool;
+use super::tier::FastTier;
+use super::{Engine, Inner};
+use crate::clock::{nanos, Clock, SystemClock};
+use crate::config::{
+    DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, RawFile, ScorerRegistry, ScorerSpec,
+};
+use crate::decision::{Action, DeepVerdict};
+use crate::error::ConfigError;
+use crate::metrics::Metrics;
+use crate::policy::Policy;
+use crate::schema::FeatureSchema;
+use crate::scorer::{Latency, Scorer};
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// Builds an [`Engine`]. Options map 1:1 onto `risk.toml` keys (named in each method).
+pub struct EngineBuilder {
+    schema: Arc<FeatureSchema>,
+    cfg: EngineConfig,
+    rules: Option<Arc<dyn Scorer>>,
+    fast: Option<Arc<dyn Scorer>>,
+    deep: Option<Arc<dyn Scorer>>,
+    clock: Arc<dyn Clock>,
+    callback: Option<VerdictCallback>,
+}
+
+impl std::fmt::Debug for EngineBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineBuilder")
+            .field("cfg", &self.cfg)
+            .field("rules", &self.rules.as_ref().map(|s| s.info()))
+            .field("fast", &self.fast.as_ref().map(|s| s.info()))
+            .field("deep", &self.deep.as_ref().map(|s| s.info()))
+            .finish()
+    }
+}
+
+impl EngineBuilder {
+    pub(crate) fn new(schema: Arc<FeatureSchema>) -> Self {
+        Self {
+            schema,
+            cfg: EngineConfig::default(),
+            rules: None,
+            fast: None,
+            deep: None,
+            clock: Arc::new(SystemClock::new()),
+            callback: None,
+        }
+    }
+
+    pub(crate) fn from_raw(
+        raw: &RawFile,
+        base_dir: &Path,
+        registry: &ScorerRegistry,
+    ) -> Result<Self, ConfigError> {
+        let schema = raw.schema()?;
+        let cfg = raw.engine_config()?;
+        let spec = |key: &str, table: &toml::Table| ScorerSpec {
+            key: key.to_owned(),
+            table: table.clone(),
+            schema: Arc::clone(&schema),
+            base_dir: base_dir.to_path_buf(),
+        };
+        let mut b = Self::new(Arc::clone(&schema)).config(cfg);
+        b.rules = Some(registry.build(&spec("rules.scorer", &raw.rules.scorer))?);
+        if let Some(f) = &raw.fast {
+            b.fast = Some(registry.build(&spec("fast.scorer", &f.scorer))?);
+        }
+        if let Some(d) = &raw.deep {
+            b.deep = Some(registry.build(&spec("deep.scorer", &d.scorer))?);
+        }
+        Ok(b)
+    }
+
+    /// Replaces every option at once.
+    pub fn config(mut self, cfg: EngineConfig) -> Self {
+        self.cfg = cfg;
+        self
+    }
+
+    /// The rule tier (`[rules.scorer]`): required; always runs, inline.
+    pub fn rules(mut self, s: Arc<dyn Scorer>) -> Self {
+        self.rules = Some(s);
+        self
+    }
+
+    /// The fast tier (`[fast.scorer]`).
+    pub fn fast(mut self, s: Arc<dyn Scorer>) -> Self {
+        self.fast = Some(s);
+        self
+    }
+
+    /// The deep tier for gray-zone transactions (`[deep.scorer]`).
+    pub fn deep(mut self, s: Arc<dyn Scorer>) -> Self {
+        self.deep = Some(s);
+        self
+    }
+
+    /// Fast-tier deadline from the start of `decide` (`fast.deadline_ms`, default 15 ms).
+    pub fn fast_deadline(mut self, d: Duration) -> Self {
+        self.cfg.fast_deadline = d;
+        self
+    }
+
+    /// Approve below / decline at (`thresholds.approve_below`, `thresholds.decline_at`).
+    pub fn thresholds(mut self, approve_below: f32, decline_at: f32) -> Self {
+        self.cfg.policy.approve_below = approve_below;
+        self.cfg.policy.decline_at = decline_at;
+        self
+    }
+
+    /// Whether hard rules override the model (`thresholds.hard_rule_override`).
+    pub fn hard_rule_override(mut self, on: bool) -> Self {
+        self.cfg.policy.hard_rule_override = on;
+        self
+    }
+
+    /// Action when even the rule tier fails (`thresholds.static_action`).
+    pub fn static_action(mut self, a: Action) -> Self {
+        self.cfg.policy.static_action = a;
+        self
+    }
+
+    /// The whole policy.
+    pub fn policy(mut self, p: Policy) -> Self {
+        self.cfg.policy = p;
+        self
+    }
+
+    /// Gray band (`gray.band`, default `[0.3, 0.7]`).
+    pub fn gray_band(mut self, lo: f32, hi: f32) -> Self {
+        self.cfg.gray_band = (lo, hi);
+        self
+    }
+
+    /// Deep queue bound (`gray.queue_capacity`).
+    pub fn gray_queue_capacity(mut self, n: usize) -> Self {
+        self.cfg.gray_queue_capacity = n;
+        self
+    }
+
+    /// Deep-tier settings (`[deep]`).
+    pub fn deep_config(mut self, d: DeepConfig) -> Self {
+        self.cfg.deep = d;
+        self
+    }
+
+    /// Pool settings (`[pool]`).
+    pub fn pool_config(mut self, p: PoolConfig) -> Self {
+        self.cfg.pool = p;
+        self
+    }
+
+    /// Fast-tier circuit breaker (`[circuit]`).
+    pub fn circuit(mut self, c: CircuitConfig) -> Self {
+        self.cfg.circuit = c;
+        self
+    }
+
+    /// Feedback settings (`[feedback]`).
+    pub fn feedback_config(mut self, f: FeedbackConfig) -> Self {
+        self.cfg.feedback = f;
+        self
+    }
+
+    /// The clock (tests inject [`ManualClock`](crate::ManualClock)).
+    pub fn clock(mut self, c: Arc<dyn Clock>) -> Self {
+        self.clock = c;
+        self
+    }
+
+    /// A callback for every deep verdict (runs on a deep worker thread).
+    pub fn on_verdict(mut self, f: impl Fn(&DeepVerdict) + Send + Sync + 'static) -> Self {
+        self.callback = Some(Arc::new(f));
+        self
+    }
+
+    /// Validates, warms every scorer up, starts the pools, and returns the engine.
+    pub fn build(self) -> Result<Engine, ConfigError> {
+        let cfg = self.cfg;
+        cfg.validate()?;
+        let rules = self
+            .rules
+            .ok_or_else(|| ConfigError::invalid("rules.scorer", "a rule tier is required"))?;
+        let warm = |key: &str, s: &Arc<dyn Scorer>| {
+            s.warmup().map_err(|e| ConfigError::Scorer {
+                key: key.to_owned(),
+                message: format!("warm-up failed: {e}"),
+            })
+        };
+        warm("rules.scorer", &rules)?;
+        let rules_info = rules.info();
+        let metrics = Arc::new(Metrics::default());
+        let io = |key: &str| {
+            let key = key.to_owned();
+            move |e: std::io::Error| ConfigError::invalid(key, format!("cannot start threads: {e}"))
+        };
+        let fast = match self.fast {
+            None => None,
+            Some(s) => {
+                warm("fast.scorer", &s)?;
+                let pool = match s.info().latency {
+                    Latency::Bounded => None,
+                    Latency::Unbounded => Some(
+                        DeadlinePool::new(
+                            "risk-fast",
+                            cfg.pool.fast_workers,
+                            cfg.pool.spin,
+                            Arc::clone(&metrics.late_discarded),
+                        )
+                        .map_err(io("pool.fast_workers"))?,
+                    ),
+                };
+                Some(FastTier {
+                    scorer: s,
+                    pool,
+                    circuit: Circuit::new(cfg.circuit),
+                    deadline: nanos(cfg.fast_deadline),
+                })
+            }
+        };
+        let entities = Arc::new(EntityStore::new(cfg.feedback));
+        let gray = match self.deep {
+            None => None,
+            Some(s) => {
+                warm("deep.scorer", &s)?;
+                Some(
+                    GrayZone::start(
+                        cfg.deep,
+                        cfg.gray_queue_capacity,
+                        s,
+                        Arc::clone(&self.clock),
+                        Arc::clone(&entities),
+                        Arc::clone(&metrics),
+                        self.callback,
+                        cfg.pool.spin,
+                    )
+                    .map_err(io("deep.workers"))?,
+                )
+            }
+        };
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                schema: self.schema,
+                policy: cfg.policy,
+                cfg,
+                rules,
+                rules_info,
+                fast,
+                gray,
+                entities,
+                metrics,
+                clock: self.clock,
+                shut: AtomicBool::new(false),
+                async_pool: OnceLock::new(),
+            }),
+        })
+    }
+}

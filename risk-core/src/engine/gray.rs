@@ -1,0 +1,339 @@
+//! The gray zone: a bounded queue to the deep tier, dynamic batching, a budget from
+//! enqueue, fallback verdicts, and delivery of verdicts to the feedback store and
+//! subscribers.
+//!
+//! `decide` calls [`GrayZone::try_push`], which never blocks: a full queue sheds and
+//! counts. Dispatcher threads take the oldest item, wait up to `max_wait` (from its
+//! enqueue) for up to `max_batch` items, drop to a fallback verdict every item whose
+//! budget already passed in the queue, and run the rest as one `score_batch` on the deep
+//! worker pool with the deadline `min(enqueued) + budget`. A late, failed or refused
+//! batch gets fallback verdicts: the entity's cached average, else the global prior.
+
+use super::entity::EntityStore;
+use super::pool::{DeadlinePool, PoolError, Task};
+use super::tier::{guarded_batch, Failure};
+use crate::clock::{nanos, wait_for, Clock, Nanos, Notify};
+use crate::config::DeepConfig;
+use crate::decision::{
+    DeepFailure, DeepSource, DeepVerdict, EntityFeedback, ShedReason, ShutdownReport, Ticket,
+};
+use crate::metrics::Metrics;
+use crate::scorer::{Score, Scorer};
+use crate::txn::Transaction;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A callback receiving every deep verdict (called on a deep worker thread; keep it short).
+pub type VerdictCallback = Arc<dyn Fn(&DeepVerdict) + Send + Sync>;
+
+struct Item {
+    ticket: Ticket,
+    txn: Transaction,
+    fast_score: f32,
+    enqueued: Nanos,
+}
+
+#[derive(Default)]
+pub(crate) struct DeepTask {
+    scorer: Option<Arc<dyn Scorer>>,
+    txns: Vec<Transaction>,
+}
+
+impl Task for DeepTask {
+    type Output = Result<Vec<Score>, Failure>;
+    fn run(&mut self) -> Self::Output {
+        let Some(s) = &self.scorer else {
+            return Err(Failure::Error);
+        };
+        let refs: Vec<&Transaction> = self.txns.iter().collect();
+        let mut out = Vec::with_capacity(refs.len());
+        let r = guarded_batch(&**s, &refs, &mut out).map(|()| out);
+        self.txns.clear();
+        r
+    }
+}
+
+pub(crate) struct GrayShared {
+    queue: Mutex<VecDeque<Item>>,
+    capacity: usize,
+    notify: Arc<Notify>,
+    closed: AtomicBool,
+    stop: AtomicBool,
+    in_flight: AtomicUsize,
+    next_ticket: AtomicU64,
+    cfg: DeepConfig,
+    scorer: Arc<dyn Scorer>,
+    pool: DeadlinePool<DeepTask>,
+    clock: Arc<dyn Clock>,
+    entities: Arc<EntityStore>,
+    metrics: Arc<Metrics>,
+    subscribers: Mutex<Vec<SyncSender<DeepVerdict>>>,
+    callback: Option<VerdictCallback>,
+}
+
+/// Handle owned by the engine.
+pub(crate) struct GrayZone {
+    shared: Arc<GrayShared>,
+}
+
+impl std::fmt::Debug for GrayZone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrayZone")
+            .field("capacity", &self.shared.capacity)
+            .field("len", &self.len())
+            .finish()
+    }
+}
+
+impl GrayZone {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start(
+        cfg: DeepConfig,
+        capacity: usize,
+        scorer: Arc<dyn Scorer>,
+        clock: Arc<dyn Clock>,
+        entities: Arc<EntityStore>,
+        metrics: Arc<Metrics>,
+        callback: Option<VerdictCallback>,
+        spin: Duration,
+    ) -> std::io::Result<Self> {
+        let late = Arc::new(AtomicU64::new(0));
+        let shared = Arc::new(GrayShared {
+            queue: Mutex::new(VecDeque::with_capacity(capacity.min(1 << 16))),
+            capacity,
+            notify: Notify::new(),
+            closed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            next_ticket: AtomicU64::new(1),
+            pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late)?,
+            cfg,
+            scorer,
+            clock,
+            entities,
+            metrics,
+            subscribers: Mutex::new(Vec::new()),
+            callback,
+        });
+        for i in 0..cfg.workers {
+            let s = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("risk-gray-{i}"))
+                .spawn(move || dispatch_loop(&s))?;
+        }
+        Ok(Self { shared })
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.shared.queue.lock().len()
+    }
+
+    /// Queues a gray-zone transaction without blocking.
+    pub(crate) fn try_push(&self, txn: &Transaction, fast_score: f32) -> Result<Ticket, ShedReason> {
+        let s = &self.shared;
+        if s.closed.load(Ordering::Acquire) {
+            return Err(ShedReason::ShuttingDown);
+        }
+        let mut q = s.queue.lock();
+        if q.len() >= s.capacity {
+            return Err(ShedReason::QueueFull);
+        }
+        let ticket = Ticket(s.next_ticket.fetch_add(1, Ordering::Relaxed));
+        q.push_back(Item {
+            ticket,
+            txn: txn.clone(),
+            fast_score,
+            enqueued: s.clock.now(),
+        });
+        drop(q);
+        s.notify.notify();
+        Ok(ticket)
+    }
+
+    pub(crate) fn subscribe(&self) -> Receiver<DeepVerdict> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(self.shared.cfg.subscriber_capacity);
+        self.shared.subscribers.lock().push(tx);
+        rx
+    }
+
+    /// Stops accepting work, drains or abandons the queue, and stops the dispatchers.
+    pub(crate) fn shutdown(&self, drain: Option<Duration>) -> ShutdownReport {
+        let s = &self.shared;
+        s.closed.store(true, Ordering::Release);
+        let g = &s.metrics.gray;
+        let verdicts = || {
+            g.completed.load(Ordering::Relaxed)
+                + g.timed_out.load(Ordering::Relaxed)
+                + g.failed.load(Ordering::Relaxed)
+                + g.saturated.load(Ordering::Relaxed)
+        };
+        let before = verdicts();
+        if let Some(t) = drain {
+            let until = s.clock.now().saturating_add(nanos(t));
+            wait_for(&*s.clock, &s.notify, until, || {
+                s.queue.lock().is_empty() && s.in_flight.load(Ordering::Acquire) == 0
+            });
+        }
+        let abandoned = {
+            let mut q = s.queue.lock();
+            let n = q.len() as u64;
+            q.clear();
+            n
+        };
+        g.abandoned.fetch_add(abandoned, Ordering::Relaxed);
+        s.stop.store(true, Ordering::Release);
+        s.notify.notify();
+        s.pool.shutdown();
+        ShutdownReport {
+            drained: verdicts() - before,
+            abandoned,
+        }
+    }
+}
+
+impl Drop for GrayZone {
+    fn drop(&mut self) {
+        if !self.shared.stop.load(Ordering::Acquire) {
+            self.shutdown(None);
+        }
+    }
+}
+
+fn dispatch_loop(s: &GrayShared) {
+    let max_wait = nanos(s.cfg.max_wait);
+    let budget = nanos(s.cfg.budget);
+    let mut batch: Vec<Item> = Vec::with_capacity(s.cfg.max_batch);
+    loop {
+        wait_for(&*s.clock, &s.notify, Nanos::MAX, || {
+            s.stop.load(Ordering::Acquire) || !s.queue.lock().is_empty()
+        });
+        if s.stop.load(Ordering::Acquire) {
+            return;
+        }
+        // Let a batch form: until max_batch items or max_wait after the oldest's enqueue.
+        let first = match s.queue.lock().front() {
+            Some(i) => i.enqueued,
+            None => continue,
+        };
+        wait_for(&*s.clock, &s.notify, first.saturating_add(max_wait), || {
+            s.stop.load(Ordering::Acquire) || s.queue.lock().len() >= s.cfg.max_batch
+        });
+        {
+            let mut q = s.queue.lock();
+            let n = q.len().min(s.cfg.max_batch);
+            batch.extend(q.drain(..n));
+            s.in_flight.fetch_add(batch.len(), Ordering::AcqRel);
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let taken = batch.len();
+        run_batch(s, &mut batch, budget);
+        s.in_flight.fetch_sub(taken, Ordering::AcqRel);
+        s.notify.notify();
+    }
+}
+
+fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
+    let now = s.clock.now();
+    // Items whose budget passed while queued are not worth scoring.
+    let (expired, live): (Vec<Item>, Vec<Item>) = batch
+        .drain(..)
+        .partition(|i| now >= i.enqueued.saturating_add(budget));
+    for i in expired {
+        fallback(s, &i, DeepFailure::Timeout);
+    }
+    if live.is_empty() {
+        return;
+    }
+    s.metrics.gray.batches.fetch_add(1, Ordering::Relaxed);
+    let deadline = live
+        .iter()
+        .map(|i| i.enqueued)
+        .min()
+        .unwrap_or(now)
+        .saturating_add(budget);
+    let r = s.pool.run(&*s.clock, deadline, |t| {
+        t.scorer = Some(Arc::clone(&s.scorer));
+        t.txns.clear();
+        t.txns.extend(live.iter().map(|i| i.txn.clone()));
+    });
+    match r {
+        Ok(Ok(scores)) => {
+            for (i, sc) in live.iter().zip(scores.iter()) {
+                if sc.is_valid() {
+                    emit(s, i, sc.probability, DeepSource::Model, None);
+                } else {
+                    fallback(s, i, DeepFailure::Error);
+                }
+            }
+        }
+        Ok(Err(_)) => live.iter().for_each(|i| fallback(s, i, DeepFailure::Error)),
+        Err(PoolError::Timeout) => live.iter().for_each(|i| fallback(s, i, DeepFailure::Timeout)),
+        Err(PoolError::Saturated) => live
+            .iter()
+            .for_each(|i| fallback(s, i, DeepFailure::Saturated)),
+    }
+}
+
+fn fallback(s: &GrayShared, i: &Item, why: DeepFailure) {
+    let (score, source) = match s.entities.cached_average(i.txn.entity, i.txn.timestamp_ms) {
+        Some(avg) => (avg, DeepSource::CachedAverage),
+        None => (s.cfg.global_prior, DeepSource::GlobalPrior),
+    };
+    emit(s, i, score, source, Some(why));
+}
+
+fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Option<DeepFailure>) {
+    let now = s.clock.now();
+    let latency = now.saturating_sub(i.enqueued);
+    let g = &s.metrics.gray;
+    let counter = match failure {
+        None => &g.completed,
+        Some(DeepFailure::Timeout) => &g.timed_out,
+        Some(DeepFailure::Error) => &g.failed,
+        Some(DeepFailure::Saturated) => &g.saturated,
+    };
+    s.metrics.deep.record(latency);
+    let v = DeepVerdict {
+        ticket: i.ticket,
+        txn: i.txn.id,
+        entity: i.txn.entity,
+        score,
+        source,
+        failure,
+        fast_score: i.fast_score,
+        latency: Duration::from_nanos(latency),
+    };
+    s.entities.set_feedback(
+        i.txn.entity,
+        EntityFeedback {
+            deep_score: score,
+            source,
+            at_ms: i.txn.timestamp_ms,
+            threshold_shift: s.entities.cfg().shift(score),
+        },
+    );
+    // Counted after the feedback is stored: a reader that sees the counter sees the state.
+    counter.fetch_add(1, Ordering::Release);
+    {
+        let mut subs = s.subscribers.lock();
+        subs.retain(|tx| match tx.try_send(v) {
+            Ok(()) => true,
+            Err(TrySendError::Full(_)) => {
+                g.subscriber_dropped.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(TrySendError::Disconnected(_)) => false,
+        });
+    }
+    if let Some(cb) = &s.callback {
+        // A panicking callback must not take the deep worker down.
+        let _ = catch_unwind(AssertUnwindSafe(|| cb(&v)));
+    }
+}

@@ -1,0 +1,396 @@
+//! The tiered decision engine.
+//!
+//! One [`Engine::decide`] call: validate input → rule tier inline (the fallback verdict,
+//! ready before any model is called) → fast tier under its circuit breaker and hard
+//! deadline (inline for bounded scorers, on the tier pool otherwise) → entity feedback →
+//! combine ([`crate::policy`]) → gray-zone hand-off (non-blocking) → metrics.
+
+mod async_decide;
+mod builder;
+pub(crate) mod circuit;
+mod entity;
+mod gray;
+pub(crate) mod pool;
+mod tier;
+
+pub use async_decide::DecisionFuture;
+pub use builder::EngineBuilder;
+pub use circuit::{CircuitConfig, CircuitState};
+pub use gray::VerdictCallback;
+
+use crate::clock::Clock;
+use crate::config::{EngineConfig, RawFile, ScorerRegistry};
+use crate::decision::{
+    Decision, EntityFeedback, Escalation, FallbackCause, ShedReason, Shutdown,
+    ShutdownReport, StageTimings, Tier,
+};
+use crate::error::{ConfigError, DecideError};
+use crate::metrics::{Metrics, MetricsSnapshot};
+use crate::policy::Policy;
+use crate::schema::FeatureSchema;
+use crate::scorer::{Reasons, Score, Scorer, ScorerInfo};
+use crate::txn::{EntityKey, Transaction};
+use entity::EntityStore;
+use gray::GrayZone;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
+use std::sync::{Arc, OnceLock};
+use tier::{guarded_batch, guarded_score, FastTier};
+
+/// The tiered decision engine. Cheap to clone (an `Arc`); share one per process.
+#[derive(Clone, Debug)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    schema: Arc<FeatureSchema>,
+    cfg: EngineConfig,
+    policy: Policy,
+    rules: Arc<dyn Scorer>,
+    rules_info: ScorerInfo,
+    fast: Option<FastTier>,
+    gray: Option<GrayZone>,
+    entities: Arc<EntityStore>,
+    metrics: Arc<Metrics>,
+    clock: Arc<dyn Clock>,
+    shut: AtomicBool,
+    async_pool: OnceLock<async_decide::AsyncPool>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("schema", &self.schema)
+            .field("rules", &self.rules_info)
+            .field("fast", &self.fast)
+            .field("gray", &self.gray)
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+/// Outcome of the rule stage.
+type RuleOut = Option<Score>;
+
+impl Engine {
+    /// Starts building an engine over `schema`.
+    pub fn builder(schema: Arc<FeatureSchema>) -> EngineBuilder {
+        EngineBuilder::new(schema)
+    }
+
+    /// Builds an engine from a `risk.toml` file with the core's scorer kinds only.
+    /// Backends add theirs through [`Engine::from_config_with`].
+    pub fn from_config(path: impl AsRef<Path>) -> Result<Engine, ConfigError> {
+        Self::from_config_with(path, &ScorerRegistry::default())
+    }
+
+    /// Builds an engine from a `risk.toml` file, building scorers through `registry`.
+    pub fn from_config_with(
+        path: impl AsRef<Path>,
+        registry: &ScorerRegistry,
+    ) -> Result<Engine, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        Self::from_toml_str(&text, dir, path, registry)
+    }
+
+    /// Builds an engine from TOML text; relative paths resolve against `base_dir`;
+    /// `origin` names the text in errors.
+    pub fn from_toml_str(
+        text: &str,
+        base_dir: &Path,
+        origin: &Path,
+        registry: &ScorerRegistry,
+    ) -> Result<Engine, ConfigError> {
+        let raw = RawFile::parse(text, origin)?;
+        EngineBuilder::from_raw(&raw, base_dir, registry)?.build()
+    }
+
+    /// The engine's schema.
+    pub fn schema(&self) -> &Arc<FeatureSchema> {
+        &self.inner.schema
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.cfg
+    }
+
+    /// Decides on one transaction. `Err` only for bad input or after shutdown; every
+    /// tier failure becomes a fallback on the returned [`Decision`].
+    pub fn decide(&self, txn: &Transaction) -> Result<Decision, DecideError> {
+        let inner = &*self.inner;
+        inner.check(txn)?;
+        let clock = &*inner.clock;
+        let t0 = clock.now();
+        let rules = inner.run_rules(txn);
+        let t1 = clock.now();
+        let fast = match &inner.fast {
+            None => Err(FallbackCause::Absent),
+            Some(f) => f.run(clock, txn, t0.saturating_add(f.deadline)),
+        };
+        let t2 = clock.now();
+        Ok(inner.finish(txn, rules, fast, t0, t1 - t0, t2 - t1))
+    }
+
+    /// Decides on several transactions. A bounded fast tier scores them in one
+    /// `score_batch` call under one deadline; otherwise each goes through [`decide`].
+    /// Results are in input order and equal what `decide` would answer.
+    ///
+    /// [`decide`]: Engine::decide
+    pub fn decide_batch(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
+        let inner = &*self.inner;
+        let fast = match &inner.fast {
+            Some(f) if f.is_inline() && txns.len() > 1 => f,
+            _ => return txns.iter().map(|t| self.decide(t)).collect(),
+        };
+        let clock = &*inner.clock;
+        let t0 = clock.now();
+        let checked: Vec<Result<(), DecideError>> = txns.iter().map(|t| inner.check(t)).collect();
+        let rules: Vec<RuleOut> = txns
+            .iter()
+            .zip(&checked)
+            .map(|(t, c)| if c.is_ok() { inner.run_rules(t) } else { None })
+            .collect();
+        let t1 = clock.now();
+        let ok: Vec<&Transaction> = txns
+            .iter()
+            .zip(&checked)
+            .filter(|(_, c)| c.is_ok())
+            .map(|(t, _)| t)
+            .collect();
+        let fast_out = fast.run_batch(clock, &ok, t0.saturating_add(fast.deadline));
+        let t2 = clock.now();
+        let n = ok.len().max(1) as u64;
+        let (rules_ns, fast_ns) = ((t1 - t0) / n, (t2 - t1) / n);
+        let mut k = 0;
+        txns.iter()
+            .zip(checked)
+            .zip(rules)
+            .map(|((t, c), r)| {
+                c?;
+                let f = fast_out.as_ref().map_err(|c| *c).map(|v| v[k]).and_then(|s| s);
+                k += 1;
+                Ok(inner.finish(t, r, f, t0, rules_ns, fast_ns))
+            })
+            .collect()
+    }
+
+    /// A future of [`decide`](Engine::decide) that runs on the engine's async workers
+    /// and completes on any executor (it only uses the `Waker`).
+    pub fn decide_async(&self, txn: Transaction) -> DecisionFuture {
+        let pool = self
+            .inner
+            .async_pool
+            .get_or_init(|| async_decide::AsyncPool::new(self.inner.cfg.pool.async_workers));
+        pool.submit(self.clone(), txn)
+    }
+
+    /// A channel receiving every deep verdict from now on. A slow reader misses verdicts
+    /// (counted in `gray.subscriber_dropped`) rather than slowing the deep tier.
+    /// Without a deep tier the channel never receives anything.
+    pub fn subscribe(&self) -> Receiver<crate::DeepVerdict> {
+        match &self.inner.gray {
+            Some(g) => g.subscribe(),
+            None => std::sync::mpsc::sync_channel(1).1,
+        }
+    }
+
+    /// The entity's current deep-tier feedback.
+    pub fn feedback(&self, entity: EntityKey) -> Option<EntityFeedback> {
+        self.inner.entities.feedback(entity)
+    }
+
+    /// A snapshot of every metric.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let i = &*self.inner;
+        let q = i.gray.as_ref().map_or(0, |g| g.len() as u64);
+        let circuit = i
+            .fast
+            .as_ref()
+            .map_or("absent", |f| f.circuit.state(i.clock.now()).as_str());
+        i.metrics.snapshot(q, circuit)
+    }
+
+    /// State of the fast tier's circuit breaker (`None` without a fast tier).
+    pub fn fast_circuit(&self) -> Option<CircuitState> {
+        let i = &*self.inner;
+        i.fast.as_ref().map(|f| f.circuit.state(i.clock.now()))
+    }
+
+    /// Stops the engine: later `decide` calls return [`DecideError::ShutDown`]; queued
+    /// gray-zone work is drained or abandoned as asked. Idempotent.
+    pub fn shutdown(&self, mode: Shutdown) -> ShutdownReport {
+        let i = &*self.inner;
+        if i.shut.swap(true, Relaxed) {
+            return ShutdownReport::default();
+        }
+        let report = match &i.gray {
+            None => ShutdownReport::default(),
+            Some(g) => g.shutdown(match mode {
+                Shutdown::Drain { timeout } => Some(timeout),
+                Shutdown::Abandon => None,
+            }),
+        };
+        if let Some(p) = i.fast.as_ref().and_then(|f| f.pool.as_ref()) {
+            p.shutdown();
+        }
+        report
+    }
+}
+
+impl Inner {
+    #[inline]
+    fn check(&self, txn: &Transaction) -> Result<(), DecideError> {
+        if self.shut.load(Relaxed) {
+            return Err(DecideError::ShutDown);
+        }
+        let s = txn.features.schema();
+        if !Arc::ptr_eq(s, &self.schema) && s.fingerprint() != self.schema.fingerprint() {
+            return Err(DecideError::SchemaMismatch {
+                expected: self.schema.fingerprint(),
+                got: s.fingerprint(),
+            });
+        }
+        txn.validate()
+    }
+
+    #[inline]
+    fn run_rules(&self, txn: &Transaction) -> RuleOut {
+        match guarded_score(&*self.rules, txn) {
+            Ok(s) => Some(s),
+            Err(_) => {
+                self.metrics.rules_failed.fetch_add(1, Relaxed);
+                None
+            }
+        }
+    }
+
+    /// Everything after the tiers ran: feedback, combine, escalation, metrics.
+    #[inline]
+    fn finish(
+        &self,
+        txn: &Transaction,
+        rules: RuleOut,
+        fast: Result<Score, FallbackCause>,
+        t0: u64,
+        rules_ns: u64,
+        fast_ns: u64,
+    ) -> Decision {
+        let model = fast.ok();
+        let shift = self
+            .entities
+            .on_decide(txn.entity, txn.timestamp_ms, model.map(|m| m.probability));
+        let c = self.policy.combine(rules.as_ref(), model.as_ref(), shift);
+        // Reasons: the deciding tier's first, then the other's.
+        let mut reasons = Reasons::new();
+        let (first, second) = match c.tier {
+            Tier::Fast => (model.as_ref(), rules.as_ref()),
+            _ => (rules.as_ref(), model.as_ref()),
+        };
+        for s in [first, second].into_iter().flatten() {
+            for r in s.reasons.iter() {
+                if reasons.len() < Reasons::CAPACITY {
+                    reasons.push(r.code, r.weight);
+                }
+            }
+        }
+        let (lo, hi) = self.cfg.gray_band;
+        let escalation = match model {
+            Some(m) if !c.hard_rule && m.probability >= lo && m.probability <= hi => {
+                match &self.gray {
+                    None => Escalation::Shed(ShedReason::NoDeepTier),
+                    Some(g) => match g.try_push(txn, m.probability) {
+                        Ok(t) => {
+                            self.metrics.gray.enqueued.fetch_add(1, Relaxed);
+                            Escalation::Enqueued(t)
+                        }
+                        Err(why) => {
+                            self.metrics.gray.shed.fetch_add(1, Relaxed);
+                            Escalation::Shed(why)
+                        }
+                    },
+                }
+            }
+            _ => Escalation::None,
+        };
+        let fallback = fast.err();
+        let m = &self.metrics;
+        m.by_action[c.action as usize].fetch_add(1, Relaxed);
+        m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
+        if let Some(cause) = fallback {
+            m.by_cause[cause.index()].fetch_add(1, Relaxed);
+        }
+        if c.hard_rule {
+            m.hard_rule.fetch_add(1, Relaxed);
+        }
+        let t3 = self.clock.now();
+        let total = t3.saturating_sub(t0);
+        m.rules.record(rules_ns);
+        if self.fast.is_some() {
+            m.fast.record(fast_ns);
+        }
+        m.total.record(total);
+        Decision {
+            txn: txn.id,
+            entity: txn.entity,
+            action: c.action,
+            score: c.score,
+            tier: c.tier,
+            fallback,
+            hard_rule: c.hard_rule,
+            rule_score: rules.map_or(f32::NAN, |r| r.probability),
+            model_score: model.map(|m| m.probability),
+            threshold_shift: shift,
+            reasons,
+            timings: StageTimings {
+                rules_ns,
+                fast_ns,
+                combine_ns: total.saturating_sub(rules_ns + fast_ns),
+                total_ns: total,
+            },
+            escalation,
+        }
+    }
+}
+
+impl FastTier {
+    /// One `score_batch` call for a bounded (inline) tier, under the circuit breaker.
+    /// Per-item invalid scores become per-item failures.
+    fn run_batch(
+        &self,
+        clock: &dyn Clock,
+        txns: &[&Transaction],
+        until: u64,
+    ) -> Result<Vec<Result<Score, FallbackCause>>, FallbackCause> {
+        use circuit::Permit;
+        let permit = self.circuit.acquire(clock.now());
+        if permit == Permit::Denied {
+            return Err(FallbackCause::CircuitOpen);
+        }
+        let mut out = Vec::with_capacity(txns.len());
+        let r = match guarded_batch(&*self.scorer, txns, &mut out) {
+            Err(f) => Err(f.cause()),
+            Ok(()) if clock.now() > until => Err(FallbackCause::Timeout),
+            Ok(()) => Ok(out
+                .into_iter()
+                .map(|s| {
+                    if s.is_valid() {
+                        Ok(s)
+                    } else {
+                        Err(FallbackCause::InvalidScore)
+                    }
+                })
+                .collect::<Vec<_>>()),
+        };
+        let ok = matches!(&r, Ok(v) if v.iter().all(|x| x.is_ok()));
+        self.circuit.record(permit, ok, clock.now());
+        r
+    }
+}

@@ -1,0 +1,143 @@
+//! Running a scorer so that nothing it does escapes: panics are caught, invalid scores and
+//! wrong-length batches become failures, and (for the fast tier) the deadline is hard.
+
+use super::circuit::{Circuit, Permit};
+use super::pool::{DeadlinePool, PoolError, Task};
+use crate::clock::{Clock, Nanos};
+use crate::decision::FallbackCause;
+use crate::scorer::{Score, Scorer};
+use crate::txn::Transaction;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// Why a tier call produced no usable score. Stays inside the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Failure {
+    Error,
+    Panic,
+    Invalid,
+}
+
+impl Failure {
+    pub(crate) fn cause(self) -> FallbackCause {
+        match self {
+            Failure::Error => FallbackCause::Error,
+            Failure::Panic => FallbackCause::Panic,
+            Failure::Invalid => FallbackCause::InvalidScore,
+        }
+    }
+}
+
+/// Calls `scorer.score(txn)` with panics caught and the score validated.
+#[inline]
+pub(crate) fn guarded_score(scorer: &dyn Scorer, txn: &Transaction) -> Result<Score, Failure> {
+    match catch_unwind(AssertUnwindSafe(|| scorer.score(txn))) {
+        Ok(Ok(s)) if s.is_valid() => Ok(s),
+        Ok(Ok(_)) => Err(Failure::Invalid),
+        Ok(Err(_)) => Err(Failure::Error),
+        Err(_) => Err(Failure::Panic),
+    }
+}
+
+/// Calls `scorer.score_batch` with panics caught and the output length checked.
+/// Individual scores are not validated here (the caller decides per item).
+pub(crate) fn guarded_batch(
+    scorer: &dyn Scorer,
+    txns: &[&Transaction],
+    out: &mut Vec<Score>,
+) -> Result<(), Failure> {
+    match catch_unwind(AssertUnwindSafe(|| scorer.score_batch(txns, out))) {
+        Ok(Ok(())) if out.len() == txns.len() => Ok(()),
+        Ok(Ok(())) | Ok(Err(_)) => Err(Failure::Error),
+        Err(_) => Err(Failure::Panic),
+    }
+}
+
+/// The fast tier's pool task: the scorer and a reused transaction buffer.
+#[derive(Default)]
+pub(crate) struct FastTask {
+    scorer: Option<Arc<dyn Scorer>>,
+    txn: Option<Transaction>,
+}
+
+impl Task for FastTask {
+    type Output = Result<Score, Failure>;
+    fn run(&mut self) -> Self::Output {
+        match (&self.scorer, &self.txn) {
+            (Some(s), Some(t)) => guarded_score(&**s, t),
+            _ => Err(Failure::Error),
+        }
+    }
+}
+
+/// The fast tier: a scorer, how it runs, its deadline and its circuit breaker.
+pub(crate) struct FastTier {
+    pub scorer: Arc<dyn Scorer>,
+    pub pool: Option<DeadlinePool<FastTask>>,
+    pub circuit: Circuit,
+    pub deadline: Nanos,
+}
+
+impl std::fmt::Debug for FastTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FastTier")
+            .field("scorer", &self.scorer.info())
+            .field("pool", &self.pool)
+            .finish()
+    }
+}
+
+impl FastTier {
+    pub(crate) fn is_inline(&self) -> bool {
+        self.pool.is_none()
+    }
+
+    /// Scores under the circuit breaker with a hard deadline `until`.
+    pub(crate) fn run(
+        &self,
+        clock: &dyn Clock,
+        txn: &Transaction,
+        until: Nanos,
+    ) -> Result<Score, FallbackCause> {
+        let permit = self.circuit.acquire(clock.now());
+        if permit == Permit::Denied {
+            return Err(FallbackCause::CircuitOpen);
+        }
+        let out = match &self.pool {
+            None => {
+                let r = guarded_score(&*self.scorer, txn).map_err(Failure::cause);
+                // An inline scorer cannot be interrupted; an answer past the deadline
+                // is treated as a timeout so the decision's semantics do not depend on
+                // where the tier ran.
+                match r {
+                    Ok(_) if clock.now() > until => Err(FallbackCause::Timeout),
+                    r => r,
+                }
+            }
+            Some(pool) => match pool.run(clock, until, |t| {
+                if !t
+                    .scorer
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, &self.scorer))
+                {
+                    t.scorer = Some(Arc::clone(&self.scorer));
+                }
+                match &mut t.txn {
+                    Some(buf) => buf.copy_from(txn),
+                    None => t.txn = Some(txn.clone()),
+                }
+            }) {
+                Ok(r) => r.map_err(Failure::cause),
+                Err(PoolError::Timeout) => Err(FallbackCause::Timeout),
+                Err(PoolError::Saturated) => Err(FallbackCause::Saturated),
+            },
+        };
+        // Saturation says nothing about the model's health: do not count it.
+        if out == Err(FallbackCause::Saturated) {
+            self.circuit.release(permit);
+        } else {
+            self.circuit.record(permit, out.is_ok(), clock.now());
+        }
+        out
+    }
+}

@@ -1,0 +1,69 @@
+//! # risk-core
+//!
+//! Core types and the tiered decision engine of **risk**, an embeddable SDK for real-time
+//! payment risk decisions: approve / review / decline inside a hard latency budget, even
+//! when every model is down.
+//!
+//! - A rule tier always runs first, inline; its verdict is the fallback.
+//! - A fast model tier runs under a hard deadline and a circuit breaker; timeout, error,
+//!   panic, NaN or an open circuit hand the decision to the rules, and the
+//!   [`Decision`] says why ([`FallbackCause`]).
+//! - Fast scores in the gray band go, without blocking, to a bounded queue served by a
+//!   batched deep tier with a budget; its verdicts feed back into the entity's next
+//!   decisions ([`policy`]).
+//!
+//! No ML crate is a dependency: model backends implement [`Scorer`] in other crates.
+//!
+//! ```
+//! use risk_core::{Engine, FeatureSchema, Transaction, Channel, Action, Tier, ConstantScorer};
+//! use std::sync::Arc;
+//!
+//! let schema = FeatureSchema::builder()
+//!     .numeric_required("amount")
+//!     .categorical("country", &["US", "GB", "NG"])
+//!     .build()?;
+//! let engine = Engine::builder(schema.clone())
+//!     .rules(Arc::new(ConstantScorer::new(0.1)))   // the tier that cannot fail
+//!     .fast(Arc::new(ConstantScorer::new(0.05)))   // any Scorer: trees, ONNX, ...
+//!     .build()?;
+//! let txn = Transaction::builder(&schema)
+//!     .id(1).entity(42).amount(25.0, "USD").country("GB").channel(Channel::Ecom)
+//!     .build()?;
+//! let d = engine.decide(&txn)?;
+//! assert_eq!((d.action, d.tier), (Action::Approve, Tier::Fast));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod clock;
+pub mod config;
+pub mod decision;
+mod engine;
+pub mod error;
+pub mod metrics;
+pub mod policy;
+pub mod schema;
+pub mod scorer;
+#[cfg(feature = "synth")]
+pub mod synth;
+pub mod txn;
+
+pub use clock::{Clock, ManualClock, Nanos, Notify, SystemClock};
+pub use config::{
+    ConstantScorer, DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, ScorerRegistry,
+    ScorerSpec,
+};
+pub use decision::{
+    Action, DeepFailure, DeepSource, DeepVerdict, Decision, EntityFeedback, Escalation,
+    FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, Ticket, Tier,
+};
+pub use engine::{
+    CircuitConfig, CircuitState, DecisionFuture, Engine, EngineBuilder, VerdictCallback,
+};
+pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
+pub use metrics::{GrayStats, LatencySummary, MetricsSnapshot};
+pub use policy::Policy;
+pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
+pub use scorer::{Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
+pub use txn::{Channel, Country, Currency, DeviceId, EntityKey, Transaction, TxnId};

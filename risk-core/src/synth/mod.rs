@@ -1,0 +1,669 @@
+//! Seeded synthetic card transactions with labelled fraud scenarios (feature `synth`).
+//!
+//! Feeds tests, the quickstart, benchmarks and the training scripts. The same seed and
+//! config give the same transactions on every platform.
+//!
+//! ## Normal traffic
+//! Each card has a home country (and its currency), a typical amount (log-normal), a
+//! preferred channel mix, one or two known devices and an activity rate. Transactions
+//! follow a diurnal cycle (quiet at night, peaks around 12:00 and 19:00 UTC) and a
+//! weekend lift. Legitimate look-alikes keep the task honest: about 2% of normal
+//! transactions happen abroad (travel), 4% of online ones come from a new device, transit
+//! taps produce bursts of small amounts, and occasional large purchases occur.
+//!
+//! ## Fraud scenarios (label `is_fraud = 1`, column `scenario`)
+//! - **card_testing**: a burst of 5–15 tiny online charges ($0.50–$3, digital-goods
+//!   merchants, new device) within minutes, often followed by one large charge.
+//! - **account_takeover**: a new device in a foreign country placing 1–3 online/in-app
+//!   purchases at 5–20× the card's typical amount within an hour.
+//! - **compromised_terminal**: one terminal runs a burst of card-present charges on many
+//!   different cards within an hour (terminal velocity), mid-to-high amounts.
+//! - **velocity_spike**: a cloned card spree: 4–10 mid-amount purchases at different
+//!   merchants within two hours, sometimes across two countries.
+//!
+//! About 2% of transactions are fraud by default ([`SynthConfig::fraud_rate`]).
+//!
+//! ## Features (see [`schema`])
+//! Computed in event-time order from each card's own history, as an upstream feature
+//! store would: counts and sums over the last hour / day, small-amount count, distinct
+//! countries, time since last, amount relative to the card's running mean, new-device flag
+//! (missing for card-present channels), foreign flag, hour, card age, and the merchant
+//! terminal's transaction count over the last hour. Missing values are `NaN`.
+
+mod rng;
+
+pub use rng::Rng;
+
+use crate::schema::FeatureSchema;
+use crate::txn::{Channel, Transaction};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{self, Write};
+use std::sync::Arc;
+
+/// Countries, with weights for card home countries.
+pub const COUNTRIES: [&str; 16] = [
+    "US", "GB", "DE", "FR", "ES", "IT", "NL", "CA", "BR", "MX", "IN", "NG", "RU", "CN", "JP", "AU",
+];
+const HOME_WEIGHTS: [f64; 16] = [
+    40.0, 10.0, 8.0, 7.0, 4.0, 4.0, 3.0, 5.0, 4.0, 3.0, 3.0, 1.0, 1.0, 2.0, 3.0, 2.0,
+];
+/// Countries used disproportionately by fraud in this data set.
+pub const HIGH_RISK_COUNTRIES: [&str; 4] = ["NG", "RU", "BR", "CN"];
+
+/// Currencies in the schema's vocabulary.
+pub const CURRENCIES: [&str; 9] = ["USD", "GBP", "EUR", "CAD", "BRL", "MXN", "INR", "NGN", "RUB"];
+
+fn currency_of(country: &str) -> &'static str {
+    match country {
+        "US" => "USD",
+        "GB" => "GBP",
+        "DE" | "FR" | "ES" | "IT" | "NL" => "EUR",
+        "CA" => "CAD",
+        "BR" => "BRL",
+        "MX" => "MXN",
+        "IN" => "INR",
+        "NG" => "NGN",
+        "RU" => "RUB",
+        _ => "USD",
+    }
+}
+
+/// Merchant category codes with their share of normal traffic and typical-amount factor.
+pub const MCCS: [(u16, f64, f64); 14] = [
+    (5411, 20.0, 1.0), // grocery
+    (5812, 14.0, 0.8), // restaurants
+    (5541, 9.0, 1.0),  // fuel
+    (5311, 7.0, 1.5),  // department stores
+    (5999, 8.0, 1.0),  // misc retail
+    (4111, 6.0, 0.1),  // transit
+    (5814, 9.0, 0.3),  // fast food
+    (5732, 3.0, 4.0),  // electronics
+    (5944, 1.0, 6.0),  // jewelry
+    (4511, 1.5, 8.0),  // airlines
+    (7011, 2.0, 5.0),  // hotels
+    (5815, 4.0, 0.3),  // digital media
+    (5816, 2.0, 0.4),  // games
+    (6011, 3.0, 2.0),  // ATM cash
+];
+
+/// Names of every feature slot, in schema order.
+pub const FEATURES: [&str; 18] = [
+    "amount",
+    "currency",
+    "mcc",
+    "country",
+    "channel",
+    "hour",
+    "is_foreign",
+    "device_new",
+    "txn_count_1h",
+    "txn_count_24h",
+    "amount_sum_24h",
+    "small_count_1h",
+    "distinct_countries_24h",
+    "secs_since_last",
+    "amount_ratio",
+    "card_age_days",
+    "merchant_txn_count_1h",
+    "high_risk_country",
+];
+
+/// The schema of the synthetic data set.
+pub fn schema() -> Arc<FeatureSchema> {
+    let mccs: Vec<String> = MCCS.iter().map(|m| format!("{:04}", m.0)).collect();
+    let channels: Vec<&str> = Channel::ALL.iter().map(|c| c.as_str()).collect();
+    FeatureSchema::builder()
+        .numeric_required("amount")
+        .categorical("currency", &CURRENCIES)
+        .categorical("mcc", &mccs)
+        .categorical("country", &COUNTRIES)
+        .categorical("channel", &channels)
+        .numeric("hour")
+        .numeric("is_foreign")
+        .numeric("device_new")
+        .numeric("txn_count_1h")
+        .numeric("txn_count_24h")
+        .numeric("amount_sum_24h")
+        .numeric("small_count_1h")
+        .numeric("distinct_countries_24h")
+        .numeric("secs_since_last")
+        .numeric("amount_ratio")
+        .numeric("card_age_days")
+        .numeric("merchant_txn_count_1h")
+        .numeric("high_risk_country")
+        .build()
+        .expect("the synthetic schema is valid")
+}
+
+/// Fraud scenario of a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Scenario {
+    /// Legitimate.
+    Normal,
+    /// Small-amount card testing burst.
+    CardTesting,
+    /// New device + foreign country + high amount.
+    AccountTakeover,
+    /// Terminal charging many cards in a burst.
+    CompromisedTerminal,
+    /// Cloned-card spree.
+    VelocitySpike,
+}
+
+impl Scenario {
+    /// Snake-case name (CSV column `scenario`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scenario::Normal => "normal",
+            Scenario::CardTesting => "card_testing",
+            Scenario::AccountTakeover => "account_takeover",
+            Scenario::CompromisedTerminal => "compromised_terminal",
+            Scenario::VelocitySpike => "velocity_spike",
+        }
+    }
+}
+
+/// Generator settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SynthConfig {
+    /// Seed.
+    pub seed: u64,
+    /// Transactions to generate (exactly).
+    pub transactions: usize,
+    /// Cards; default `transactions / 20`.
+    pub cards: usize,
+    /// Days covered.
+    pub days: u32,
+    /// Start time, ms since the epoch (default 2026-01-05T00:00Z, a Monday).
+    pub start_ms: i64,
+    /// Target share of fraudulent transactions.
+    pub fraud_rate: f64,
+}
+
+impl SynthConfig {
+    /// Defaults for `n` transactions.
+    pub fn new(seed: u64, n: usize) -> Self {
+        Self {
+            seed,
+            transactions: n,
+            cards: (n / 20).max(10),
+            days: 30,
+            start_ms: 1_767_571_200_000,
+            fraud_rate: 0.02,
+        }
+    }
+}
+
+/// One generated transaction with its label.
+#[derive(Debug, Clone)]
+pub struct Labeled {
+    /// The transaction, features filled.
+    pub txn: Transaction,
+    /// Ground truth.
+    pub is_fraud: bool,
+    /// Scenario.
+    pub scenario: Scenario,
+    /// Merchant terminal id.
+    pub merchant: u32,
+}
+
+struct Card {
+    home: usize,
+    typical: f64,
+    ecom_share: f64,
+    devices: Vec<u64>,
+    rate: f64,
+    opened_days_ago: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Event {
+    t: i64,
+    card: usize,
+    amount: f64,
+    mcc: usize,
+    country: usize,
+    channel: Channel,
+    device: u64,
+    merchant: u32,
+    scenario: Scenario,
+}
+
+const HOUR_MS: i64 = 3_600_000;
+const DAY_MS: i64 = 24 * HOUR_MS;
+const MERCHANTS: u32 = 20_000;
+
+fn diurnal(h: usize) -> f64 {
+    const W: [f64; 24] = [
+        0.2, 0.1, 0.1, 0.1, 0.1, 0.2, 0.4, 0.7, 1.0, 1.1, 1.2, 1.4, 1.6, 1.4, 1.2, 1.1, 1.2, 1.4,
+        1.6, 1.7, 1.5, 1.1, 0.7, 0.4,
+    ];
+    W[h]
+}
+
+fn mcc_index(code: u16) -> usize {
+    MCCS.iter().position(|m| m.0 == code).unwrap_or(0)
+}
+
+fn merchant_for(rng: &mut Rng, mcc: usize) -> u32 {
+    // Popularity skew: squares of uniforms favour low ids within the category's range.
+    let per = MERCHANTS / MCCS.len() as u32;
+    let u = rng.f64();
+    mcc as u32 * per + (u * u * per as f64) as u32
+}
+
+/// Generates the data set.
+pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
+    let mut rng = Rng::new(cfg.seed);
+    let span = cfg.days as i64 * DAY_MS;
+    let cards: Vec<Card> = (0..cfg.cards)
+        .map(|_| Card {
+            home: rng.weighted(&HOME_WEIGHTS),
+            typical: rng.lognormal(35.0, 0.6),
+            ecom_share: rng.range(0.05, 0.6),
+            devices: (0..1 + rng.below(2)).map(|_| rng.next_u64() | 1).collect(),
+            rate: rng.lognormal(1.0, 0.8),
+            opened_days_ago: rng.range(20.0, 3000.0),
+        })
+        .collect();
+    let rate_sum: f64 = cards.iter().map(|c| c.rate).sum();
+    let n_fraud_target = (cfg.transactions as f64 * cfg.fraud_rate).round() as usize;
+    let mut events: Vec<Event> = Vec::with_capacity(cfg.transactions + 32);
+
+    // ----- fraud -----
+    let mut n_fraud = 0;
+    while n_fraud < n_fraud_target {
+        let card = rng.below(cfg.cards as u64) as usize;
+        let t0 = cfg.start_ms + DAY_MS + rng.below((span - 2 * DAY_MS) as u64) as i64;
+        let c = &cards[card];
+        let before = events.len();
+        match rng.weighted(&[35.0, 25.0, 20.0, 20.0]) {
+            0 => {
+                let device = rng.next_u64() | 1;
+                let mut t = t0;
+                for _ in 0..5 + rng.below(11) {
+                    t += rng.range(5_000.0, 60_000.0) as i64;
+                    let mcc = if rng.chance(0.6) { 11 } else { 12 };
+                    events.push(Event {
+                        t,
+                        card,
+                        amount: (rng.range(0.5, 3.0) * 100.0).round() / 100.0,
+                        mcc,
+                        country: c.home,
+                        channel: Channel::Ecom,
+                        device,
+                        merchant: merchant_for(&mut rng, mcc),
+                        scenario: Scenario::CardTesting,
+                    });
+                }
+                if rng.chance(0.6) {
+                    let mcc = mcc_index(5732);
+                    events.push(Event {
+                        t: t + rng.range(60_000.0, 900_000.0) as i64,
+                        card,
+                        amount: rng.lognormal(400.0, 0.5),
+                        mcc,
+                        country: c.home,
+                        channel: Channel::Ecom,
+                        device,
+                        merchant: merchant_for(&mut rng, mcc),
+                        scenario: Scenario::CardTesting,
+                    });
+                }
+            }
+            1 => {
+                let device = rng.next_u64() | 1;
+                let country = if rng.chance(0.6) {
+                    COUNTRIES
+                        .iter()
+                        .position(|x| *x == HIGH_RISK_COUNTRIES[rng.below(4) as usize])
+                        .unwrap_or(0)
+                } else {
+                    rng.below(COUNTRIES.len() as u64) as usize
+                };
+                let mut t = t0;
+                for _ in 0..1 + rng.below(3) {
+                    let mcc = [mcc_index(5732), mcc_index(5944), mcc_index(4511)]
+                        [rng.below(3) as usize];
+                    events.push(Event {
+                        t,
+                        card,
+                        amount: c.typical * rng.range(5.0, 20.0),
+                        mcc,
+                        country,
+                        channel: if rng.chance(0.7) { Channel::Ecom } else { Channel::App },
+                        device,
+                        merchant: merchant_for(&mut rng, mcc),
+                        scenario: Scenario::AccountTakeover,
+                    });
+                    t += rng.range(60_000.0, 1_200_000.0) as i64;
+                }
+            }
+            2 => {
+                let mcc = [mcc_index(5999), mcc_index(5311), mcc_index(5541)][rng.below(3) as usize];
+                let merchant = merchant_for(&mut rng, mcc);
+                let mut t = t0;
+                for _ in 0..6 + rng.below(10) {
+                    let victim = rng.below(cfg.cards as u64) as usize;
+                    t += rng.range(30_000.0, 400_000.0) as i64;
+                    events.push(Event {
+                        t,
+                        card: victim,
+                        amount: rng.lognormal(180.0, 0.5),
+                        mcc,
+                        country: cards[victim].home,
+                        channel: Channel::Pos,
+                        device: 0,
+                        merchant,
+                        scenario: Scenario::CompromisedTerminal,
+                    });
+                }
+            }
+            _ => {
+                let first = c.home;
+                let second = rng.below(COUNTRIES.len() as u64) as usize;
+                let mut t = t0;
+                for k in 0..4 + rng.below(7) {
+                    let mcc = rng.weighted(&MCCS.map(|m| m.1));
+                    t += rng.range(120_000.0, 1_500_000.0) as i64;
+                    events.push(Event {
+                        t,
+                        card,
+                        amount: rng.lognormal(120.0, 0.6),
+                        mcc,
+                        country: if k >= 3 && rng.chance(0.5) { second } else { first },
+                        channel: if rng.chance(0.5) { Channel::Pos } else { Channel::Ecom },
+                        device: 0,
+                        merchant: merchant_for(&mut rng, mcc),
+                        scenario: Scenario::VelocitySpike,
+                    });
+                }
+            }
+        }
+        n_fraud += events.len() - before;
+    }
+
+    // ----- normal traffic -----
+    let n_normal = cfg.transactions.saturating_sub(events.len());
+    let card_weights: Vec<f64> = cards.iter().map(|c| c.rate / rate_sum).collect();
+    let mut cum = Vec::with_capacity(cards.len());
+    let mut acc = 0.0;
+    for w in &card_weights {
+        acc += w;
+        cum.push(acc);
+    }
+    let hour_w: Vec<f64> = (0..24).map(diurnal).collect();
+    let mut transit_burst = 0;
+    let mut last: Option<Event> = None;
+    for _ in 0..n_normal {
+        // Transit taps come in small bursts on the same card.
+        if transit_burst > 0 {
+            if let Some(mut e) = last {
+                transit_burst -= 1;
+                e.t += rng.range(60_000.0, 1_800_000.0) as i64;
+                e.amount = (rng.range(1.0, 4.0) * 100.0).round() / 100.0;
+                events.push(e);
+                last = Some(e);
+                continue;
+            }
+        }
+        let x = rng.f64() * acc;
+        let card = cum.partition_point(|&c| c < x).min(cards.len() - 1);
+        let c = &cards[card];
+        let mut day = rng.below(cfg.days as u64) as i64;
+        // Weekend lift: re-draw a weekday once with some probability.
+        if (day % 7) < 5 && rng.chance(0.15) {
+            day = rng.below(cfg.days as u64) as i64;
+        }
+        let hour = rng.weighted(&hour_w) as i64;
+        let t = cfg.start_ms + day * DAY_MS + hour * HOUR_MS + rng.below(HOUR_MS as u64) as i64;
+        let mcc = rng.weighted(&MCCS.map(|m| m.1));
+        let online = rng.chance(c.ecom_share) && MCCS[mcc].0 != 6011 && MCCS[mcc].0 != 4111;
+        let channel = match (online, MCCS[mcc].0) {
+            (_, 6011) => Channel::Atm,
+            (true, _) if rng.chance(0.3) => Channel::App,
+            (true, _) => Channel::Ecom,
+            (false, _) if rng.chance(0.01) => Channel::Moto,
+            _ => Channel::Pos,
+        };
+        let device = match channel {
+            Channel::Ecom | Channel::App if rng.chance(0.04) => rng.next_u64() | 1,
+            Channel::Ecom | Channel::App => c.devices[rng.below(c.devices.len() as u64) as usize],
+            _ => 0,
+        };
+        let country = if rng.chance(0.02) {
+            rng.below(COUNTRIES.len() as u64) as usize
+        } else {
+            c.home
+        };
+        let mut amount = c.typical * MCCS[mcc].2 * rng.lognormal(1.0, 0.5);
+        if rng.chance(0.01) {
+            amount *= rng.range(4.0, 12.0);
+        }
+        let e = Event {
+            t,
+            card,
+            amount: (amount.max(0.5) * 100.0).round() / 100.0,
+            mcc,
+            country,
+            channel,
+            device,
+            merchant: merchant_for(&mut rng, mcc),
+            scenario: Scenario::Normal,
+        };
+        if MCCS[mcc].0 == 4111 && rng.chance(0.3) {
+            transit_burst = 2 + rng.below(4);
+        }
+        events.push(e);
+        last = Some(e);
+    }
+    events.truncate(cfg.transactions);
+    events.sort_by_key(|e| (e.t, e.card));
+    featurize(cfg, &cards, &events)
+}
+
+#[derive(Default)]
+struct CardState {
+    recent: VecDeque<(i64, f64, usize)>,
+    last_t: Option<i64>,
+    n: u64,
+    sum: f64,
+    devices: HashSet<u64>,
+}
+
+fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled> {
+    let schema = schema();
+    let mut states: HashMap<usize, CardState> = HashMap::new();
+    let mut merchants: HashMap<u32, VecDeque<i64>> = HashMap::new();
+    let mut out = Vec::with_capacity(events.len());
+    for (i, e) in events.iter().enumerate() {
+        let c = &cards[e.card];
+        let st = states.entry(e.card).or_insert_with(|| CardState {
+            devices: c.devices.iter().copied().collect(),
+            ..Default::default()
+        });
+        while st.recent.front().is_some_and(|r| r.0 <= e.t - DAY_MS) {
+            st.recent.pop_front();
+        }
+        let hour_ago = e.t - HOUR_MS;
+        let in_hour = st.recent.iter().filter(|r| r.0 > hour_ago);
+        let count_1h = in_hour.clone().count();
+        let small_1h = in_hour.filter(|r| r.1 < 5.0).count();
+        let sum_24h: f64 = st.recent.iter().map(|r| r.1).sum();
+        let mut countries: HashSet<usize> = st.recent.iter().map(|r| r.2).collect();
+        countries.insert(e.country);
+        let m = merchants.entry(e.merchant).or_default();
+        while m.front().is_some_and(|&t| t <= hour_ago) {
+            m.pop_front();
+        }
+        let device_new = match e.channel {
+            Channel::Ecom | Channel::App => {
+                if st.devices.contains(&e.device) {
+                    0.0
+                } else {
+                    1.0
+                }
+            }
+            _ => f32::NAN,
+        };
+        let country = COUNTRIES[e.country];
+        let b = Transaction::builder(&schema)
+            .id(i as u64 + 1)
+            .entity(e.card as u64 + 1)
+            .timestamp_ms(e.t)
+            .amount(e.amount, currency_of(country))
+            .mcc(MCCS[e.mcc].0)
+            .country(country)
+            .channel(e.channel)
+            .device(e.device)
+            .numeric("hour", ((e.t.rem_euclid(DAY_MS)) / HOUR_MS) as f32)
+            .numeric("is_foreign", (e.country != c.home) as u8 as f32)
+            .numeric("txn_count_1h", count_1h as f32)
+            .numeric("txn_count_24h", st.recent.len() as f32)
+            .numeric("amount_sum_24h", sum_24h as f32)
+            .numeric("small_count_1h", small_1h as f32)
+            .numeric("distinct_countries_24h", countries.len() as f32)
+            .numeric(
+                "card_age_days",
+                (c.opened_days_ago + (e.t - cfg.start_ms) as f64 / DAY_MS as f64) as f32,
+            )
+            .numeric("merchant_txn_count_1h", m.len() as f32)
+            .numeric(
+                "high_risk_country",
+                HIGH_RISK_COUNTRIES.contains(&country) as u8 as f32,
+            );
+        let b = if device_new.is_nan() {
+            b
+        } else {
+            b.numeric("device_new", device_new)
+        };
+        let b = match st.last_t {
+            Some(l) => b.numeric("secs_since_last", ((e.t - l) / 1000) as f32),
+            None => b,
+        };
+        let b = if st.n > 0 {
+            b.numeric("amount_ratio", (e.amount / (st.sum / st.n as f64)) as f32)
+        } else {
+            b
+        };
+        let txn = b.build().expect("generated transactions are valid");
+        out.push(Labeled {
+            txn,
+            is_fraud: e.scenario != Scenario::Normal,
+            scenario: e.scenario,
+            merchant: e.merchant,
+        });
+        st.recent.push_back((e.t, e.amount, e.country));
+        st.last_t = Some(e.t);
+        st.n += 1;
+        st.sum += e.amount;
+        if e.device != 0 {
+            st.devices.insert(e.device);
+        }
+        m.push_back(e.t);
+    }
+    out
+}
+
+/// Writes the data set as CSV: typed fields, every feature (categoricals as text,
+/// missing as empty), then `is_fraud` and `scenario`.
+pub fn write_csv(rows: &[Labeled], mut w: impl Write) -> io::Result<()> {
+    let schema = schema();
+    write!(w, "id,entity,timestamp_ms,device,merchant")?;
+    for f in schema.fields() {
+        write!(w, ",{}", f.name)?;
+    }
+    writeln!(w, ",is_fraud,scenario")?;
+    for r in rows {
+        let t = &r.txn;
+        write!(
+            w,
+            "{},{},{},{},{}",
+            t.id.0, t.entity.0, t.timestamp_ms, t.device.0, r.merchant
+        )?;
+        for (f, &v) in schema.fields().iter().zip(t.features.values()) {
+            if v.is_nan() {
+                write!(w, ",")?;
+            } else if f.kind == crate::schema::FieldKind::Categorical {
+                write!(w, ",{}", f.value_of(v as u32).unwrap_or("__other__"))?;
+            } else {
+                write!(w, ",{v}")?;
+            }
+        }
+        writeln!(w, ",{},{}", r.is_fraud as u8, r.scenario.as_str())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deterministic_labelled_and_ordered() {
+        let cfg = SynthConfig::new(7, 5_000);
+        let a = generate(&cfg);
+        let b = generate(&cfg);
+        assert_eq!(a.len(), 5_000);
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| x.txn.features.values().iter().zip(y.txn.features.values()).all(
+                |(p, q)| p.to_bits() == q.to_bits()
+            )));
+        assert!(a.windows(2).all(|w| w[0].txn.timestamp_ms <= w[1].txn.timestamp_ms));
+        let fraud = a.iter().filter(|r| r.is_fraud).count() as f64 / a.len() as f64;
+        assert!((0.01..=0.03).contains(&fraud), "fraud rate {fraud}");
+        for s in [
+            Scenario::CardTesting,
+            Scenario::AccountTakeover,
+            Scenario::CompromisedTerminal,
+            Scenario::VelocitySpike,
+        ] {
+            assert!(a.iter().any(|r| r.scenario == s), "{s:?} missing");
+        }
+    }
+
+    #[test]
+    fn scenarios_have_their_signatures() {
+        let rows = generate(&SynthConfig::new(3, 20_000));
+        let mean = |s: Scenario, f: &str| {
+            let v: Vec<f32> = rows
+                .iter()
+                .filter(|r| r.scenario == s)
+                .filter_map(|r| r.txn.features.by_name(f))
+                .collect();
+            v.iter().sum::<f32>() / v.len().max(1) as f32
+        };
+        assert!(mean(Scenario::CardTesting, "small_count_1h") > 2.0);
+        assert!(mean(Scenario::Normal, "small_count_1h") < 0.5);
+        assert!(mean(Scenario::AccountTakeover, "device_new") > 0.5);
+        assert!(mean(Scenario::Normal, "device_new") < 0.1);
+        assert!(mean(Scenario::AccountTakeover, "amount_ratio") > 3.0);
+        assert!(
+            mean(Scenario::CompromisedTerminal, "merchant_txn_count_1h")
+                > 2.0 * mean(Scenario::Normal, "merchant_txn_count_1h") + 1.0
+        );
+        assert!(mean(Scenario::VelocitySpike, "txn_count_1h") > mean(Scenario::Normal, "txn_count_1h") + 1.0);
+        // Card-present rows have a missing device flag.
+        assert!(rows
+            .iter()
+            .filter(|r| r.txn.channel == Channel::Pos)
+            .all(|r| r.txn.features.by_name("device_new").is_none()));
+    }
+
+    #[test]
+    fn csv_has_header_and_rows() {
+        let rows = generate(&SynthConfig::new(1, 200));
+        let mut buf = Vec::new();
+        write_csv(&rows, &mut buf).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        let mut lines = text.lines();
+        let header = lines.next().unwrap();
+        assert!(header.starts_with("id,entity,timestamp_ms,device,merchant,amount,currency"));
+        assert!(header.ends_with("is_fraud,scenario"));
+        let cols = header.split(',').count();
+        assert_eq!(lines.clone().count(), 200);
+        assert!(lines.all(|l| l.split(',').count() == cols));
+    }
+}

@@ -1,0 +1,432 @@
+//! Transactions.
+//!
+//! A [`Transaction`] carries the typed fields every payment has (id, entity, time, amount,
+//! currency, merchant category, country, channel, device) and a [`Features`] vector with
+//! everything else the tiers read. [`TransactionBuilder`] validates input and mirrors the
+//! typed fields into the schema's standard slots ([`fields`]) when the schema has them, so
+//! rules and models read `amount` or `country` like any other feature.
+
+use crate::error::DecideError;
+use crate::schema::{FeatureSchema, FieldKind, Features, Fnv};
+use std::fmt;
+use std::sync::Arc;
+
+/// Names of the standard slots filled from a transaction's typed fields.
+pub mod fields {
+    /// Amount in major units (numeric).
+    pub const AMOUNT: &str = "amount";
+    /// ISO 4217 currency (categorical).
+    pub const CURRENCY: &str = "currency";
+    /// Merchant category code: categorical (4-digit strings) or numeric.
+    pub const MCC: &str = "mcc";
+    /// ISO 3166 alpha-2 country of the transaction (categorical).
+    pub const COUNTRY: &str = "country";
+    /// Channel name, see [`super::Channel::as_str`] (categorical).
+    pub const CHANNEL: &str = "channel";
+}
+
+/// The caller's transaction id, echoed in the decision and the audit record.
+/// String ids can be mapped with [`TxnId::from_str_hash`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct TxnId(pub u64);
+
+impl TxnId {
+    /// Stable 64-bit FNV-1a hash of a string id.
+    pub fn from_str_hash(s: &str) -> Self {
+        Self(Fnv::hash(s.as_bytes()))
+    }
+}
+
+/// The card, account or user a transaction belongs to: keys entity state and feedback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct EntityKey(pub u64);
+
+impl EntityKey {
+    /// Stable 64-bit FNV-1a hash of a string key (e.g. a card token).
+    pub fn from_str_hash(s: &str) -> Self {
+        Self(Fnv::hash(s.as_bytes()))
+    }
+}
+
+/// A device fingerprint id (0 = unknown).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct DeviceId(pub u64);
+
+/// ISO 4217 alphabetic currency code.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Currency([u8; 3]);
+
+impl Currency {
+    /// Parses three ASCII uppercase letters.
+    pub fn new(code: &str) -> Result<Self, DecideError> {
+        let b = code.as_bytes();
+        if b.len() != 3 || !b.iter().all(u8::is_ascii_uppercase) {
+            return Err(DecideError::InvalidField {
+                field: "currency",
+                reason: format!("{code:?} is not a 3-letter uppercase ISO 4217 code"),
+            });
+        }
+        Ok(Self([b[0], b[1], b[2]]))
+    }
+    /// The code as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("???")
+    }
+}
+
+impl Default for Currency {
+    fn default() -> Self {
+        Self(*b"USD")
+    }
+}
+
+impl fmt::Debug for Currency {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// ISO 3166-1 alpha-2 country code.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Country([u8; 2]);
+
+impl Country {
+    /// Parses two ASCII uppercase letters.
+    pub fn new(code: &str) -> Result<Self, DecideError> {
+        let b = code.as_bytes();
+        if b.len() != 2 || !b.iter().all(u8::is_ascii_uppercase) {
+            return Err(DecideError::InvalidField {
+                field: "country",
+                reason: format!("{code:?} is not a 2-letter uppercase ISO 3166 code"),
+            });
+        }
+        Ok(Self([b[0], b[1]]))
+    }
+    /// The code as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or("??")
+    }
+}
+
+impl Default for Country {
+    fn default() -> Self {
+        Self(*b"US")
+    }
+}
+
+impl fmt::Debug for Country {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the payment was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Channel {
+    /// Card present at a terminal.
+    #[default]
+    Pos,
+    /// E-commerce, card not present.
+    Ecom,
+    /// Cash withdrawal.
+    Atm,
+    /// Mail or telephone order.
+    Moto,
+    /// In-app / wallet.
+    App,
+}
+
+impl Channel {
+    /// Every channel, in the order of their standard vocabulary.
+    pub const ALL: [Channel; 5] = [
+        Channel::Pos,
+        Channel::Ecom,
+        Channel::Atm,
+        Channel::Moto,
+        Channel::App,
+    ];
+
+    /// Lowercase name, used as the categorical value of the `channel` slot.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Pos => "pos",
+            Channel::Ecom => "ecom",
+            Channel::Atm => "atm",
+            Channel::Moto => "moto",
+            Channel::App => "app",
+        }
+    }
+
+    /// Parses a name produced by [`as_str`](Self::as_str).
+    pub fn parse(s: &str) -> Result<Self, DecideError> {
+        Channel::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| DecideError::InvalidField {
+                field: "channel",
+                reason: format!("unknown channel {s:?} (expected pos, ecom, atm, moto or app)"),
+            })
+    }
+}
+
+/// One payment to decide on.
+#[derive(Debug, Clone)]
+pub struct Transaction {
+    /// Caller's id.
+    pub id: TxnId,
+    /// Card / account / user.
+    pub entity: EntityKey,
+    /// Event time, milliseconds since the Unix epoch.
+    pub timestamp_ms: i64,
+    /// Amount in major units of `currency`; finite and non-negative.
+    pub amount: f64,
+    /// Currency of `amount`.
+    pub currency: Currency,
+    /// ISO 18245 merchant category code.
+    pub mcc: u16,
+    /// Country where the transaction takes place.
+    pub country: Country,
+    /// Payment channel.
+    pub channel: Channel,
+    /// Device fingerprint.
+    pub device: DeviceId,
+    /// Every feature the tiers read, in schema order.
+    pub features: Features,
+}
+
+impl Transaction {
+    /// Starts a transaction over `schema`.
+    pub fn builder(schema: &Arc<FeatureSchema>) -> TransactionBuilder {
+        TransactionBuilder {
+            txn: Transaction {
+                id: TxnId(0),
+                entity: EntityKey(0),
+                timestamp_ms: 0,
+                amount: 0.0,
+                currency: Currency::default(),
+                mcc: 0,
+                country: Country::default(),
+                channel: Channel::default(),
+                device: DeviceId(0),
+                features: schema.features(),
+            },
+            err: None,
+        }
+    }
+
+    /// Checks what the engine relies on: finite non-negative amount, valid features.
+    pub fn validate(&self) -> Result<(), DecideError> {
+        if !self.amount.is_finite() {
+            return Err(DecideError::InvalidField {
+                field: "amount",
+                reason: format!("{} is not finite", self.amount),
+            });
+        }
+        if self.amount < 0.0 {
+            return Err(DecideError::InvalidField {
+                field: "amount",
+                reason: format!("{} is negative", self.amount),
+            });
+        }
+        self.features.validate().map_err(DecideError::Features)
+    }
+
+    /// Copies `other` into `self`, reusing the feature buffer.
+    pub fn copy_from(&mut self, other: &Transaction) {
+        self.id = other.id;
+        self.entity = other.entity;
+        self.timestamp_ms = other.timestamp_ms;
+        self.amount = other.amount;
+        self.currency = other.currency;
+        self.mcc = other.mcc;
+        self.country = other.country;
+        self.channel = other.channel;
+        self.device = other.device;
+        self.features.copy_from(&other.features);
+    }
+}
+
+/// Validating builder for [`Transaction`]; the first error is reported by `build`.
+#[derive(Debug)]
+pub struct TransactionBuilder {
+    txn: Transaction,
+    err: Option<DecideError>,
+}
+
+impl TransactionBuilder {
+    fn keep(&mut self, r: Result<(), DecideError>) {
+        if let (Err(e), None) = (r, &self.err) {
+            self.err = Some(e);
+        }
+    }
+
+    /// Transaction id.
+    pub fn id(mut self, id: u64) -> Self {
+        self.txn.id = TxnId(id);
+        self
+    }
+    /// Entity key.
+    pub fn entity(mut self, e: u64) -> Self {
+        self.txn.entity = EntityKey(e);
+        self
+    }
+    /// Event time in ms since the epoch.
+    pub fn timestamp_ms(mut self, t: i64) -> Self {
+        self.txn.timestamp_ms = t;
+        self
+    }
+    /// Amount and currency.
+    pub fn amount(mut self, amount: f64, currency: &str) -> Self {
+        self.txn.amount = amount;
+        match Currency::new(currency) {
+            Ok(c) => self.txn.currency = c,
+            Err(e) => self.keep(Err(e)),
+        }
+        self
+    }
+    /// Merchant category code.
+    pub fn mcc(mut self, mcc: u16) -> Self {
+        self.txn.mcc = mcc;
+        self
+    }
+    /// Country code.
+    pub fn country(mut self, c: &str) -> Self {
+        match Country::new(c) {
+            Ok(c) => self.txn.country = c,
+            Err(e) => self.keep(Err(e)),
+        }
+        self
+    }
+    /// Channel.
+    pub fn channel(mut self, c: Channel) -> Self {
+        self.txn.channel = c;
+        self
+    }
+    /// Device id.
+    pub fn device(mut self, d: u64) -> Self {
+        self.txn.device = DeviceId(d);
+        self
+    }
+    /// A named numeric attribute.
+    pub fn numeric(mut self, name: &str, v: f32) -> Self {
+        let r = self
+            .txn
+            .features
+            .set_numeric(name, v)
+            .map_err(DecideError::Features);
+        self.keep(r);
+        self
+    }
+    /// A named categorical attribute.
+    pub fn categorical(mut self, name: &str, v: &str) -> Self {
+        let r = self
+            .txn
+            .features
+            .set_categorical(name, v)
+            .map_err(DecideError::Features);
+        self.keep(r);
+        self
+    }
+
+    /// Mirrors the typed fields into standard slots, validates, and returns the transaction.
+    pub fn build(mut self) -> Result<Transaction, DecideError> {
+        if let Some(e) = self.err.take() {
+            return Err(e);
+        }
+        let t = &mut self.txn;
+        if !t.amount.is_finite() || t.amount < 0.0 {
+            return Err(DecideError::InvalidField {
+                field: "amount",
+                reason: format!("{} is not a finite non-negative amount", t.amount),
+            });
+        }
+        let schema = Arc::clone(t.features.schema());
+        let mcc_text = format!("{:04}", t.mcc);
+        let mirror: [(&str, Mirror<'_>); 5] = [
+            (fields::AMOUNT, Mirror::Num(t.amount as f32)),
+            (fields::CURRENCY, Mirror::Cat(t.currency.as_str())),
+            (fields::MCC, Mirror::Both(t.mcc as f32, &mcc_text)),
+            (fields::COUNTRY, Mirror::Cat(t.country.as_str())),
+            (fields::CHANNEL, Mirror::Cat(t.channel.as_str())),
+        ];
+        for (name, m) in mirror {
+            let Some(slot) = schema.slot(name) else {
+                continue;
+            };
+            let field = schema.field(slot);
+            let v = match (&field.kind, m) {
+                (FieldKind::Numeric, Mirror::Num(x) | Mirror::Both(x, _)) => x,
+                (FieldKind::Categorical, Mirror::Cat(s) | Mirror::Both(_, s)) => {
+                    field.intern(s) as f32
+                }
+                _ => {
+                    return Err(DecideError::InvalidField {
+                        field: "schema",
+                        reason: format!("standard field {name:?} has the wrong kind"),
+                    })
+                }
+            };
+            t.features.values_mut()[slot.index()] = v;
+        }
+        t.validate()?;
+        Ok(self.txn)
+    }
+}
+
+enum Mirror<'a> {
+    Num(f32),
+    Cat(&'a str),
+    Both(f32, &'a str),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> Arc<FeatureSchema> {
+        FeatureSchema::builder()
+            .numeric_required("amount")
+            .categorical("country", &["US", "GB"])
+            .categorical("channel", &["pos", "ecom"])
+            .numeric("mcc")
+            .numeric("velocity_1h")
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn builder_mirrors_standard_fields() {
+        let s = schema();
+        let t = Transaction::builder(&s)
+            .id(7)
+            .amount(12.5, "EUR")
+            .country("GB")
+            .channel(Channel::Ecom)
+            .mcc(5411)
+            .numeric("velocity_1h", 3.0)
+            .build()
+            .unwrap();
+        assert_eq!(t.features.by_name("amount"), Some(12.5));
+        assert_eq!(t.features.by_name("country"), Some(2.0));
+        assert_eq!(t.features.by_name("channel"), Some(2.0));
+        assert_eq!(t.features.by_name("mcc"), Some(5411.0));
+        assert_eq!(t.currency.as_str(), "EUR");
+    }
+
+    #[test]
+    fn builder_rejects_bad_input() {
+        let s = schema();
+        let e = Transaction::builder(&s).amount(f64::NAN, "USD").build();
+        assert!(matches!(e, Err(DecideError::InvalidField { field: "amount", .. })));
+        let e = Transaction::builder(&s).amount(-1.0, "USD").build();
+        assert!(matches!(e, Err(DecideError::InvalidField { field: "amount", .. })));
+        let e = Transaction::builder(&s).amount(1.0, "usd").build();
+        assert!(matches!(e, Err(DecideError::InvalidField { field: "currency", .. })));
+        let e = Transaction::builder(&s).country("USA").build();
+        assert!(matches!(e, Err(DecideError::InvalidField { field: "country", .. })));
+        let e = Transaction::builder(&s).numeric("nope", 1.0).build();
+        assert!(e.unwrap_err().to_string().contains("nope"));
+        assert!(Channel::parse("web").is_err());
+    }
+}

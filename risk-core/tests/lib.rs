@@ -1,0 +1,6 @@
+//! Integration tests of the engine: deterministic (injected clock, scripted scorers).
+
+mod common;
+mod config;
+mod engine;
+mod gray;

@@ -1,0 +1,54 @@
+//! # risk-gpu
+//!
+//! Model backends of **risk**, each implementing [`risk_core::Scorer`]:
+//! - `trees`: native XGBoost JSON scoring with exact TreeSHAP (issue [3]);
+//! - `onnx`: any ONNX classifier through ONNX Runtime with deadline cancellation (issue [3]);
+//! - `llm`: the Llama-family deep tier with a shared-prefix KV cache (issue [4]);
+//! - `quant`: per-layer FP16 / INT8 / AWQ-INT4 plans (issue [5]).
+//!
+//! CPU by default. `--features cuda` enables CUDA; without it, asking for a CUDA device
+//! returns [`DeviceError::NotCompiled`] so `cfg` lives in this one place.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+/// Where a model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Device {
+    /// Host CPU.
+    Cpu,
+    /// CUDA device by ordinal.
+    Cuda(usize),
+}
+
+/// A device that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeviceError {
+    /// The crate was built without the backend.
+    #[error("risk-gpu was not compiled with `{0}` support (rebuild with --features {0})")]
+    NotCompiled(&'static str),
+}
+
+impl Device {
+    /// Checks that the device can be used by this build.
+    pub fn check(self) -> Result<Self, DeviceError> {
+        match self {
+            Device::Cpu => Ok(self),
+            Device::Cuda(_) if cfg!(feature = "cuda") => Ok(self),
+            Device::Cuda(_) => Err(DeviceError::NotCompiled("cuda")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_without_feature_is_a_typed_error() {
+        assert_eq!(Device::Cpu.check(), Ok(Device::Cpu));
+        if !cfg!(feature = "cuda") {
+            assert_eq!(Device::Cuda(0).check(), Err(DeviceError::NotCompiled("cuda")));
+        }
+    }
+}
