@@ -1,1 +1,13 @@
-fn main() {}
+//! All criterion benchmarks: `cargo bench -p risk-benches --bench bench_main`.
+//! One module per area; peers and baselines are measured in the same run.
+
+use criterion::{criterion_group, criterion_main};
+
+mod engine;
+
+criterion_group!(
+    name = benches;
+    config = engine::config();
+    targets = engine::overhead, engine::thread_hop, engine::fallback
+);
+criterion_main!(benches);

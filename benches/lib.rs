@@ -1,1 +1,55 @@
-//! Benchmark helpers.
+//! Helpers shared by the benchmark modules: trivial tiers whose own cost is known, so
+//! the engine's overhead can be measured against calling them directly.
+#![deny(missing_docs)]
+
+use risk_core::{Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
+use std::time::Duration;
+
+/// A cheap scorer: a threshold on one slot (about what a trivial rule or model costs).
+#[derive(Debug)]
+pub struct Trivial {
+    slot: Slot,
+    latency: Latency,
+    code: ReasonCode,
+}
+
+impl Trivial {
+    /// Reads `slot`; declares `latency`.
+    pub fn new(slot: Slot, latency: Latency) -> Self {
+        Self {
+            slot,
+            latency,
+            code: ReasonCode::intern("BENCH_TRIVIAL"),
+        }
+    }
+}
+
+impl Scorer for Trivial {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new("trivial", "1", self.latency)
+    }
+    #[inline]
+    fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
+        let v = t.features.get(self.slot);
+        let mut s = Score::new(if v > 100.0 { 0.2 } else { 0.1 });
+        s.reasons.push(self.code, 0.1);
+        Ok(s)
+    }
+}
+
+/// A scorer that sleeps `stall` on every call: a stalled model.
+#[derive(Debug)]
+pub struct Stalls {
+    /// How long each call takes.
+    pub stall: Duration,
+}
+
+impl Scorer for Stalls {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new("stalls", "1", Latency::Unbounded)
+    }
+    fn score(&self, _t: &Transaction) -> Result<Score, ScoreError> {
+        std::thread::sleep(self.stall);
+        Ok(Score::new(0.5))
+    }
+}

@@ -1,1 +1,309 @@
-fn main() {}
+//! The main job: build an engine from embedded defaults and replay 100,000 synthetic
+//! transactions through it.
+//!
+//! ```text
+//! cargo run --release --example quickstart            # 100k transactions
+//! cargo run --release --example quickstart -- 20000   # fewer
+//! ```
+//!
+//! Tiers (stand-ins until issues [2]–[4] land; see `examples/lib.rs`):
+//! - rules: `ExampleRules`, ten hand-written rules (two hard);
+//! - fast: logistic regression fitted here on 40k transactions generated with another seed;
+//! - deep: logistic regression with interaction terms, fitted the same way, run
+//!   asynchronously on gray-zone scores with batching and a 500 ms budget.
+//!
+//! Prints decisions by action and tier, fallbacks by cause, gray-zone statistics,
+//! latency percentiles, AUPRC and recall at the decline threshold, and a fault drill in
+//! which the fast tier stalls.
+
+use risk_core::synth::{generate, schema, SynthConfig};
+use risk_core::{
+    Action, Engine, Escalation, FallbackCause, Latency, LatencySummary, MetricsSnapshot, Scorer,
+    Shutdown, Tier,
+};
+use risk_examples::{
+    auprc, recall_precision, rule_names, ExampleRules, Featurizer, Logistic, Stalling,
+};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let n: usize = std::env::args()
+        .nth(1)
+        .map(|a| a.parse())
+        .transpose()?
+        .unwrap_or(100_000);
+    let schema = schema();
+
+    // ----- data and stand-in models -----
+    let t = Instant::now();
+    let train = generate(&SynthConfig::new(7, 40_000));
+    let replay = generate(&SynthConfig::new(42, n));
+    let fraud = replay.iter().filter(|r| r.is_fraud).count();
+    println!(
+        "data: {} training rows (seed 7), {} replay rows (seed 42), {:.2}% fraud, generated in {:.2?}",
+        train.len(),
+        replay.len(),
+        100.0 * fraud as f64 / replay.len() as f64,
+        t.elapsed()
+    );
+    let t = Instant::now();
+    let fast = Logistic::fit("fast-lr", Featurizer::new(&schema, &[]), &train, 300, 1e-4);
+    let deep = Logistic::fit(
+        "deep-lr",
+        Featurizer::new(
+            &schema,
+            &[
+                ("device_new", "is_foreign"),
+                ("device_new", "amount_ratio"),
+                ("small_count_1h", "txn_count_1h"),
+                ("merchant_txn_count_1h", "amount"),
+                ("distinct_countries_24h", "txn_count_1h"),
+                ("high_risk_country", "amount"),
+            ],
+        ),
+        &train,
+        300,
+        1e-4,
+    )
+    .with_latency(Latency::Unbounded);
+    println!("stand-in models fitted in {:.2?} (rules: 10 hand-written; fast: logistic regression; deep: logistic regression + interactions)", t.elapsed());
+
+    // ----- the engine, embedded defaults -----
+    let rules = Arc::new(ExampleRules::new(&schema));
+    let engine = Engine::builder(schema.clone())
+        .rules(rules.clone())
+        .fast(Arc::new(fast.clone()))
+        .deep(Arc::new(deep))
+        .build()?;
+    let verdicts = engine.subscribe();
+
+    // ----- replay -----
+    let t = Instant::now();
+    let mut decisions = Vec::with_capacity(replay.len());
+    let mut rule_hits = vec![0u64; rule_names().len()];
+    let mut rule_hits_fraud = vec![0u64; rule_names().len()];
+    for r in &replay {
+        let d = engine.decide(&r.txn)?;
+        for (i, on) in rules.fired(&r.txn).iter().enumerate() {
+            if *on {
+                rule_hits[i] += 1;
+                rule_hits_fraud[i] += r.is_fraud as u64;
+            }
+        }
+        decisions.push(d);
+    }
+    let wall = t.elapsed();
+    let report = engine.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(30),
+    });
+    let m = engine.metrics();
+    println!(
+        "\nreplayed {} transactions in {:.2?} ({:.0} decisions/s, one caller thread)",
+        replay.len(),
+        wall,
+        replay.len() as f64 / wall.as_secs_f64()
+    );
+    print_counts(&m);
+
+    println!(
+        "\nrules (decisions the rule tier made: {}; hard-rule overrides: {})",
+        m.tier(Tier::Rules),
+        m.hard_rule
+    );
+    println!("  {:<34} {:>8} {:>10}", "rule", "fired", "precision");
+    for (i, name) in rule_names().iter().enumerate() {
+        println!(
+            "  {:<34} {:>8} {:>9.1}%",
+            name,
+            rule_hits[i],
+            100.0 * rule_hits_fraud[i] as f64 / rule_hits[i].max(1) as f64
+        );
+    }
+
+    // ----- gray zone and feedback -----
+    let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut got = 0;
+    while let Ok(v) = verdicts.try_recv() {
+        *sources.entry(v.source.as_str()).or_default() += 1;
+        got += 1;
+    }
+    let g = &m.gray;
+    println!("\ngray zone (band {:?})", engine.config().gray_band);
+    println!(
+        "  enqueued {}  shed {}  model verdicts {}  timed out {}  failed {}  saturated {}  abandoned at shutdown {}",
+        g.enqueued, g.shed, g.completed, g.timed_out, g.failed, g.saturated, report.abandoned
+    );
+    println!("  verdicts received by the subscriber: {got} {sources:?}");
+    let shifted: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.threshold_shift != 0.0)
+        .collect();
+    let changed = shifted
+        .iter()
+        .filter(|d| engine.config().policy.threshold(d.score, 0.0) != d.action && !d.hard_rule)
+        .count();
+    println!(
+        "  later decisions that read deep feedback: {}  (action changed by it: {})",
+        shifted.len(),
+        changed
+    );
+
+    // ----- latency -----
+    println!("\nlatency (engine clock)");
+    lat("rules", &m.rules_latency);
+    lat("fast", &m.fast_latency);
+    lat("decide total", &m.total_latency);
+    lat("deep (enqueue→verdict)", &m.deep_latency);
+
+    // ----- quality -----
+    let labels: Vec<bool> = replay.iter().map(|r| r.is_fraud).collect();
+    let final_scores: Vec<f32> = decisions.iter().map(|d| d.score).collect();
+    let fast_scores: Vec<f32> = decisions
+        .iter()
+        .map(|d| d.model_score.unwrap_or(d.rule_score))
+        .collect();
+    let rule_scores: Vec<f32> = decisions.iter().map(|d| d.rule_score).collect();
+    let base = fraud as f64 / replay.len() as f64;
+    println!("\nquality against the labels (base rate {:.4})", base);
+    println!(
+        "  AUPRC  final score {:.3}   fast tier {:.3}   rules alone {:.3}",
+        auprc(&final_scores, &labels),
+        auprc(&fast_scores, &labels),
+        auprc(&rule_scores, &labels)
+    );
+    let declined: Vec<bool> = decisions
+        .iter()
+        .map(|d| d.action == Action::Decline)
+        .collect();
+    let stopped: Vec<bool> = decisions
+        .iter()
+        .map(|d| d.action != Action::Approve)
+        .collect();
+    let (r, p) = recall_precision(&declined, &labels);
+    let (r2, p2) = recall_precision(&stopped, &labels);
+    println!(
+        "  at the decline threshold ({}): recall {:.1}%  precision {:.1}%",
+        engine.config().policy.decline_at,
+        100.0 * r,
+        100.0 * p
+    );
+    println!(
+        "  decline or review: recall {:.1}%  precision {:.1}%",
+        100.0 * r2,
+        100.0 * p2
+    );
+
+    // ----- sample decisions -----
+    println!("\nsample decisions");
+    for d in decisions
+        .iter()
+        .filter(|d| d.action != Action::Approve)
+        .step_by(997)
+        .take(4)
+    {
+        let reasons: Vec<String> = d
+            .reasons
+            .iter()
+            .map(|r| format!("{}({:+.2})", r.code, r.weight))
+            .collect();
+        let esc = match d.escalation {
+            Escalation::Enqueued(t) => format!("ticket {}", t.0),
+            Escalation::Shed(w) => format!("shed {w:?}"),
+            Escalation::None => "-".into(),
+        };
+        println!(
+            "  txn {:>6} {:<8} score {:.3} by {:<6} gray {:<12} {}",
+            d.txn.0,
+            d.action.as_str(),
+            d.score,
+            d.tier.as_str(),
+            esc,
+            reasons.join(" ")
+        );
+    }
+
+    // ----- fault drill -----
+    drill(&schema, &fast, &rules, &replay[..replay.len().min(2_000)])?;
+    Ok(())
+}
+
+fn drill(
+    schema: &Arc<risk_core::FeatureSchema>,
+    fast: &Logistic,
+    rules: &Arc<ExampleRules>,
+    rows: &[risk_core::synth::Labeled],
+) -> Result<(), Box<dyn std::error::Error>> {
+    const EVERY: u64 = 100;
+    const RATE: f64 = 2_000.0;
+    let stalling: Arc<dyn Scorer> = Arc::new(Stalling::new(
+        Arc::new(fast.clone()),
+        EVERY,
+        Duration::from_millis(100),
+    ));
+    let engine = Engine::builder(schema.clone())
+        .rules(rules.clone())
+        .fast(stalling)
+        .build()?;
+    let t = Instant::now();
+    let mut worst = Duration::ZERO;
+    for (i, r) in rows.iter().enumerate() {
+        // Paced arrivals: a stall must not outlast the whole replay.
+        let due = t + Duration::from_secs_f64(i as f64 / RATE);
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        let s = Instant::now();
+        engine.decide(&r.txn)?;
+        worst = worst.max(s.elapsed());
+    }
+    let m = engine.metrics();
+    println!(
+        "\nfault drill: fast tier on the pool (4 workers), stalling 1 call in {EVERY} for 100 ms, {} transactions at {RATE} tx/s in {:.2?}",
+        rows.len(),
+        t.elapsed()
+    );
+    println!(
+        "  timeouts {}  saturated {}  circuit-open skips {}  circuit now {}  slowest decide {:.2?} (deadline {:?})",
+        m.fallback(FallbackCause::Timeout),
+        m.fallback(FallbackCause::Saturated),
+        m.fallback(FallbackCause::CircuitOpen),
+        m.fast_circuit,
+        worst,
+        engine.config().fast_deadline
+    );
+    lat("  decide total", &m.total_latency);
+    engine.shutdown(Shutdown::Abandon);
+    Ok(())
+}
+
+fn print_counts(m: &MetricsSnapshot) {
+    let pct = |x: u64| 100.0 * x as f64 / m.decisions.max(1) as f64;
+    print!("  by action:");
+    for (a, c) in m.by_action {
+        print!("  {} {} ({:.2}%)", a.as_str(), c, pct(c));
+    }
+    print!("\n  by tier:  ");
+    for (t, c) in m.by_tier {
+        print!("  {} {} ({:.2}%)", t.as_str(), c, pct(c));
+    }
+    print!("\n  fallbacks:");
+    for (f, c) in m.fallbacks {
+        print!("  {} {}", f.as_str(), c);
+    }
+    println!();
+}
+
+fn lat(name: &str, l: &LatencySummary) {
+    let us = |ns: u64| ns as f64 / 1e3;
+    println!(
+        "  {:<24} n={:<7} p50 {:>9.2} µs  p99 {:>9.2} µs  p99.9 {:>9.2} µs  max {:>10.2} µs",
+        name,
+        l.count,
+        us(l.p50_ns),
+        us(l.p99_ns),
+        us(l.p999_ns),
+        us(l.max_ns)
+    );
+}

@@ -35,7 +35,9 @@ pub struct Notify {
 
 impl fmt::Debug for Notify {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Notify").field("seq", &*self.seq.lock()).finish()
+        f.debug_struct("Notify")
+            .field("seq", &*self.seq.lock())
+            .finish()
     }
 }
 

@@ -209,7 +209,10 @@ impl EngineConfig {
             return Err(ConfigError::invalid("fast.deadline_ms", "must be positive"));
         }
         if self.fast_deadline > Duration::from_secs(60) {
-            return Err(ConfigError::invalid("fast.deadline_ms", "must be at most 60000"));
+            return Err(ConfigError::invalid(
+                "fast.deadline_ms",
+                "must be at most 60000",
+            ));
         }
         let p = &self.policy;
         unit("thresholds.approve_below", p.approve_below)?;
@@ -250,12 +253,18 @@ impl EngineConfig {
         at_least_one("pool.fast_workers", self.pool.fast_workers)?;
         at_least_one("pool.async_workers", self.pool.async_workers)?;
         if self.pool.spin > Duration::from_millis(10) {
-            return Err(ConfigError::invalid("pool.spin_us", "must be at most 10000"));
+            return Err(ConfigError::invalid(
+                "pool.spin_us",
+                "must be at most 10000",
+            ));
         }
         self.circuit.validate()?;
         let f = &self.feedback;
         if !(f.gain.is_finite() && f.gain >= 0.0) {
-            return Err(ConfigError::invalid("feedback.gain", "must be finite and >= 0"));
+            return Err(ConfigError::invalid(
+                "feedback.gain",
+                "must be finite and >= 0",
+            ));
         }
         unit("feedback.max_shift", f.max_shift)?;
         if f.ttl.is_zero() {
@@ -366,11 +375,14 @@ impl ScorerRegistry {
             .get("kind")
             .and_then(|k| k.as_str())
             .ok_or_else(|| ConfigError::invalid(&key, "missing string"))?;
-        let f = self.kinds.get(kind).ok_or_else(|| ConfigError::UnknownKind {
-            key,
-            kind: kind.to_owned(),
-            known: self.kinds.keys().cloned().collect::<Vec<_>>().join(", "),
-        })?;
+        let f = self
+            .kinds
+            .get(kind)
+            .ok_or_else(|| ConfigError::UnknownKind {
+                key,
+                kind: kind.to_owned(),
+                known: self.kinds.keys().cloned().collect::<Vec<_>>().join(", "),
+            })?;
         f(spec)
     }
 }
@@ -507,7 +519,7 @@ pub(crate) struct RawFeedback {
 fn ms(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
     match v {
         None => Ok(default),
-        Some(x) if x.is_finite() && x >= 0.0 && x <= 1e12 => Ok(Duration::from_secs_f64(x / 1e3)),
+        Some(x) if (0.0..=1e12).contains(&x) => Ok(Duration::from_secs_f64(x / 1e3)),
         Some(x) => Err(ConfigError::invalid(
             key,
             format!("{x} is not a non-negative number of milliseconds"),
@@ -522,8 +534,9 @@ fn us(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigEr
 fn count(key: &str, v: Option<i64>, default: usize) -> Result<usize, ConfigError> {
     match v {
         None => Ok(default),
-        Some(x) if x >= 0 => usize::try_from(x)
-            .map_err(|_| ConfigError::invalid(key, format!("{x} is too large"))),
+        Some(x) if x >= 0 => {
+            usize::try_from(x).map_err(|_| ConfigError::invalid(key, format!("{x} is too large")))
+        }
         Some(x) => Err(ConfigError::invalid(key, format!("{x} is negative"))),
     }
 }
@@ -577,7 +590,7 @@ impl RawFile {
             }
         };
         let deadline = match self.fast.as_ref().and_then(|f| f.deadline_ms) {
-            Some(x) if !(x > 0.0) => {
+            Some(x) if x.is_nan() || x <= 0.0 => {
                 return Err(ConfigError::invalid(
                     "fast.deadline_ms",
                     format!("{x} is not a positive number of milliseconds"),
@@ -618,7 +631,11 @@ impl RawFile {
             )?,
             deep,
             pool: PoolConfig {
-                fast_workers: count("pool.fast_workers", self.pool.fast_workers, d.pool.fast_workers)?,
+                fast_workers: count(
+                    "pool.fast_workers",
+                    self.pool.fast_workers,
+                    d.pool.fast_workers,
+                )?,
                 spin: us("pool.spin_us", self.pool.spin_us, d.pool.spin)?,
                 async_workers: count(
                     "pool.async_workers",
@@ -628,9 +645,13 @@ impl RawFile {
             },
             circuit: CircuitConfig {
                 window: ms("circuit.window_ms", c.window_ms, d.circuit.window)?,
-                min_calls: count("circuit.min_calls", c.min_calls, d.circuit.min_calls as usize)?
-                    .try_into()
-                    .map_err(|_| ConfigError::invalid("circuit.min_calls", "too large"))?,
+                min_calls: count(
+                    "circuit.min_calls",
+                    c.min_calls,
+                    d.circuit.min_calls as usize,
+                )?
+                .try_into()
+                .map_err(|_| ConfigError::invalid("circuit.min_calls", "too large"))?,
                 failure_rate: c.failure_rate.unwrap_or(d.circuit.failure_rate),
                 open_for: ms("circuit.open_ms", c.open_ms, d.circuit.open_for)?,
                 half_open_probes: count(

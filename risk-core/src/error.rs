@@ -17,7 +17,9 @@ pub enum SchemaError {
     #[error("duplicate feature name {0:?}")]
     DuplicateField(String),
     /// A name that is empty or has characters outside `[A-Za-z0-9_.]`.
-    #[error("invalid feature name {0:?} (use letters, digits, '_' and '.', not starting with a digit)")]
+    #[error(
+        "invalid feature name {0:?} (use letters, digits, '_' and '.', not starting with a digit)"
+    )]
     InvalidName(String),
     /// A field the schema does not have.
     #[error("unknown feature {0:?}")]
@@ -56,7 +58,10 @@ pub enum SchemaError {
         value: String,
     },
     /// A vocabulary above [`crate::schema::MAX_VOCAB`].
-    #[error("categorical feature {field:?} has {len} values (max {})", crate::schema::MAX_VOCAB)]
+    #[error(
+        "categorical feature {field:?} has {len} values (max {})",
+        crate::schema::MAX_VOCAB
+    )]
     VocabTooLarge {
         /// The field.
         field: String,

@@ -55,7 +55,7 @@ pub use config::{
     ScorerSpec,
 };
 pub use decision::{
-    Action, DeepFailure, DeepSource, DeepVerdict, Decision, EntityFeedback, Escalation,
+    Action, Decision, DeepFailure, DeepSource, DeepVerdict, EntityFeedback, Escalation,
     FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, Ticket, Tier,
 };
 pub use engine::{
@@ -67,3 +67,8 @@ pub use policy::Policy;
 pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
 pub use scorer::{Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
 pub use txn::{Channel, Country, Currency, DeviceId, EntityKey, Transaction, TxnId};
+
+/// The README's example, compiled and run as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

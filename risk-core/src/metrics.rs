@@ -15,7 +15,6 @@ const BUCKETS: usize = (64 - SUB_BITS as usize + 1) * SUB;
 /// A concurrent log-linear histogram of `u64` values (nanoseconds here).
 pub struct Histogram {
     buckets: Box<[AtomicU64]>,
-    count: AtomicU64,
     sum: AtomicU64,
     max: AtomicU64,
 }
@@ -59,19 +58,20 @@ impl Histogram {
     pub fn new() -> Self {
         Self {
             buckets: (0..BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            count: AtomicU64::new(0),
             sum: AtomicU64::new(0),
             max: AtomicU64::new(0),
         }
     }
 
-    /// Records one value.
+    /// Records one value: two relaxed atomic adds (the count is the buckets' sum), and
+    /// a compare-exchange only when a new maximum is seen.
     #[inline]
     pub fn record(&self, v: u64) {
         self.buckets[bucket_of(v)].fetch_add(1, Relaxed);
-        self.count.fetch_add(1, Relaxed);
         self.sum.fetch_add(v, Relaxed);
-        self.max.fetch_max(v, Relaxed);
+        if v > self.max.load(Relaxed) {
+            self.max.fetch_max(v, Relaxed);
+        }
     }
 
     /// Percentiles and totals at this moment.
@@ -266,7 +266,20 @@ mod tests {
     #[test]
     fn buckets_are_monotone_and_tight() {
         let mut last = 0;
-        for v in [0u64, 1, 31, 32, 33, 63, 64, 100, 1_000, 12_345, 1 << 40, u64::MAX / 2] {
+        for v in [
+            0u64,
+            1,
+            31,
+            32,
+            33,
+            63,
+            64,
+            100,
+            1_000,
+            12_345,
+            1 << 40,
+            u64::MAX / 2,
+        ] {
             let b = bucket_of(v);
             assert!(b >= last, "bucket order at {v}");
             last = b;

@@ -138,7 +138,10 @@ mod tests {
         r.directive = Some(Action::Decline);
         let m = Score::new(0.01);
         let c = p.combine(Some(&r), Some(&m), 0.0);
-        assert_eq!((c.action, c.tier, c.hard_rule), (Action::Decline, Tier::Rules, true));
+        assert_eq!(
+            (c.action, c.tier, c.hard_rule),
+            (Action::Decline, Tier::Rules, true)
+        );
         let off = Policy {
             hard_rule_override: false,
             ..p

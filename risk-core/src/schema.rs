@@ -85,12 +85,19 @@ pub struct FeatureSchema {
     fields: Vec<Field>,
     by_name: HashMap<String, Slot>,
     fingerprint: u64,
+    /// Slots that must not be missing.
+    required: Vec<usize>,
+    /// Categorical slots and their vocabulary sizes.
+    categorical: Vec<(usize, usize)>,
 }
 
 impl fmt::Debug for FeatureSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FeatureSchema")
-            .field("fields", &self.fields.iter().map(|x| &x.name).collect::<Vec<_>>())
+            .field(
+                "fields",
+                &self.fields.iter().map(|x| &x.name).collect::<Vec<_>>(),
+            )
             .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
             .finish()
     }
@@ -229,10 +236,17 @@ impl SchemaBuilder {
                 ids,
             });
         }
+        let required = (0..fields.len()).filter(|&i| !fields[i].nullable).collect();
+        let categorical = (0..fields.len())
+            .filter(|&i| fields[i].kind == FieldKind::Categorical)
+            .map(|i| (i, fields[i].vocab.len()))
+            .collect();
         Ok(Arc::new(FeatureSchema {
             fields,
             by_name,
             fingerprint: h.finish(),
+            required,
+            categorical,
         }))
     }
 }
@@ -378,26 +392,28 @@ impl Features {
     }
 
     /// Checks every slot: missing only where the field is nullable, no infinities, and
-    /// categorical ids inside the vocabulary.
+    /// categorical ids inside the vocabulary. Runs on every decision, so the common
+    /// (valid) case is a few tight loops over precomputed slot lists.
     pub fn validate(&self) -> Result<(), SchemaError> {
-        for (field, &v) in self.schema.fields.iter().zip(self.values.iter()) {
-            if v.is_nan() {
-                if !field.nullable {
-                    return Err(SchemaError::MissingRequired(field.name.clone()));
-                }
-                continue;
+        let s = &*self.schema;
+        let v = &self.values;
+        if v.iter().any(|x| x.is_infinite()) {
+            let i = v.iter().position(|x| x.is_infinite()).unwrap_or(0);
+            return Err(SchemaError::NonFinite {
+                field: s.fields[i].name.clone(),
+            });
+        }
+        for &i in &s.required {
+            if v[i].is_nan() {
+                return Err(SchemaError::MissingRequired(s.fields[i].name.clone()));
             }
-            if v.is_infinite() {
-                return Err(SchemaError::NonFinite {
-                    field: field.name.clone(),
-                });
-            }
-            if field.kind == FieldKind::Categorical
-                && (v < 0.0 || v.fract() != 0.0 || v as usize > field.vocab.len())
-            {
+        }
+        for &(i, n) in &s.categorical {
+            let x = v[i];
+            if !x.is_nan() && (x < 0.0 || x.fract() != 0.0 || x as usize > n) {
                 return Err(SchemaError::BadCategoryId {
-                    field: field.name.clone(),
-                    id: v,
+                    field: s.fields[i].name.clone(),
+                    id: x,
                 });
             }
         }
@@ -453,7 +469,10 @@ mod tests {
         assert!(matches!(f.validate(), Err(SchemaError::NonFinite { .. })));
         f.values_mut()[0] = 1.0;
         f.values_mut()[1] = 7.0;
-        assert!(matches!(f.validate(), Err(SchemaError::BadCategoryId { .. })));
+        assert!(matches!(
+            f.validate(),
+            Err(SchemaError::BadCategoryId { .. })
+        ));
         assert!(f.set_numeric("amount", f32::NAN).is_err());
         assert!(f.set_numeric("nope", 1.0).is_err());
         assert!(f.set_categorical("amount", "x").is_err());

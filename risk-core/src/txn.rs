@@ -7,7 +7,7 @@
 //! rules and models read `amount` or `country` like any other feature.
 
 use crate::error::DecideError;
-use crate::schema::{FeatureSchema, FieldKind, Features, Fnv};
+use crate::schema::{FeatureSchema, Features, FieldKind, Fnv};
 use std::fmt;
 use std::sync::Arc;
 
@@ -418,13 +418,37 @@ mod tests {
     fn builder_rejects_bad_input() {
         let s = schema();
         let e = Transaction::builder(&s).amount(f64::NAN, "USD").build();
-        assert!(matches!(e, Err(DecideError::InvalidField { field: "amount", .. })));
+        assert!(matches!(
+            e,
+            Err(DecideError::InvalidField {
+                field: "amount",
+                ..
+            })
+        ));
         let e = Transaction::builder(&s).amount(-1.0, "USD").build();
-        assert!(matches!(e, Err(DecideError::InvalidField { field: "amount", .. })));
+        assert!(matches!(
+            e,
+            Err(DecideError::InvalidField {
+                field: "amount",
+                ..
+            })
+        ));
         let e = Transaction::builder(&s).amount(1.0, "usd").build();
-        assert!(matches!(e, Err(DecideError::InvalidField { field: "currency", .. })));
+        assert!(matches!(
+            e,
+            Err(DecideError::InvalidField {
+                field: "currency",
+                ..
+            })
+        ));
         let e = Transaction::builder(&s).country("USA").build();
-        assert!(matches!(e, Err(DecideError::InvalidField { field: "country", .. })));
+        assert!(matches!(
+            e,
+            Err(DecideError::InvalidField {
+                field: "country",
+                ..
+            })
+        ));
         let e = Transaction::builder(&s).numeric("nope", 1.0).build();
         assert!(e.unwrap_err().to_string().contains("nope"));
         assert!(Channel::parse("web").is_err());

@@ -63,7 +63,12 @@ max_entities = 1000
 "#;
 
 fn load(text: &str) -> Result<Engine, ConfigError> {
-    Engine::from_toml_str(text, Path::new("."), Path::new("risk.toml"), &ScorerRegistry::default())
+    Engine::from_toml_str(
+        text,
+        Path::new("."),
+        Path::new("risk.toml"),
+        &ScorerRegistry::default(),
+    )
 }
 
 #[test]
@@ -73,7 +78,12 @@ fn every_option_maps_onto_the_config() {
     assert_eq!(c.fast_deadline, Duration::from_micros(7500));
     assert_eq!(
         c.policy,
-        Policy { approve_below: 0.2, decline_at: 0.8, hard_rule_override: false, static_action: Action::Decline }
+        Policy {
+            approve_below: 0.2,
+            decline_at: 0.8,
+            hard_rule_override: false,
+            static_action: Action::Decline
+        }
     );
     assert_eq!((c.gray_band, c.gray_queue_capacity), ((0.4, 0.65), 128));
     assert_eq!(
@@ -87,7 +97,14 @@ fn every_option_maps_onto_the_config() {
             subscriber_capacity: 16
         }
     );
-    assert_eq!(c.pool, PoolConfig { fast_workers: 3, spin: Duration::ZERO, async_workers: 1 });
+    assert_eq!(
+        c.pool,
+        PoolConfig {
+            fast_workers: 3,
+            spin: Duration::ZERO,
+            async_workers: 1
+        }
+    );
     assert_eq!(
         c.circuit,
         CircuitConfig {
@@ -100,14 +117,28 @@ fn every_option_maps_onto_the_config() {
     );
     assert_eq!(
         c.feedback,
-        FeedbackConfig { gain: 1.0, max_shift: 0.1, ttl: Duration::from_secs(3600), max_entities: 1000 }
+        FeedbackConfig {
+            gain: 1.0,
+            max_shift: 0.1,
+            ttl: Duration::from_secs(3600),
+            max_entities: 1000
+        }
     );
     assert_eq!(e.schema().len(), 3);
-    let t = Transaction::builder(e.schema()).amount(10.0, "USD").country("GB").build().unwrap();
+    let t = Transaction::builder(e.schema())
+        .amount(10.0, "USD")
+        .country("GB")
+        .build()
+        .unwrap();
     let d = e.decide(&t).unwrap();
-    assert_eq!((d.tier, d.action, d.score), (Tier::Fast, Action::Review, 0.6));
+    assert_eq!(
+        (d.tier, d.action, d.score),
+        (Tier::Fast, Action::Review, 0.6)
+    );
     assert!(matches!(d.escalation, Escalation::Enqueued(_)));
-    e.shutdown(Shutdown::Drain { timeout: Duration::from_secs(5) });
+    e.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(5),
+    });
 }
 
 #[test]
@@ -130,14 +161,34 @@ fn invalid_values_name_their_key() {
         ("band = [0.4, 0.65]", "band = [0.65, 0.4]", "gray.band"),
         ("band = [0.4, 0.65]", "band = [0.4]", "gray.band"),
         ("band = [0.4, 0.65]", "band = [0.4, 1.5]", "gray.band"),
-        ("queue_capacity = 128", "queue_capacity = -1", "gray.queue_capacity"),
+        (
+            "queue_capacity = 128",
+            "queue_capacity = -1",
+            "gray.queue_capacity",
+        ),
         ("budget_ms = 250", "budget_ms = 0", "deep.budget_ms"),
         ("max_wait_ms = 1", "max_wait_ms = 300", "deep.max_wait_ms"),
-        ("failure_rate = 0.25", "failure_rate = 2.0", "circuit.failure_rate"),
-        ("static_action = \"decline\"", "static_action = \"block\"", "thresholds.static_action"),
+        (
+            "failure_rate = 0.25",
+            "failure_rate = 2.0",
+            "circuit.failure_rate",
+        ),
+        (
+            "static_action = \"decline\"",
+            "static_action = \"block\"",
+            "thresholds.static_action",
+        ),
         ("decline_at = 0.8", "decline_at = 0.1", "thresholds"),
-        ("kind = \"numeric\" }", "kind = \"number\" }", "schema.fields[2].kind"),
-        ("probability = 0.6", "probability = 1.6", "fast.scorer.probability"),
+        (
+            "kind = \"numeric\" }",
+            "kind = \"number\" }",
+            "schema.fields[2].kind",
+        ),
+        (
+            "probability = 0.6",
+            "probability = 1.6",
+            "fast.scorer.probability",
+        ),
     ];
     for (from, to, key) in cases {
         assert!(FULL.contains(from), "{from}");
@@ -155,13 +206,23 @@ fn unknown_keys_kinds_and_duplicate_fields_are_errors() {
     assert!(matches!(err, ConfigError::Parse { .. }));
     assert!(err.to_string().contains("dedline_ms"), "{err}");
 
-    let kind = FULL.replacen("kind = \"constant\"\nprobability = 0.6", "kind = \"xgboost\"", 1);
+    let kind = FULL.replacen(
+        "kind = \"constant\"\nprobability = 0.6",
+        "kind = \"xgboost\"",
+        1,
+    );
     let err = load(&kind).unwrap_err();
-    assert!(matches!(&err, ConfigError::UnknownKind { key, kind, .. } if key == "fast.scorer.kind" && kind == "xgboost"), "{err}");
+    assert!(
+        matches!(&err, ConfigError::UnknownKind { key, kind, .. } if key == "fast.scorer.kind" && kind == "xgboost"),
+        "{err}"
+    );
 
     let dup = FULL.replace("name = \"velocity_1h\"", "name = \"amount\"");
     let err = load(&dup).unwrap_err();
-    assert!(matches!(err, ConfigError::Schema(SchemaError::DuplicateField(_))), "{err}");
+    assert!(
+        matches!(err, ConfigError::Schema(SchemaError::DuplicateField(_))),
+        "{err}"
+    );
 
     let broken = "[schema\nfields = 3";
     assert!(matches!(load(broken), Err(ConfigError::Parse { .. })));
@@ -170,9 +231,31 @@ fn unknown_keys_kinds_and_duplicate_fields_are_errors() {
 #[test]
 fn registries_accept_new_kinds() {
     let mut reg = ScorerRegistry::default();
-    reg.register("always-high", |_spec| Ok(std::sync::Arc::new(ConstantScorer::new(0.99))));
-    let text = FULL.replacen("kind = \"constant\"\nprobability = 0.6", "kind = \"always-high\"", 1);
+    reg.register("always-high", |_spec| {
+        Ok(std::sync::Arc::new(ConstantScorer::new(0.99)))
+    });
+    let text = FULL.replacen(
+        "kind = \"constant\"\nprobability = 0.6",
+        "kind = \"always-high\"",
+        1,
+    );
     let e = Engine::from_toml_str(&text, Path::new("."), Path::new("x"), &reg).unwrap();
-    let t = Transaction::builder(e.schema()).amount(10.0, "USD").build().unwrap();
+    let t = Transaction::builder(e.schema())
+        .amount(10.0, "USD")
+        .build()
+        .unwrap();
     assert_eq!(e.decide(&t).unwrap().score, 0.99);
+}
+
+#[test]
+fn fuzz_seed_configs_load() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/config");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        let e = Engine::from_config(&p).unwrap_or_else(|err| panic!("{}: {err}", p.display()));
+        e.shutdown(Shutdown::Abandon);
+        n += 1;
+    }
+    assert!(n >= 2, "seed corpus missing in {}", dir.display());
 }

@@ -38,7 +38,11 @@ fn blocking_scorer_times_out_at_the_deadline_and_rules_decide() {
     let d = h.join().unwrap();
     assert_eq!(d.fallback, Some(FallbackCause::Timeout));
     assert_eq!(d.tier, Tier::Rules);
-    assert_eq!(d.action, Action::Decline, "rule score 0.8 >= decline_at 0.7");
+    assert_eq!(
+        d.action,
+        Action::Decline,
+        "rule score 0.8 >= decline_at 0.7"
+    );
     assert_eq!(d.rule_score, 0.8);
     assert_eq!(d.model_score, None);
     assert_eq!(d.timings.total_ns, 15_000_000);
@@ -60,7 +64,10 @@ fn blocking_scorer_with_the_real_clock_returns_by_the_deadline() {
     let took = start.elapsed();
     assert_eq!(d.fallback, Some(FallbackCause::Timeout));
     assert_eq!((d.tier, d.action), (Tier::Rules, Action::Approve));
-    assert!(took >= Duration::from_millis(15), "returned before the deadline: {took:?}");
+    assert!(
+        took >= Duration::from_millis(15),
+        "returned before the deadline: {took:?}"
+    );
     // The scorer would block for ever; the call came back at the deadline, not later.
     assert!(took < Duration::from_millis(500), "took {took:?}");
     fast.release(1);
@@ -113,7 +120,10 @@ fn panicking_scorer_falls_back_and_engine_keeps_serving() {
         }
         fast.set(Act::Value(0.1));
         let d = e.decide(&txn(&s, 5, 5)).unwrap();
-        assert_eq!((d.tier, d.fallback, d.action), (Tier::Fast, None, Action::Approve));
+        assert_eq!(
+            (d.tier, d.fallback, d.action),
+            (Tier::Fast, None, Action::Approve)
+        );
         assert_eq!(e.metrics().fallback(FallbackCause::Panic), 3);
     }
 }
@@ -141,7 +151,10 @@ fn invalid_scores_and_errors_fall_back() {
 fn no_fast_tier_is_absent() {
     let e = Engine::builder(schema()).rules(rules(0.5)).build().unwrap();
     let d = e.decide(&txn(e.schema(), 1, 1)).unwrap();
-    assert_eq!((d.fallback, d.tier, d.action), (Some(FallbackCause::Absent), Tier::Rules, Action::Review));
+    assert_eq!(
+        (d.fallback, d.tier, d.action),
+        (Some(FallbackCause::Absent), Tier::Rules, Action::Review)
+    );
 }
 
 #[test]
@@ -160,7 +173,10 @@ fn failing_rule_tier_uses_the_model_or_the_static_action() {
     assert!(d.rule_score.is_nan());
     fast.set(Act::Error);
     let d = e.decide(&txn(e.schema(), 2, 2)).unwrap();
-    assert_eq!((d.tier, d.action, d.fallback), (Tier::Static, Action::Review, Some(FallbackCause::Error)));
+    assert_eq!(
+        (d.tier, d.action, d.fallback),
+        (Tier::Static, Action::Review, Some(FallbackCause::Error))
+    );
     assert_eq!(e.metrics().rules_failed, 2);
 }
 
@@ -218,7 +234,10 @@ fn hard_rule_overrides_model() {
         .build()
         .unwrap();
     let d = e.decide(&txn(e.schema(), 1, 1)).unwrap();
-    assert_eq!((d.action, d.tier, d.hard_rule), (Action::Decline, Tier::Rules, true));
+    assert_eq!(
+        (d.action, d.tier, d.hard_rule),
+        (Action::Decline, Tier::Rules, true)
+    );
     assert_eq!(d.model_score, Some(0.01));
     assert_eq!(d.reasons.as_slice()[0].code.name(), "RULE_TEST");
     assert_eq!(e.metrics().hard_rule, 1);
@@ -229,38 +248,92 @@ fn bad_input_is_a_typed_error() {
     let e = Engine::builder(schema()).rules(rules(0.1)).build().unwrap();
     let mut t = txn(e.schema(), 1, 1);
     t.amount = f64::NAN;
-    assert!(matches!(e.decide(&t), Err(DecideError::InvalidField { field: "amount", .. })));
+    assert!(matches!(
+        e.decide(&t),
+        Err(DecideError::InvalidField {
+            field: "amount",
+            ..
+        })
+    ));
     t.amount = f64::INFINITY;
-    assert!(matches!(e.decide(&t), Err(DecideError::InvalidField { field: "amount", .. })));
+    assert!(matches!(
+        e.decide(&t),
+        Err(DecideError::InvalidField {
+            field: "amount",
+            ..
+        })
+    ));
     // Missing required feature.
     let mut t = txn(e.schema(), 1, 1);
     t.features.values_mut()[0] = f32::NAN;
     let err = e.decide(&t).unwrap_err();
-    assert!(matches!(err, DecideError::Features(SchemaError::MissingRequired(ref f)) if f == "amount"));
+    assert!(
+        matches!(err, DecideError::Features(SchemaError::MissingRequired(ref f)) if f == "amount")
+    );
     assert_eq!(err.code(), 202);
     // Infinite feature value.
     let mut t = txn(e.schema(), 1, 1);
     t.features.values_mut()[2] = f32::INFINITY;
-    assert!(e.decide(&t).unwrap_err().to_string().contains("velocity_1h"));
+    assert!(e
+        .decide(&t)
+        .unwrap_err()
+        .to_string()
+        .contains("velocity_1h"));
     // Features from another schema.
     let other = FeatureSchema::builder().numeric("x").build().unwrap();
     let mut t = txn(e.schema(), 1, 1);
     t.features = other.features();
-    assert!(matches!(e.decide(&t), Err(DecideError::SchemaMismatch { .. })));
+    assert!(matches!(
+        e.decide(&t),
+        Err(DecideError::SchemaMismatch { .. })
+    ));
     // Unknown field at build time.
-    let err = Transaction::builder(e.schema()).numeric("nope", 1.0).build().unwrap_err();
+    let err = Transaction::builder(e.schema())
+        .numeric("nope", 1.0)
+        .build()
+        .unwrap_err();
     assert!(err.to_string().contains("nope"));
 }
 
 #[test]
 fn invalid_config_names_the_key() {
     let cases: Vec<(EngineBuilder, &str)> = vec![
-        (Engine::builder(schema()).rules(rules(0.1)).fast_deadline(Duration::ZERO), "fast.deadline_ms"),
-        (Engine::builder(schema()).rules(rules(0.1)).gray_band(0.7, 0.3), "gray.band"),
-        (Engine::builder(schema()).rules(rules(0.1)).gray_band(0.5, 0.5), "gray.band"),
-        (Engine::builder(schema()).rules(rules(0.1)).thresholds(0.8, 0.2), "thresholds"),
-        (Engine::builder(schema()).rules(rules(0.1)).thresholds(-0.1, 0.2), "thresholds.approve_below"),
-        (Engine::builder(schema()).rules(rules(0.1)).gray_queue_capacity(0), "gray.queue_capacity"),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .fast_deadline(Duration::ZERO),
+            "fast.deadline_ms",
+        ),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .gray_band(0.7, 0.3),
+            "gray.band",
+        ),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .gray_band(0.5, 0.5),
+            "gray.band",
+        ),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .thresholds(0.8, 0.2),
+            "thresholds",
+        ),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .thresholds(-0.1, 0.2),
+            "thresholds.approve_below",
+        ),
+        (
+            Engine::builder(schema())
+                .rules(rules(0.1))
+                .gray_queue_capacity(0),
+            "gray.queue_capacity",
+        ),
         (Engine::builder(schema()), "rules.scorer"),
     ];
     for (b, key) in cases {
@@ -286,14 +359,29 @@ fn decide_batch_and_async_agree_with_decide() {
         txns[4].amount = -1.0; // bad input in the middle of a batch
         let single: Vec<_> = txns.iter().map(|t| e.decide(t)).collect();
         let batch = e.decide_batch(&txns);
-        let asynced: Vec<_> = txns.iter().map(|t| block_on(e.decide_async(t.clone()))).collect();
+        let asynced: Vec<_> = txns
+            .iter()
+            .map(|t| block_on(e.decide_async(t.clone())))
+            .collect();
         for ((a, b), c) in single.iter().zip(&batch).zip(&asynced) {
             match (a, b, c) {
                 (Ok(a), Ok(b), Ok(c)) => {
                     for x in [b, c] {
                         assert_eq!(
-                            (a.txn, a.action, a.tier, a.fallback, a.model_score.map(f32::to_bits)),
-                            (x.txn, x.action, x.tier, x.fallback, x.model_score.map(f32::to_bits)),
+                            (
+                                a.txn,
+                                a.action,
+                                a.tier,
+                                a.fallback,
+                                a.model_score.map(f32::to_bits)
+                            ),
+                            (
+                                x.txn,
+                                x.action,
+                                x.tier,
+                                x.fallback,
+                                x.model_score.map(f32::to_bits)
+                            ),
                             "{latency:?}"
                         );
                     }
@@ -305,12 +393,24 @@ fn decide_batch_and_async_agree_with_decide() {
                 other => panic!("disagree: {other:?}"),
             }
         }
-        let actions: Vec<_> = single.iter().map(|d| d.as_ref().ok().map(|d| d.action)).collect();
+        let actions: Vec<_> = single
+            .iter()
+            .map(|d| d.as_ref().ok().map(|d| d.action))
+            .collect();
         assert_eq!(
             actions,
-            vec![Some(Action::Approve), Some(Action::Review), Some(Action::Decline), Some(Action::Review), None]
+            vec![
+                Some(Action::Approve),
+                Some(Action::Review),
+                Some(Action::Decline),
+                Some(Action::Review),
+                None
+            ]
         );
-        assert_eq!(single[3].as_ref().unwrap().fallback, Some(FallbackCause::InvalidScore));
+        assert_eq!(
+            single[3].as_ref().unwrap().fallback,
+            Some(FallbackCause::InvalidScore)
+        );
     }
 }
 
@@ -331,11 +431,18 @@ fn wrong_length_batch_is_a_tier_failure() {
         }
     }
     let s = schema();
-    let e = Engine::builder(s.clone()).rules(rules(0.8)).fast(Arc::new(Short)).build().unwrap();
+    let e = Engine::builder(s.clone())
+        .rules(rules(0.8))
+        .fast(Arc::new(Short))
+        .build()
+        .unwrap();
     let txns: Vec<Transaction> = (1..=3).map(|i| txn(&s, i, i)).collect();
     for d in e.decide_batch(&txns) {
         let d = d.unwrap();
-        assert_eq!((d.fallback, d.tier), (Some(FallbackCause::Error), Tier::Rules));
+        assert_eq!(
+            (d.fallback, d.tier),
+            (Some(FallbackCause::Error), Tier::Rules)
+        );
     }
 }
 

@@ -40,14 +40,22 @@ fn gray_engine_budget(
 fn stalled_deep_tier_keeps_the_queue_bounded_and_decide_unaffected() {
     let clock = ManualClock::new();
     let deep = Scripted::new(Act::Block, Latency::Unbounded);
-    let e = gray_engine(clock.clone(), Arc::new(ConstantScorer::new(0.5)), deep.clone(), 64);
+    let e = gray_engine(
+        clock.clone(),
+        Arc::new(ConstantScorer::new(0.5)),
+        deep.clone(),
+        64,
+    );
     let verdicts = e.subscribe();
     let s = e.schema().clone();
     for i in 0..10_000u64 {
         let d = e.decide(&txn(&s, i, i % 500)).unwrap();
         // The caller is never delayed: the manual clock never moved.
         assert_eq!(d.timings.total_ns, 0);
-        assert_eq!((d.tier, d.fallback, d.action), (Tier::Fast, None, Action::Review));
+        assert_eq!(
+            (d.tier, d.fallback, d.action),
+            (Tier::Fast, None, Action::Review)
+        );
         assert!(matches!(
             d.escalation,
             Escalation::Enqueued(_) | Escalation::Shed(ShedReason::QueueFull)
@@ -64,10 +72,15 @@ fn stalled_deep_tier_keeps_the_queue_bounded_and_decide_unaffected() {
     deep.wait_started();
     clock.advance(Duration::from_millis(500));
     for _ in 0..m.gray.enqueued {
-        let v = verdicts.recv_timeout(Duration::from_secs(30)).expect("verdict");
+        let v = verdicts
+            .recv_timeout(Duration::from_secs(30))
+            .expect("verdict");
         assert_eq!(v.source, DeepSource::GlobalPrior);
         assert_eq!(v.score, 0.5);
-        assert!(matches!(v.failure, Some(DeepFailure::Timeout | DeepFailure::Saturated)));
+        assert!(matches!(
+            v.failure,
+            Some(DeepFailure::Timeout | DeepFailure::Saturated)
+        ));
     }
     let m = e.metrics();
     assert_eq!(m.gray.timed_out + m.gray.saturated, m.gray.enqueued);
@@ -101,7 +114,10 @@ fn deep_verdict_changes_the_next_decision_of_that_entity_only() {
         panic!("not escalated: {d:?}")
     };
     let v = verdicts.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!((v.ticket, v.entity, v.source, v.score), (ticket, EntityKey(1), DeepSource::Model, 0.95));
+    assert_eq!(
+        (v.ticket, v.entity, v.source, v.score),
+        (ticket, EntityKey(1), DeepSource::Model, 0.95)
+    );
     assert_eq!(v.fast_score, 0.5);
     let fb = e.feedback(EntityKey(1)).unwrap();
     assert!((fb.threshold_shift - 0.2).abs() < 1e-6, "{fb:?}");
@@ -110,7 +126,10 @@ fn deep_verdict_changes_the_next_decision_of_that_entity_only() {
     fast.set(Act::Value(0.55));
     let flagged = e.decide(&txn(&s, 2, 1)).unwrap();
     let other = e.decide(&txn(&s, 3, 2)).unwrap();
-    assert_eq!((flagged.action, flagged.threshold_shift), (Action::Decline, 0.2));
+    assert_eq!(
+        (flagged.action, flagged.threshold_shift),
+        (Action::Decline, 0.2)
+    );
     assert_eq!((other.action, other.threshold_shift), (Action::Review, 0.0));
     // Past the feedback TTL the entity is back to the base thresholds.
     let mut late = txn(&s, 4, 1);
@@ -118,7 +137,9 @@ fn deep_verdict_changes_the_next_decision_of_that_entity_only() {
     let d = e.decide(&late).unwrap();
     assert_eq!((d.action, d.threshold_shift), (Action::Review, 0.0));
     // Every escalation (all four were in the band) reached the callback.
-    let r = e.shutdown(Shutdown::Drain { timeout: Duration::from_secs(60) });
+    let r = e.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(60),
+    });
     assert_eq!(r.abandoned, 0);
     assert_eq!(e.metrics().gray.completed, 4);
     assert_eq!(seen.load(Ordering::SeqCst), 4);
@@ -140,15 +161,24 @@ fn failed_deep_tier_uses_the_entitys_previous_day_average() {
     fast.set(Act::Value(0.5));
     let mut t = txn(&s, 3, 7);
     t.timestamp_ms += DAY_MS;
-    assert!(matches!(e.decide(&t).unwrap().escalation, Escalation::Enqueued(_)));
+    assert!(matches!(
+        e.decide(&t).unwrap().escalation,
+        Escalation::Enqueued(_)
+    ));
     let v = verdicts.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!((v.source, v.failure), (DeepSource::CachedAverage, Some(DeepFailure::Error)));
+    assert_eq!(
+        (v.source, v.failure),
+        (DeepSource::CachedAverage, Some(DeepFailure::Error))
+    );
     assert!((v.score - 0.15).abs() < 1e-6, "{v:?}");
     // An entity without history gets the global prior.
     let t = txn(&s, 4, 8);
     e.decide(&t).unwrap();
     let v = verdicts.recv_timeout(Duration::from_secs(30)).unwrap();
-    assert_eq!((v.entity, v.source, v.score), (EntityKey(8), DeepSource::GlobalPrior, 0.5));
+    assert_eq!(
+        (v.entity, v.source, v.score),
+        (EntityKey(8), DeepSource::GlobalPrior, 0.5)
+    );
     assert_eq!(e.metrics().gray.failed, 2);
 }
 
@@ -159,16 +189,28 @@ fn scores_outside_the_band_and_hard_rules_do_not_escalate() {
     let deep = Scripted::new(Act::Value(0.5), Latency::Unbounded);
     let e = gray_engine(clock, fast.clone(), deep, 8);
     let s = e.schema().clone();
-    assert_eq!(e.decide(&txn(&s, 1, 1)).unwrap().escalation, Escalation::None);
+    assert_eq!(
+        e.decide(&txn(&s, 1, 1)).unwrap().escalation,
+        Escalation::None
+    );
     fast.set(Act::Value(0.3));
-    assert!(matches!(e.decide(&txn(&s, 2, 1)).unwrap().escalation, Escalation::Enqueued(_)));
+    assert!(matches!(
+        e.decide(&txn(&s, 2, 1)).unwrap().escalation,
+        Escalation::Enqueued(_)
+    ));
     let hard = Engine::builder(schema())
-        .rules(Arc::new(Rules { p: 0.9, directive: Some(Action::Decline) }))
+        .rules(Arc::new(Rules {
+            p: 0.9,
+            directive: Some(Action::Decline),
+        }))
         .fast(Arc::new(ConstantScorer::new(0.5)))
         .deep(Scripted::new(Act::Value(0.5), Latency::Unbounded))
         .build()
         .unwrap();
-    assert_eq!(hard.decide(&txn(&s, 3, 1)).unwrap().escalation, Escalation::None);
+    assert_eq!(
+        hard.decide(&txn(&s, 3, 1)).unwrap().escalation,
+        Escalation::None
+    );
 }
 
 #[test]
@@ -181,17 +223,28 @@ fn shutdown_drains_or_abandons_and_reports() {
     for i in 0..20 {
         e.decide(&txn(&s, i, i)).unwrap();
     }
-    let r = e.shutdown(Shutdown::Drain { timeout: Duration::from_secs(1) });
+    let r = e.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(1),
+    });
     assert_eq!(r.abandoned, 0);
     assert_eq!(e.metrics().gray.completed, 20);
     assert!(r.drained <= 20);
-    assert!(matches!(e.decide(&txn(&s, 99, 1)), Err(DecideError::ShutDown)));
+    assert!(matches!(
+        e.decide(&txn(&s, 99, 1)),
+        Err(DecideError::ShutDown)
+    ));
 
     // Abandon: a stalled deep tier; what is still queued is dropped and counted.
     let clock = ManualClock::new();
     let deep = Scripted::new(Act::Block, Latency::Unbounded);
     // A one-hour budget: advancing the clock for the drain never expires the stuck batch.
-    let e = gray_engine_budget(clock.clone(), Arc::new(ConstantScorer::new(0.5)), deep.clone(), 64, 3_600_000);
+    let e = gray_engine_budget(
+        clock.clone(),
+        Arc::new(ConstantScorer::new(0.5)),
+        deep.clone(),
+        64,
+        3_600_000,
+    );
     for i in 0..20 {
         e.decide(&txn(&s, i, i)).unwrap();
     }
@@ -200,7 +253,11 @@ fn shutdown_drains_or_abandons_and_reports() {
     assert!(queued > 0);
     // Drain with a timeout that passes (by the manual clock) before the stall ends.
     let e2 = e.clone();
-    let h = std::thread::spawn(move || e2.shutdown(Shutdown::Drain { timeout: Duration::from_millis(100) }));
+    let h = std::thread::spawn(move || {
+        e2.shutdown(Shutdown::Drain {
+            timeout: Duration::from_millis(100),
+        })
+    });
     while !h.is_finished() {
         clock.advance(Duration::from_millis(100));
         std::thread::yield_now();
@@ -231,7 +288,9 @@ fn slow_subscriber_does_not_block_the_deep_tier() {
     for i in 0..10 {
         e.decide(&txn(&s, i, i)).unwrap();
     }
-    let r = e.shutdown(Shutdown::Drain { timeout: Duration::from_secs(1) });
+    let r = e.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(1),
+    });
     assert_eq!(r.abandoned, 0);
     let m = e.metrics();
     assert_eq!(m.gray.completed, 10);

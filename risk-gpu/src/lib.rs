@@ -48,7 +48,10 @@ mod tests {
     fn cuda_without_feature_is_a_typed_error() {
         assert_eq!(Device::Cpu.check(), Ok(Device::Cpu));
         if !cfg!(feature = "cuda") {
-            assert_eq!(Device::Cuda(0).check(), Err(DeviceError::NotCompiled("cuda")));
+            assert_eq!(
+                Device::Cuda(0).check(),
+                Err(DeviceError::NotCompiled("cuda"))
+            );
         }
     }
 }

@@ -52,7 +52,10 @@ impl CircuitConfig {
             ));
         }
         if self.min_calls == 0 {
-            return Err(ConfigError::invalid("circuit.min_calls", "must be at least 1"));
+            return Err(ConfigError::invalid(
+                "circuit.min_calls",
+                "must be at least 1",
+            ));
         }
         if !(self.failure_rate > 0.0 && self.failure_rate <= 1.0) {
             return Err(ConfigError::invalid(
@@ -229,8 +232,7 @@ impl Circuit {
             }
             // A probe finishing after the state moved on, or a normal call finishing
             // while open: nothing to add.
-            (Permit::Probe, _) | (Permit::Normal, State::Open { .. } | State::HalfOpen { .. }) => {
-            }
+            (Permit::Probe, _) | (Permit::Normal, State::Open { .. } | State::HalfOpen { .. }) => {}
             (Permit::Normal, State::Closed) => {
                 let epoch = now / self.bucket_ns;
                 let b = &mut g.buckets[(epoch % BUCKETS as u64) as usize];
@@ -342,6 +344,9 @@ mod tests {
             failure_rate: 0.0,
             ..cfg()
         };
-        assert_eq!(bad.validate().unwrap_err().key(), Some("circuit.failure_rate"));
+        assert_eq!(
+            bad.validate().unwrap_err().key(),
+            Some("circuit.failure_rate")
+        );
     }
 }

@@ -134,7 +134,11 @@ impl GrayZone {
     }
 
     /// Queues a gray-zone transaction without blocking.
-    pub(crate) fn try_push(&self, txn: &Transaction, fast_score: f32) -> Result<Ticket, ShedReason> {
+    pub(crate) fn try_push(
+        &self,
+        txn: &Transaction,
+        fast_score: f32,
+    ) -> Result<Ticket, ShedReason> {
         let s = &self.shared;
         if s.closed.load(Ordering::Acquire) {
             return Err(ShedReason::ShuttingDown);
@@ -274,7 +278,9 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
             }
         }
         Ok(Err(_)) => live.iter().for_each(|i| fallback(s, i, DeepFailure::Error)),
-        Err(PoolError::Timeout) => live.iter().for_each(|i| fallback(s, i, DeepFailure::Timeout)),
+        Err(PoolError::Timeout) => live
+            .iter()
+            .for_each(|i| fallback(s, i, DeepFailure::Timeout)),
         Err(PoolError::Saturated) => live
             .iter()
             .for_each(|i| fallback(s, i, DeepFailure::Saturated)),

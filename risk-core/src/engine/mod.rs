@@ -21,8 +21,8 @@ pub use gray::VerdictCallback;
 use crate::clock::Clock;
 use crate::config::{EngineConfig, RawFile, ScorerRegistry};
 use crate::decision::{
-    Decision, EntityFeedback, Escalation, FallbackCause, ShedReason, Shutdown,
-    ShutdownReport, StageTimings, Tier,
+    Decision, EntityFeedback, Escalation, FallbackCause, ShedReason, Shutdown, ShutdownReport,
+    StageTimings, Tier,
 };
 use crate::error::{ConfigError, DecideError};
 use crate::metrics::{Metrics, MetricsSnapshot};
@@ -131,11 +131,10 @@ impl Engine {
         let t0 = clock.now();
         let rules = inner.run_rules(txn);
         let t1 = clock.now();
-        let fast = match &inner.fast {
-            None => Err(FallbackCause::Absent),
-            Some(f) => f.run(clock, txn, t0.saturating_add(f.deadline)),
+        let (fast, t2) = match &inner.fast {
+            None => (Err(FallbackCause::Absent), t1),
+            Some(f) => f.run(clock, txn, t1, t0.saturating_add(f.deadline)),
         };
-        let t2 = clock.now();
         Ok(inner.finish(txn, rules, fast, t0, t1 - t0, t2 - t1))
     }
 
@@ -175,7 +174,11 @@ impl Engine {
             .zip(rules)
             .map(|((t, c), r)| {
                 c?;
-                let f = fast_out.as_ref().map_err(|c| *c).map(|v| v[k]).and_then(|s| s);
+                let f = fast_out
+                    .as_ref()
+                    .map_err(|c| *c)
+                    .map(|v| v[k])
+                    .and_then(|s| s);
                 k += 1;
                 Ok(inner.finish(t, r, f, t0, rules_ns, fast_ns))
             })
@@ -284,9 +287,9 @@ impl Inner {
         fast_ns: u64,
     ) -> Decision {
         let model = fast.ok();
-        let shift = self
-            .entities
-            .on_decide(txn.entity, txn.timestamp_ms, model.map(|m| m.probability));
+        let shift =
+            self.entities
+                .on_decide(txn.entity, txn.timestamp_ms, model.map(|m| m.probability));
         let c = self.policy.combine(rules.as_ref(), model.as_ref(), shift);
         // Reasons: the deciding tier's first, then the other's.
         let mut reasons = Reasons::new();

@@ -249,9 +249,8 @@ mod tests {
     fn stalled_task_times_out_and_saturates() {
         let clock = ManualClock::new();
         let late = Arc::new(AtomicU64::new(0));
-        let pool = Arc::new(
-            DeadlinePool::<Gate>::new("t", 1, Duration::ZERO, Arc::clone(&late)).unwrap(),
-        );
+        let pool =
+            Arc::new(DeadlinePool::<Gate>::new("t", 1, Duration::ZERO, Arc::clone(&late)).unwrap());
         let (started_tx, started_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel();
         let release_rx = Arc::new(Mutex::new(release_rx));

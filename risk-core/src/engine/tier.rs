@@ -92,28 +92,21 @@ impl FastTier {
         self.pool.is_none()
     }
 
-    /// Scores under the circuit breaker with a hard deadline `until`.
+    /// Scores under the circuit breaker with a hard deadline `until`; `now` is the
+    /// current time. Returns the outcome and the time after it (one clock read).
     pub(crate) fn run(
         &self,
         clock: &dyn Clock,
         txn: &Transaction,
+        now: Nanos,
         until: Nanos,
-    ) -> Result<Score, FallbackCause> {
-        let permit = self.circuit.acquire(clock.now());
+    ) -> (Result<Score, FallbackCause>, Nanos) {
+        let permit = self.circuit.acquire(now);
         if permit == Permit::Denied {
-            return Err(FallbackCause::CircuitOpen);
+            return (Err(FallbackCause::CircuitOpen), now);
         }
         let out = match &self.pool {
-            None => {
-                let r = guarded_score(&*self.scorer, txn).map_err(Failure::cause);
-                // An inline scorer cannot be interrupted; an answer past the deadline
-                // is treated as a timeout so the decision's semantics do not depend on
-                // where the tier ran.
-                match r {
-                    Ok(_) if clock.now() > until => Err(FallbackCause::Timeout),
-                    r => r,
-                }
-            }
+            None => guarded_score(&*self.scorer, txn).map_err(Failure::cause),
             Some(pool) => match pool.run(clock, until, |t| {
                 if !t
                     .scorer
@@ -132,12 +125,19 @@ impl FastTier {
                 Err(PoolError::Saturated) => Err(FallbackCause::Saturated),
             },
         };
+        let end = clock.now();
+        // An inline scorer cannot be interrupted; an answer past the deadline is treated
+        // as a timeout so the decision does not depend on where the tier ran.
+        let out = match out {
+            Ok(_) if end > until => Err(FallbackCause::Timeout),
+            r => r,
+        };
         // Saturation says nothing about the model's health: do not count it.
         if out == Err(FallbackCause::Saturated) {
             self.circuit.release(permit);
         } else {
-            self.circuit.record(permit, out.is_ok(), clock.now());
+            self.circuit.record(permit, out.is_ok(), end);
         }
-        out
+        (out, end)
     }
 }

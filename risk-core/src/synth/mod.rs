@@ -51,7 +51,9 @@ const HOME_WEIGHTS: [f64; 16] = [
 pub const HIGH_RISK_COUNTRIES: [&str; 4] = ["NG", "RU", "BR", "CN"];
 
 /// Currencies in the schema's vocabulary.
-pub const CURRENCIES: [&str; 9] = ["USD", "GBP", "EUR", "CAD", "BRL", "MXN", "INR", "NGN", "RUB"];
+pub const CURRENCIES: [&str; 9] = [
+    "USD", "GBP", "EUR", "CAD", "BRL", "MXN", "INR", "NGN", "RUB",
+];
 
 fn currency_of(country: &str) -> &'static str {
     match country {
@@ -323,15 +325,19 @@ pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
                 };
                 let mut t = t0;
                 for _ in 0..1 + rng.below(3) {
-                    let mcc = [mcc_index(5732), mcc_index(5944), mcc_index(4511)]
-                        [rng.below(3) as usize];
+                    let mcc =
+                        [mcc_index(5732), mcc_index(5944), mcc_index(4511)][rng.below(3) as usize];
                     events.push(Event {
                         t,
                         card,
                         amount: c.typical * rng.range(5.0, 20.0),
                         mcc,
                         country,
-                        channel: if rng.chance(0.7) { Channel::Ecom } else { Channel::App },
+                        channel: if rng.chance(0.7) {
+                            Channel::Ecom
+                        } else {
+                            Channel::App
+                        },
                         device,
                         merchant: merchant_for(&mut rng, mcc),
                         scenario: Scenario::AccountTakeover,
@@ -340,7 +346,8 @@ pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
                 }
             }
             2 => {
-                let mcc = [mcc_index(5999), mcc_index(5311), mcc_index(5541)][rng.below(3) as usize];
+                let mcc =
+                    [mcc_index(5999), mcc_index(5311), mcc_index(5541)][rng.below(3) as usize];
                 let merchant = merchant_for(&mut rng, mcc);
                 let mut t = t0;
                 for _ in 0..6 + rng.below(10) {
@@ -371,8 +378,16 @@ pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
                         card,
                         amount: rng.lognormal(120.0, 0.6),
                         mcc,
-                        country: if k >= 3 && rng.chance(0.5) { second } else { first },
-                        channel: if rng.chance(0.5) { Channel::Pos } else { Channel::Ecom },
+                        country: if k >= 3 && rng.chance(0.5) {
+                            second
+                        } else {
+                            first
+                        },
+                        channel: if rng.chance(0.5) {
+                            Channel::Pos
+                        } else {
+                            Channel::Ecom
+                        },
                         device: 0,
                         merchant: merchant_for(&mut rng, mcc),
                         scenario: Scenario::VelocitySpike,
@@ -605,13 +620,16 @@ mod tests {
         let a = generate(&cfg);
         let b = generate(&cfg);
         assert_eq!(a.len(), 5_000);
-        assert!(a
+        assert!(a.iter().zip(&b).all(|(x, y)| x
+            .txn
+            .features
+            .values()
             .iter()
-            .zip(&b)
-            .all(|(x, y)| x.txn.features.values().iter().zip(y.txn.features.values()).all(
-                |(p, q)| p.to_bits() == q.to_bits()
-            )));
-        assert!(a.windows(2).all(|w| w[0].txn.timestamp_ms <= w[1].txn.timestamp_ms));
+            .zip(y.txn.features.values())
+            .all(|(p, q)| p.to_bits() == q.to_bits())));
+        assert!(a
+            .windows(2)
+            .all(|w| w[0].txn.timestamp_ms <= w[1].txn.timestamp_ms));
         let fraud = a.iter().filter(|r| r.is_fraud).count() as f64 / a.len() as f64;
         assert!((0.01..=0.03).contains(&fraud), "fraud rate {fraud}");
         for s in [
@@ -644,7 +662,10 @@ mod tests {
             mean(Scenario::CompromisedTerminal, "merchant_txn_count_1h")
                 > 2.0 * mean(Scenario::Normal, "merchant_txn_count_1h") + 1.0
         );
-        assert!(mean(Scenario::VelocitySpike, "txn_count_1h") > mean(Scenario::Normal, "txn_count_1h") + 1.0);
+        assert!(
+            mean(Scenario::VelocitySpike, "txn_count_1h")
+                > mean(Scenario::Normal, "txn_count_1h") + 1.0
+        );
         // Card-present rows have a missing device flag.
         assert!(rows
             .iter()
