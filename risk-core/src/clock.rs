@@ -29,15 +29,14 @@ pub fn nanos(d: Duration) -> Nanos {
 /// between "checked, found nothing" and "went to sleep".
 #[derive(Default)]
 pub struct Notify {
-    seq: Mutex<u64>,
+    seq: AtomicU64,
+    lock: Mutex<()>,
     cv: Condvar,
 }
 
 impl fmt::Debug for Notify {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Notify")
-            .field("seq", &*self.seq.lock())
-            .finish()
+        f.debug_struct("Notify").field("seq", &self.seq()).finish()
     }
 }
 
@@ -48,30 +47,31 @@ impl Notify {
     }
 
     /// The current sequence number; pass it to [`Clock::wait`].
+    #[inline]
     pub fn seq(&self) -> u64 {
-        *self.seq.lock()
+        self.seq.load(Ordering::Acquire)
     }
 
     /// Wakes every waiter.
     pub fn notify(&self) {
-        let mut s = self.seq.lock();
-        *s = s.wrapping_add(1);
+        let _g = self.lock.lock();
+        self.seq.fetch_add(1, Ordering::AcqRel);
         self.cv.notify_all();
     }
 
     /// Blocks until the sequence differs from `seen` or `timeout` (if any) elapses.
     fn wait_changed(&self, seen: u64, timeout: Option<Duration>) {
-        let mut s = self.seq.lock();
+        let mut g = self.lock.lock();
         match timeout {
             None => {
-                while *s == seen {
-                    self.cv.wait(&mut s);
+                while self.seq() == seen {
+                    self.cv.wait(&mut g);
                 }
             }
             Some(t) => {
                 let end = Instant::now() + t;
-                while *s == seen {
-                    if self.cv.wait_until(&mut s, end).timed_out() {
+                while self.seq() == seen {
+                    if self.cv.wait_until(&mut g, end).timed_out() {
                         break;
                     }
                 }
@@ -134,6 +134,11 @@ impl SystemClock {
     }
 }
 
+/// Below this much time left, [`SystemClock::wait`] stops sleeping on the condition
+/// variable (whose timed wake-ups are late by the kernel's timer slack, ~50-100 µs, and
+/// by scheduling) and polls, yielding the CPU, so a deadline is met within microseconds.
+pub const SPIN_MARGIN: Duration = Duration::from_micros(200);
+
 impl Clock for SystemClock {
     #[inline]
     fn now(&self) -> Nanos {
@@ -149,7 +154,15 @@ impl Clock for SystemClock {
         if now >= deadline {
             return;
         }
-        signal.wait_changed(seen, Some(Duration::from_nanos(deadline - now)));
+        let left = deadline - now;
+        let margin = nanos(SPIN_MARGIN);
+        if left > margin {
+            signal.wait_changed(seen, Some(Duration::from_nanos(left - margin)));
+            return;
+        }
+        while signal.seq() == seen && self.now() < deadline {
+            std::thread::yield_now();
+        }
     }
 }
 

@@ -110,14 +110,19 @@ impl<T: Task> DeadlinePool<T> {
             .count()
     }
 
-    fn claim(&self) -> Option<&Arc<Worker<T>>> {
+    /// Claims an idle worker, trying the most recently used one first: it is the one
+    /// most likely still spinning (warm), and the others stay parked instead of
+    /// competing for the cores.
+    fn claim(&self) -> Option<(usize, &Arc<Worker<T>>)> {
         let n = self.workers.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        (0..n).map(|k| &self.workers[(start + k) % n]).find(|w| {
-            w.busy
-                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        })
+        let start = self.next.load(Ordering::Relaxed);
+        (0..n)
+            .map(|k| ((start + k) % n, &self.workers[(start + k) % n]))
+            .find(|(_, w)| {
+                w.busy
+                    .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
     }
 
     /// Runs a task filled by `fill` on an idle worker and waits until `deadline`.
@@ -127,7 +132,7 @@ impl<T: Task> DeadlinePool<T> {
         deadline: Nanos,
         fill: impl FnOnce(&mut T),
     ) -> Result<T::Output, PoolError> {
-        let w = self.claim().ok_or(PoolError::Saturated)?;
+        let (idx, w) = self.claim().ok_or(PoolError::Saturated)?;
         {
             let mut s = w.slot.lock();
             fill(&mut s.task);
@@ -153,6 +158,7 @@ impl<T: Task> DeadlinePool<T> {
         if let Some(out) = s.result.take() {
             w.ready.store(false, Ordering::Relaxed);
             w.busy.store(false, Ordering::Release);
+            self.next.store(idx, Ordering::Relaxed);
             return Ok(out);
         }
         s.abandoned = true;
