@@ -212,6 +212,7 @@ impl Transaction {
                 features: schema.features(),
             },
             err: None,
+            set: [false; 4],
         }
     }
 
@@ -252,6 +253,9 @@ impl Transaction {
 pub struct TransactionBuilder {
     txn: Transaction,
     err: Option<DecideError>,
+    /// Which typed fields were set (currency, mcc, country, channel): only those are
+    /// mirrored, so a feature set directly is not overwritten by a default.
+    set: [bool; 4],
 }
 
 impl TransactionBuilder {
@@ -279,6 +283,7 @@ impl TransactionBuilder {
     /// Amount and currency.
     pub fn amount(mut self, amount: f64, currency: &str) -> Self {
         self.txn.amount = amount;
+        self.set[0] = true;
         match Currency::new(currency) {
             Ok(c) => self.txn.currency = c,
             Err(e) => self.keep(Err(e)),
@@ -288,10 +293,12 @@ impl TransactionBuilder {
     /// Merchant category code.
     pub fn mcc(mut self, mcc: u16) -> Self {
         self.txn.mcc = mcc;
+        self.set[1] = true;
         self
     }
     /// Country code.
     pub fn country(mut self, c: &str) -> Self {
+        self.set[2] = true;
         match Country::new(c) {
             Ok(c) => self.txn.country = c,
             Err(e) => self.keep(Err(e)),
@@ -301,6 +308,7 @@ impl TransactionBuilder {
     /// Channel.
     pub fn channel(mut self, c: Channel) -> Self {
         self.txn.channel = c;
+        self.set[3] = true;
         self
     }
     /// Device id.
@@ -329,7 +337,9 @@ impl TransactionBuilder {
         self
     }
 
-    /// Mirrors the typed fields into standard slots, validates, and returns the transaction.
+    /// Mirrors the typed fields into standard slots, validates, and returns the
+    /// transaction. `amount` is always mirrored; currency, mcc, country and channel only
+    /// when their typed setter was called (then they win over a value set by name).
     pub fn build(mut self) -> Result<Transaction, DecideError> {
         if let Some(e) = self.err.take() {
             return Err(e);
@@ -343,15 +353,31 @@ impl TransactionBuilder {
         }
         let schema = Arc::clone(t.features.schema());
         let mcc_text = format!("{:04}", t.mcc);
-        let mirror: [(&str, Mirror<'_>); 5] = [
-            (fields::AMOUNT, Mirror::Num(t.amount as f32)),
-            (fields::CURRENCY, Mirror::Cat(t.currency.as_str())),
-            (fields::MCC, Mirror::Both(t.mcc as f32, &mcc_text)),
-            (fields::COUNTRY, Mirror::Cat(t.country.as_str())),
-            (fields::CHANNEL, Mirror::Cat(t.channel.as_str())),
+        let mirror: [(&str, Mirror<'_>, bool); 5] = [
+            (fields::AMOUNT, Mirror::Num(t.amount as f32), true),
+            (
+                fields::CURRENCY,
+                Mirror::Cat(t.currency.as_str()),
+                self.set[0],
+            ),
+            (
+                fields::MCC,
+                Mirror::Both(t.mcc as f32, &mcc_text),
+                self.set[1],
+            ),
+            (
+                fields::COUNTRY,
+                Mirror::Cat(t.country.as_str()),
+                self.set[2],
+            ),
+            (
+                fields::CHANNEL,
+                Mirror::Cat(t.channel.as_str()),
+                self.set[3],
+            ),
         ];
-        for (name, m) in mirror {
-            let Some(slot) = schema.slot(name) else {
+        for (name, m, wanted) in mirror {
+            let Some(slot) = schema.slot(name).filter(|_| wanted) else {
                 continue;
             };
             let field = schema.field(slot);

@@ -1,0 +1,388 @@
+//! [`RuleSet`]: a compiled, immutable rule file; and [`Expression`]: one compiled
+//! expression (for tools, tests and ad-hoc analysis).
+
+use crate::checker::{interpret, Scope, TExpr, Ty};
+use crate::compiler::{Emitter, MAX_STACK};
+use crate::error::{ErrorKind, Raw, RuleError, Span};
+use crate::lexer::lex;
+use crate::parser::file::{parse_file, HitPolicy, Outcome};
+use crate::parser::parse_expr;
+use crate::vm::{run, Op};
+use risk_core::{Action, FeatureSchema, Features, ReasonCode};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Most rules in one file.
+pub const MAX_RULES: usize = 10_000;
+/// Largest rule file in bytes.
+pub const MAX_SOURCE: usize = 8 << 20;
+
+/// One compiled rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    /// Id (unique in the set).
+    pub id: String,
+    /// Description.
+    pub description: String,
+    /// Reason code reported when it fires.
+    pub reason: ReasonCode,
+    /// What it does when it fires.
+    pub outcome: Outcome,
+    /// Higher first.
+    pub priority: i32,
+    /// Evaluated at all.
+    pub enabled: bool,
+    /// Its action overrides the model.
+    pub hard: bool,
+    /// The condition's source text.
+    pub condition: String,
+    /// Line of the rule in its file.
+    pub line: usize,
+    code: (u32, u32),
+    texpr: TExpr,
+}
+
+impl Rule {
+    /// The rule's contribution to the rule score when it fires.
+    pub fn contribution(&self, review_score: f32) -> f32 {
+        match self.outcome {
+            Outcome::Score(s) => s,
+            Outcome::Action(Action::Approve) => 0.0,
+            Outcome::Action(Action::Review) => review_score,
+            Outcome::Action(Action::Decline) => 1.0,
+        }
+    }
+}
+
+/// A compiled rule file: immutable, `Send + Sync`, share it with `Arc`.
+#[derive(Debug)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    /// Enabled rules in evaluation order (priority desc, then file order).
+    order: Vec<u32>,
+    code: Vec<Op>,
+    sets: Vec<Box<[f32]>>,
+    policy: HitPolicy,
+    review_score: f32,
+    version: String,
+    file: String,
+    schema_fingerprint: u64,
+}
+
+/// The rule tier's answer for one transaction.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Verdict {
+    /// Rule score in `[0, 1]` under the hit policy.
+    pub score: f32,
+    /// The most severe action among fired hard rules.
+    pub directive: Option<Action>,
+    /// Number of rules that fired.
+    pub hits: usize,
+}
+
+/// Reusable buffer receiving the indices of fired rules, in evaluation order.
+/// Keep one per thread: after its first use, evaluation allocates nothing.
+#[derive(Debug, Default, Clone)]
+pub struct Hits {
+    idx: Vec<u32>,
+}
+
+impl Hits {
+    /// An empty buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Indices (into [`RuleSet::rules`]) of the rules that fired.
+    pub fn indices(&self) -> &[u32] {
+        &self.idx
+    }
+}
+
+fn locate<'s>(file: &str, src: &'s str) -> impl Fn(Raw) -> RuleError + 's {
+    let file = file.to_owned();
+    move |r: Raw| r.locate(&file, src)
+}
+
+/// Failure to load a rule file.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read rule file {path}: {source}")]
+    Io {
+        /// Path.
+        path: String,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// The file did not compile.
+    #[error("{0}")]
+    Compile(#[from] RuleError),
+}
+
+impl RuleSet {
+    /// Compiles rule-file text named `file` against `schema`.
+    pub fn compile(src: &str, file: &str, schema: &Arc<FeatureSchema>) -> Result<Self, RuleError> {
+        let loc = locate(file, src);
+        if src.len() > MAX_SOURCE {
+            return Err(loc(Raw {
+                kind: ErrorKind::TooLarge(format!("{} bytes (max {MAX_SOURCE})", src.len())),
+                span: Span::new(0, 0),
+            }));
+        }
+        let toks = lex(src).map_err(&loc)?;
+        let ast = parse_file(&toks).map_err(&loc)?;
+        let mut scope = Scope::new(schema);
+        for (name, span, e) in &ast.consts {
+            scope.define(name, *span, e).map_err(&loc)?;
+        }
+        if ast.rules.len() > MAX_RULES {
+            return Err(loc(Raw {
+                kind: ErrorKind::TooLarge(format!("{} rules (max {MAX_RULES})", ast.rules.len())),
+                span: ast.rules[MAX_RULES].id_span,
+            }));
+        }
+        let mut em = Emitter::default();
+        let mut rules: Vec<Rule> = Vec::with_capacity(ast.rules.len());
+        for r in &ast.rules {
+            if rules.iter().any(|x| x.id == r.id) {
+                return Err(loc(Raw {
+                    kind: ErrorKind::DuplicateRule(r.id.clone()),
+                    span: r.id_span,
+                }));
+            }
+            let missing = |clause| {
+                loc(Raw {
+                    kind: ErrorKind::MissingClause {
+                        rule: r.id.clone(),
+                        clause,
+                    },
+                    span: r.id_span,
+                })
+            };
+            let when = r.when.as_ref().ok_or_else(|| missing("when"))?;
+            let (outcome, ospan) = r.outcome.ok_or_else(|| missing("score or action"))?;
+            if r.hard && !matches!(outcome, Outcome::Action(_)) {
+                return Err(loc(Raw {
+                    kind: ErrorKind::InvalidValue(
+                        "a hard rule needs an action (approve, review or decline), not a score"
+                            .into(),
+                    ),
+                    span: ospan,
+                }));
+            }
+            let (texpr, _) = scope.check(when, Some(Ty::Bool)).map_err(&loc)?;
+            let code = em.compile(&texpr, when.span).map_err(&loc)?;
+            rules.push(Rule {
+                id: r.id.clone(),
+                description: r.description.clone(),
+                reason: ReasonCode::intern(r.reason.as_deref().unwrap_or(&r.id)),
+                outcome,
+                priority: r.priority,
+                enabled: r.enabled,
+                hard: r.hard,
+                condition: src[when.span.start..when.span.end].to_owned(),
+                line: src[..r.id_span.start].matches('\n').count() + 1,
+                code,
+                texpr,
+            });
+        }
+        let mut order: Vec<u32> = (0..rules.len() as u32)
+            .filter(|&i| rules[i as usize].enabled)
+            .collect();
+        order.sort_by_key(|&i| std::cmp::Reverse(rules[i as usize].priority));
+        Ok(Self {
+            rules,
+            order,
+            code: em.code,
+            sets: em.sets,
+            policy: ast.policy,
+            review_score: ast.review_score,
+            version: ast.version.unwrap_or_else(|| "unversioned".into()),
+            file: file.to_owned(),
+            schema_fingerprint: schema.fingerprint(),
+        })
+    }
+
+    /// Reads and compiles a rule file.
+    pub fn from_file(
+        path: impl AsRef<Path>,
+        schema: &Arc<FeatureSchema>,
+    ) -> Result<Self, LoadError> {
+        let p = path.as_ref();
+        let src = std::fs::read_to_string(p).map_err(|source| LoadError::Io {
+            path: p.display().to_string(),
+            source,
+        })?;
+        Ok(Self::compile(&src, &p.display().to_string(), schema)?)
+    }
+
+    /// Every rule, in file order.
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The hit policy.
+    pub fn policy(&self) -> HitPolicy {
+        self.policy
+    }
+
+    /// The file's `version` (or `unversioned`).
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Probability given to a fired non-hard `review` rule.
+    pub fn review_score(&self) -> f32 {
+        self.review_score
+    }
+
+    /// The file name it was compiled from.
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    /// Fingerprint of the schema it was compiled against.
+    pub fn schema_fingerprint(&self) -> u64 {
+        self.schema_fingerprint
+    }
+
+    /// Number of instructions (all rules).
+    pub fn code_len(&self) -> usize {
+        self.code.len()
+    }
+
+    /// Evaluates every enabled rule (or up to the first hit) over `f`, filling `hits`.
+    /// Allocates nothing once `hits` has grown to the number of rules.
+    #[inline]
+    pub fn evaluate(&self, f: &Features, hits: &mut Hits) -> Verdict {
+        let x = f.values();
+        hits.idx.clear();
+        let mut st = [0f32; MAX_STACK];
+        let first_hit = self.policy == HitPolicy::FirstHit;
+        for &i in &self.order {
+            let r = &self.rules[i as usize];
+            if run(&self.code, r.code.0, r.code.1, &self.sets, x, &mut st) != 0.0 {
+                hits.idx.push(i);
+                if first_hit {
+                    break;
+                }
+            }
+        }
+        self.verdict(hits)
+    }
+
+    fn verdict(&self, hits: &Hits) -> Verdict {
+        let mut score = 0.0f32;
+        let mut directive: Option<Action> = None;
+        for &i in &hits.idx {
+            let r = &self.rules[i as usize];
+            let c = r.contribution(self.review_score);
+            score = match self.policy {
+                HitPolicy::CollectSum { cap } => (score + c).min(cap),
+                HitPolicy::CollectMax | HitPolicy::FirstHit => score.max(c),
+            };
+            if let (true, Outcome::Action(a)) = (r.hard, r.outcome) {
+                directive = Some(directive.map_or(a, |d| d.max(a)));
+            }
+        }
+        Verdict {
+            score,
+            directive,
+            hits: hits.idx.len(),
+        }
+    }
+
+    /// The same evaluation by the reference interpreter over the typed trees (slow; for
+    /// tests and audits of the compiler).
+    pub fn evaluate_reference(&self, f: &Features, hits: &mut Hits) -> Verdict {
+        hits.idx.clear();
+        for &i in &self.order {
+            if interpret(&self.rules[i as usize].texpr, f.values()) != 0.0 {
+                hits.idx.push(i);
+                if self.policy == HitPolicy::FirstHit {
+                    break;
+                }
+            }
+        }
+        self.verdict(hits)
+    }
+}
+
+/// A value produced by an [`Expression`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    /// A number.
+    Num(f32),
+    /// A boolean.
+    Bool(bool),
+    /// A missing number (or category).
+    Missing,
+}
+
+/// One compiled expression over a schema, with optional constants (`const` lines).
+#[derive(Debug)]
+pub struct Expression {
+    code: Vec<Op>,
+    sets: Vec<Box<[f32]>>,
+    range: (u32, u32),
+    texpr: TExpr,
+    ty: Ty,
+}
+
+impl Expression {
+    /// Compiles `src`. `consts` is rule-file text with `const` definitions (may be empty).
+    pub fn compile(
+        src: &str,
+        consts: &str,
+        schema: &Arc<FeatureSchema>,
+    ) -> Result<Self, RuleError> {
+        let mut scope = Scope::new(schema);
+        if !consts.is_empty() {
+            let loc = locate("<consts>", consts);
+            let ast = parse_file(&lex(consts).map_err(&loc)?).map_err(&loc)?;
+            for (n, s, e) in &ast.consts {
+                scope.define(n, *s, e).map_err(&loc)?;
+            }
+        }
+        let loc = locate("<expr>", src);
+        let toks = lex(src).map_err(&loc)?;
+        let e = parse_expr(&toks).map_err(&loc)?;
+        let (texpr, ty) = scope.check(&e, None).map_err(&loc)?;
+        let mut em = Emitter::default();
+        let range = em.compile(&texpr, e.span).map_err(&loc)?;
+        Ok(Self {
+            code: em.code,
+            sets: em.sets,
+            range,
+            texpr,
+            ty,
+        })
+    }
+
+    fn value(&self, v: f32) -> Value {
+        match self.ty {
+            Ty::Bool => Value::Bool(v != 0.0),
+            _ if v.is_nan() => Value::Missing,
+            _ => Value::Num(v),
+        }
+    }
+
+    /// Evaluates with the compiled program.
+    pub fn eval(&self, f: &Features) -> Value {
+        let mut st = [0f32; MAX_STACK];
+        self.value(run(
+            &self.code,
+            self.range.0,
+            self.range.1,
+            &self.sets,
+            f.values(),
+            &mut st,
+        ))
+    }
+
+    /// Evaluates with the reference interpreter.
+    pub fn eval_reference(&self, f: &Features) -> Value {
+        self.value(interpret(&self.texpr, f.values()))
+    }
+}

@@ -1,0 +1,263 @@
+//! [`RuleScorer`]: the rule tier as a [`Scorer`], with atomic hot reload.
+//!
+//! The serving [`RuleSet`] sits behind an atomic pointer swap: a `decide` in flight keeps
+//! the set it started with, the next one sees the new set, and no call ever sees a partly
+//! built set. A file that fails to compile (or was compiled for another schema) never
+//! replaces the serving set; the error is returned, counted and kept for inspection.
+
+use crate::ruleset::{Hits, LoadError, RuleSet};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use risk_core::{
+    ConfigError, FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, ScorerRegistry,
+    Transaction,
+};
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+thread_local! {
+    static HITS: RefCell<Hits> = RefCell::new(Hits::new());
+}
+
+/// Reload counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReloadStats {
+    /// Successful swaps.
+    pub reloads: u64,
+    /// Rejected files.
+    pub failures: u64,
+    /// The last rejection, rendered (file:line:col and excerpt).
+    pub last_error: Option<String>,
+}
+
+/// The rule tier.
+pub struct RuleScorer {
+    current: ArcSwap<RuleSet>,
+    schema: Arc<FeatureSchema>,
+    path: Option<PathBuf>,
+    reloads: AtomicU64,
+    failures: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl std::fmt::Debug for RuleScorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.current.load();
+        f.debug_struct("RuleScorer")
+            .field("file", &s.file())
+            .field("version", &s.version())
+            .field("rules", &s.rules().len())
+            .finish()
+    }
+}
+
+/// Why a swap was refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReloadError {
+    /// The new file did not load or compile.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The new set was compiled against another schema.
+    #[error("rule set compiled for schema {got:016x}, serving schema is {expected:016x}")]
+    SchemaMismatch {
+        /// Serving schema.
+        expected: u64,
+        /// The candidate's.
+        got: u64,
+    },
+    /// The scorer was not created from a file.
+    #[error("this rule scorer has no file to reload")]
+    NoPath,
+}
+
+impl RuleScorer {
+    /// Serves `set` (compiled against `schema`).
+    pub fn new(set: RuleSet, schema: Arc<FeatureSchema>) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(set),
+            schema,
+            path: None,
+            reloads: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// Compiles and serves a rule file; [`reload`](Self::reload) re-reads it.
+    pub fn from_file(
+        path: impl AsRef<Path>,
+        schema: Arc<FeatureSchema>,
+    ) -> Result<Self, LoadError> {
+        let set = RuleSet::from_file(path.as_ref(), &schema)?;
+        let mut s = Self::new(set, schema);
+        s.path = Some(path.as_ref().to_path_buf());
+        Ok(s)
+    }
+
+    /// The set serving now.
+    pub fn current(&self) -> Arc<RuleSet> {
+        self.current.load_full()
+    }
+
+    /// Replaces the serving set atomically, if it was compiled for the same schema.
+    pub fn swap(&self, set: RuleSet) -> Result<Arc<RuleSet>, ReloadError> {
+        if set.schema_fingerprint() != self.schema.fingerprint() {
+            let e = ReloadError::SchemaMismatch {
+                expected: self.schema.fingerprint(),
+                got: set.schema_fingerprint(),
+            };
+            self.failed(&e);
+            return Err(e);
+        }
+        let old = self.current.swap(Arc::new(set));
+        self.reloads.fetch_add(1, Ordering::Relaxed);
+        Ok(old)
+    }
+
+    /// Re-reads the file this scorer was created from. On any error the serving set is
+    /// unchanged and the error is returned (and kept in [`stats`](Self::stats)).
+    pub fn reload(&self) -> Result<Arc<RuleSet>, ReloadError> {
+        let path = self.path.as_ref().ok_or(ReloadError::NoPath)?;
+        match RuleSet::from_file(path, &self.schema) {
+            Ok(set) => self.swap(set),
+            Err(e) => {
+                let e = ReloadError::Load(e);
+                self.failed(&e);
+                Err(e)
+            }
+        }
+    }
+
+    fn failed(&self, e: &ReloadError) {
+        self.failures.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock() = Some(e.to_string());
+    }
+
+    /// Reload counters and the last error.
+    pub fn stats(&self) -> ReloadStats {
+        ReloadStats {
+            reloads: self.reloads.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            last_error: self.last_error.lock().clone(),
+        }
+    }
+
+    /// Polls the file every `interval` and reloads it when its modification time or size
+    /// changes. Stops when the returned handle is dropped or the scorer is.
+    pub fn watch(self: &Arc<Self>, interval: Duration) -> Watcher {
+        let stop = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let (weak, stop2) = (Arc::downgrade(self), Arc::clone(&stop));
+        let path = self.path.clone();
+        let stamp = |p: &Path| {
+            std::fs::metadata(p)
+                .ok()
+                .map(|m| (m.modified().ok(), m.len()))
+        };
+        let handle = std::thread::Builder::new()
+            .name("risk-rules-watch".into())
+            .spawn(move || {
+                let Some(path) = path else { return };
+                let mut last = stamp(&path);
+                loop {
+                    {
+                        let mut stopped = stop2.0.lock();
+                        if !*stopped {
+                            stop2.1.wait_for(&mut stopped, interval);
+                        }
+                        if *stopped {
+                            return;
+                        }
+                    }
+                    let Some(me) = weak.upgrade() else { return };
+                    let now = stamp(&path);
+                    if now != last {
+                        last = now;
+                        // Errors are counted and kept in stats(); the serving set stays.
+                        let _ = me.reload();
+                    }
+                }
+            })
+            .ok();
+        Watcher { stop, handle }
+    }
+}
+
+/// Handle of a [`RuleScorer::watch`] thread; dropping it stops the thread.
+#[derive(Debug)]
+pub struct Watcher {
+    stop: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Lets the thread run until the scorer is dropped.
+    pub fn detach(mut self) {
+        self.handle.take();
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            *self.stop.0.lock() = true;
+            self.stop.1.notify_all();
+            let _ = h.join();
+        }
+    }
+}
+
+impl Scorer for RuleScorer {
+    fn info(&self) -> ScorerInfo {
+        let s = self.current.load();
+        ScorerInfo::new(format!("rules:{}", s.file()), s.version(), Latency::Bounded)
+    }
+
+    fn score(&self, txn: &Transaction) -> Result<Score, ScoreError> {
+        let set = self.current.load();
+        HITS.with(|h| {
+            let mut h = h.borrow_mut();
+            let v = set.evaluate(&txn.features, &mut h);
+            let mut s = Score::new(v.score);
+            s.directive = v.directive;
+            let review = set.review_score();
+            for &i in h.indices() {
+                let r = &set.rules()[i as usize];
+                // Hard rules first, then by contribution.
+                let w = r.contribution(review) + if r.hard { 1.0 } else { 0.0 };
+                s.reasons.push(r.reason, w);
+            }
+            s.reasons.sort();
+            Ok(s)
+        })
+    }
+}
+
+/// Registers the `rules` scorer kind: `[rules.scorer] kind = "rules"`, `path = "x.rules"`
+/// (relative to the config file), optional `watch_ms` to poll the file for changes.
+pub fn register(registry: &mut ScorerRegistry) {
+    registry.register("rules", |spec| {
+        let path = spec.path("path")?;
+        let scorer = RuleScorer::from_file(&path, Arc::clone(&spec.schema)).map_err(|e| {
+            ConfigError::Scorer {
+                key: spec.key.clone(),
+                message: e.to_string(),
+            }
+        })?;
+        let scorer = Arc::new(scorer);
+        if let Some(ms) = spec.f64("watch_ms")? {
+            if !(ms >= 10.0 && ms.is_finite()) {
+                return Err(ConfigError::invalid(
+                    format!("{}.watch_ms", spec.key),
+                    "must be at least 10",
+                ));
+            }
+            // Detached: the thread ends when the scorer is dropped.
+            scorer.watch(Duration::from_secs_f64(ms / 1e3)).detach();
+        }
+        Ok(scorer as Arc<dyn Scorer>)
+    });
+}

@@ -1,0 +1,7 @@
+//! Integration tests of the rule language and the rule tier.
+
+mod default_set;
+mod golden;
+mod property;
+mod reload;
+mod sets;
