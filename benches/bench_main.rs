@@ -4,10 +4,11 @@
 use criterion::{criterion_group, criterion_main};
 
 mod engine;
+mod rules;
 
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine::overhead, engine::thread_hop, engine::fallback
+    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate
 );
 criterion_main!(benches);

@@ -1,19 +1,16 @@
 //! Pieces shared by the examples: transparent stand-in tiers and evaluation metrics.
 //!
-//! **Stand-ins, clearly labelled.** Until the real tiers land (compiled rules in
-//! `risk-rules`, XGBoost/ONNX and the LLM deep tier in `risk-gpu`), the quickstart uses:
-//! - [`ExampleRules`]: a dozen hand-written rules over the synthetic features;
-//! - [`Logistic`]: logistic regression fitted here, by gradient descent, on a training
-//!   set generated with another seed (fast tier), and the same with pairwise interaction
-//!   terms (deep-tier stand-in).
+//! **Stand-ins, clearly labelled.** Until the real model tiers land (XGBoost/ONNX and the
+//! LLM deep tier in `risk-gpu`), the quickstart uses [`Logistic`]: logistic regression
+//! fitted here, by gradient descent, on a training set generated with another seed (fast
+//! tier), and the same with pairwise interaction terms (deep-tier stand-in). The rule
+//! tier is the real one: `risk-rules` with its default rule set.
 //!
 //! Every piece is a real [`Scorer`]; nothing is hard-coded to the evaluation data.
 #![deny(missing_docs)]
 
 use risk_core::synth::Labeled;
-use risk_core::{
-    Action, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
-};
+use risk_core::{Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
 use std::sync::Arc;
 
 // ===== features for the linear models =====
@@ -264,120 +261,6 @@ impl Scorer for Logistic {
     }
 }
 
-// ===== rules =====
-
-/// A dozen transparent rules over the synthetic features, hand-written in Rust until the
-/// rule language of `risk-rules` lands. Score = `1 - (1 - 0.01) * prod(1 - w)` over the
-/// rules that fire; a few are hard (they set a directive).
-#[derive(Debug)]
-pub struct ExampleRules {
-    s: RuleSlots,
-    codes: Vec<ReasonCode>,
-}
-
-#[derive(Debug)]
-struct RuleSlots {
-    amount: Slot,
-    small_1h: Slot,
-    count_1h: Slot,
-    device_new: Slot,
-    foreign: Slot,
-    ratio: Slot,
-    merchant_1h: Slot,
-    countries: Slot,
-    high_risk: Slot,
-    channel: Slot,
-    hour: Slot,
-}
-
-/// (code, weight, hard directive).
-const RULES: [(&str, f32, Option<Action>); 10] = [
-    ("R_CARD_TESTING_BURST", 0.6, None),
-    ("R_CARD_TESTING_HARD", 0.9, Some(Action::Decline)),
-    ("R_ATO_NEW_DEVICE_FOREIGN_HIGH", 0.7, None),
-    ("R_TERMINAL_BURST", 0.5, None),
-    ("R_VELOCITY_1H", 0.35, None),
-    ("R_MULTI_COUNTRY_24H", 0.3, None),
-    ("R_HIGH_RISK_COUNTRY_HIGH_AMOUNT", 0.3, None),
-    ("R_AMOUNT_SPIKE", 0.2, None),
-    ("R_NIGHT_ECOM_NEW_DEVICE", 0.15, None),
-    ("R_VERY_LARGE_AMOUNT_REVIEW", 0.2, Some(Action::Review)),
-];
-
-impl ExampleRules {
-    /// Resolves the slots it reads.
-    pub fn new(schema: &risk_core::FeatureSchema) -> Self {
-        let s = |n: &str| schema.slot(n).expect("synthetic schema field");
-        Self {
-            s: RuleSlots {
-                amount: s("amount"),
-                small_1h: s("small_count_1h"),
-                count_1h: s("txn_count_1h"),
-                device_new: s("device_new"),
-                foreign: s("is_foreign"),
-                ratio: s("amount_ratio"),
-                merchant_1h: s("merchant_txn_count_1h"),
-                countries: s("distinct_countries_24h"),
-                high_risk: s("high_risk_country"),
-                channel: s("channel"),
-                hour: s("hour"),
-            },
-            codes: RULES.iter().map(|r| ReasonCode::intern(r.0)).collect(),
-        }
-    }
-
-    /// Which rules fire (comparisons with missing values are false).
-    pub fn fired(&self, t: &Transaction) -> [bool; 10] {
-        let f = &t.features;
-        let g = |s: Slot| f.get(s);
-        let s = &self.s;
-        let amount = g(s.amount);
-        [
-            g(s.small_1h) >= 3.0,
-            g(s.small_1h) >= 6.0 && g(s.count_1h) >= 6.0,
-            g(s.device_new) == 1.0 && g(s.foreign) == 1.0 && g(s.ratio) >= 4.0,
-            g(s.merchant_1h) >= 5.0,
-            g(s.count_1h) >= 4.0,
-            g(s.countries) >= 2.0,
-            g(s.high_risk) == 1.0 && amount >= 300.0,
-            g(s.ratio) >= 6.0,
-            (g(s.hour) < 5.0) && g(s.device_new) == 1.0 && g(s.channel) == 2.0,
-            amount >= 5_000.0,
-        ]
-    }
-}
-
-impl Scorer for ExampleRules {
-    fn info(&self) -> ScorerInfo {
-        ScorerInfo::new("example-rules", "10 rules", Latency::Bounded)
-    }
-    fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
-        let fired = self.fired(t);
-        let mut keep = 0.99f32;
-        let mut s = Score::new(0.0);
-        for (i, on) in fired.iter().enumerate() {
-            if !on {
-                continue;
-            }
-            let (_, w, dir) = RULES[i];
-            keep *= 1.0 - w;
-            s.reasons.push(self.codes[i], w);
-            s.directive = match (s.directive, dir) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            };
-        }
-        s.probability = 1.0 - keep;
-        s.reasons.sort();
-        Ok(s)
-    }
-}
-
-/// Rule names in the order of [`ExampleRules::fired`].
-pub fn rule_names() -> Vec<&'static str> {
-    RULES.iter().map(|r| r.0).collect()
-}
-
 // ===== a scorer wrapper for fault drills =====
 
 /// Wraps a scorer and stalls one call in `every` for `stall` (a real sleep: this is a
@@ -481,7 +364,7 @@ mod tests {
     }
 
     #[test]
-    fn fitted_models_beat_chance_and_rules_fire_on_fraud() {
+    fn fitted_models_beat_chance() {
         use risk_core::synth::{generate, schema, SynthConfig};
         let train = generate(&SynthConfig::new(1, 8_000));
         let test = generate(&SynthConfig::new(2, 8_000));
@@ -497,20 +380,6 @@ mod tests {
             auprc(&scores, &labels) > 5.0 * base,
             "{}",
             auprc(&scores, &labels)
-        );
-        let rules = ExampleRules::new(&s);
-        let fires = |fraud: bool| {
-            let rows: Vec<_> = test.iter().filter(|r| r.is_fraud == fraud).collect();
-            rows.iter()
-                .filter(|r| rules.fired(&r.txn).iter().any(|x| *x))
-                .count() as f64
-                / rows.len() as f64
-        };
-        assert!(
-            fires(true) > 0.5 && fires(false) < 0.1,
-            "{} {}",
-            fires(true),
-            fires(false)
         );
     }
 }

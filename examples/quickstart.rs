@@ -6,10 +6,11 @@
 //! cargo run --release --example quickstart -- 20000   # fewer
 //! ```
 //!
-//! Tiers (stand-ins until issues [2]–[4] land; see `examples/lib.rs`):
-//! - rules: `ExampleRules`, ten hand-written rules (two hard);
-//! - fast: logistic regression fitted here on 40k transactions generated with another seed;
-//! - deep: logistic regression with interaction terms, fitted the same way, run
+//! Tiers:
+//! - rules: the default rule set `risk-rules/rules/default.rules` (63 rules, compiled);
+//! - fast (stand-in until issue [3]): logistic regression fitted here on 40k transactions
+//!   generated with another seed;
+//! - deep (stand-in until issue [4]): logistic regression with interaction terms, run
 //!   asynchronously on gray-zone scores with batching and a 500 ms budget.
 //!
 //! Prints decisions by action and tier, fallbacks by cause, gray-zone statistics,
@@ -21,9 +22,8 @@ use risk_core::{
     Action, Engine, Escalation, FallbackCause, Latency, LatencySummary, MetricsSnapshot, Scorer,
     Shutdown, Tier,
 };
-use risk_examples::{
-    auprc, recall_precision, rule_names, ExampleRules, Featurizer, Logistic, Stalling,
-};
+use risk_examples::{auprc, recall_precision, Featurizer, Logistic, Stalling};
+use risk_rules::{Hits, RuleScorer, RuleSet, DEFAULT_RULES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,10 +68,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         1e-4,
     )
     .with_latency(Latency::Unbounded);
-    println!("stand-in models fitted in {:.2?} (rules: 10 hand-written; fast: logistic regression; deep: logistic regression + interactions)", t.elapsed());
+    println!(
+        "stand-in models fitted in {:.2?} (fast: logistic regression; deep: logistic regression + interactions)",
+        t.elapsed()
+    );
 
     // ----- the engine, embedded defaults -----
-    let rules = Arc::new(ExampleRules::new(&schema));
+    let t = Instant::now();
+    let set = RuleSet::compile(DEFAULT_RULES, "risk-rules/rules/default.rules", &schema)?;
+    println!(
+        "rules: {} ({} rules, {} enabled, {} instructions) compiled in {:.2?}",
+        set.version(),
+        set.rules().len(),
+        set.rules().iter().filter(|r| r.enabled).count(),
+        set.code_len(),
+        t.elapsed()
+    );
+    let rules = Arc::new(RuleScorer::new(set, schema.clone()));
     let engine = Engine::builder(schema.clone())
         .rules(rules.clone())
         .fast(Arc::new(fast.clone()))
@@ -82,17 +95,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ----- replay -----
     let t = Instant::now();
     let mut decisions = Vec::with_capacity(replay.len());
-    let mut rule_hits = vec![0u64; rule_names().len()];
-    let mut rule_hits_fraud = vec![0u64; rule_names().len()];
     for r in &replay {
-        let d = engine.decide(&r.txn)?;
-        for (i, on) in rules.fired(&r.txn).iter().enumerate() {
-            if *on {
-                rule_hits[i] += 1;
-                rule_hits_fraud[i] += r.is_fraud as u64;
-            }
-        }
-        decisions.push(d);
+        decisions.push(engine.decide(&r.txn)?);
     }
     let wall = t.elapsed();
     let report = engine.shutdown(Shutdown::Drain {
@@ -107,20 +111,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     print_counts(&m);
 
-    println!(
-        "\nrules (decisions the rule tier made: {}; hard-rule overrides: {})",
-        m.tier(Tier::Rules),
-        m.hard_rule
-    );
-    println!("  {:<34} {:>8} {:>10}", "rule", "fired", "precision");
-    for (i, name) in rule_names().iter().enumerate() {
-        println!(
-            "  {:<34} {:>8} {:>9.1}%",
-            name,
-            rule_hits[i],
-            100.0 * rule_hits_fraud[i] as f64 / rule_hits[i].max(1) as f64
-        );
-    }
+    print_rules(&rules.current(), &replay, &decisions, &m);
 
     // ----- gray zone and feedback -----
     let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
@@ -232,7 +223,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn drill(
     schema: &Arc<risk_core::FeatureSchema>,
     fast: &Logistic,
-    rules: &Arc<ExampleRules>,
+    rules: &Arc<RuleScorer>,
     rows: &[risk_core::synth::Labeled],
 ) -> Result<(), Box<dyn std::error::Error>> {
     const EVERY: u64 = 100;
@@ -276,6 +267,73 @@ fn drill(
     lat("  decide total", &m.total_latency);
     engine.shutdown(Shutdown::Abandon);
     Ok(())
+}
+
+/// Per rule: how often it fired, its precision against the labels, and the decisions it
+/// made (as the deciding hard rule, or as the top reason when the rule tier decided).
+fn print_rules(
+    set: &RuleSet,
+    rows: &[risk_core::synth::Labeled],
+    decisions: &[risk_core::Decision],
+    m: &MetricsSnapshot,
+) {
+    let n = set.rules().len();
+    let (mut fired, mut fired_fraud, mut decided) = (vec![0u64; n], vec![0u64; n], vec![0u64; n]);
+    let mut hits = Hits::new();
+    for (r, d) in rows.iter().zip(decisions) {
+        set.evaluate(&r.txn.features, &mut hits);
+        for &i in hits.indices() {
+            fired[i as usize] += 1;
+            fired_fraud[i as usize] += r.is_fraud as u64;
+        }
+        // The deciding rule: the hard rule whose action was taken, else (when the rule
+        // tier decided by threshold) the rule with the largest contribution.
+        let rules = set.rules();
+        let decider = if d.hard_rule {
+            hits.indices().iter().copied().find(|&i| {
+                let r = &rules[i as usize];
+                r.hard && r.outcome == risk_rules::Outcome::Action(d.action)
+            })
+        } else if d.tier == Tier::Rules {
+            hits.indices().iter().copied().max_by(|&a, &b| {
+                let c = |i: u32| rules[i as usize].contribution(set.review_score());
+                c(a).total_cmp(&c(b))
+            })
+        } else {
+            None
+        };
+        if let Some(i) = decider {
+            decided[i as usize] += 1;
+        }
+    }
+    println!(
+        "\nrules: the rule tier decided {} transactions ({} by a hard rule); top rules by hits",
+        m.tier(Tier::Rules),
+        m.hard_rule
+    );
+    println!(
+        "  {:<34} {:>7} {:>10} {:>8}",
+        "rule", "fired", "precision", "decided"
+    );
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.sort_by_key(|&i| std::cmp::Reverse(fired[i]));
+    for &i in idx.iter().take(15) {
+        let r = &set.rules()[i];
+        println!(
+            "  {:<34} {:>7} {:>9.1}% {:>8}{}",
+            r.id,
+            fired[i],
+            100.0 * fired_fraud[i] as f64 / fired[i].max(1) as f64,
+            decided[i],
+            if r.hard { "  (hard)" } else { "" }
+        );
+    }
+    let silent = idx.iter().filter(|&&i| fired[i] == 0).count();
+    println!(
+        "  ... {} more; {} never fired on this replay",
+        n.saturating_sub(15),
+        silent
+    );
 }
 
 fn print_counts(m: &MetricsSnapshot) {

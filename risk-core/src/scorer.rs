@@ -120,6 +120,9 @@ fn interner() -> &'static RwLock<Interner> {
 }
 
 impl ReasonCode {
+    /// A placeholder that names no reason (its name is empty); for fixed-size buffers.
+    pub const UNSET: ReasonCode = ReasonCode(u32::MAX);
+
     /// Interns `name` (leaks one copy of each distinct name, once).
     pub fn intern(name: &str) -> Self {
         if let Some(&id) = interner().read().ids.get(name) {
@@ -138,7 +141,12 @@ impl ReasonCode {
 
     /// The code's text.
     pub fn name(self) -> &'static str {
-        interner().read().names[self.0 as usize]
+        interner()
+            .read()
+            .names
+            .get(self.0 as usize)
+            .copied()
+            .unwrap_or("")
     }
 
     /// The numeric id (stable within a process only).
@@ -197,7 +205,7 @@ impl Reasons {
         Self {
             len: 0,
             items: [Reason {
-                code: ReasonCode(0),
+                code: ReasonCode::UNSET,
                 weight: 0.0,
             }; Self::CAPACITY],
         }

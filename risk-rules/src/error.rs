@@ -212,13 +212,23 @@ pub(crate) fn err<T>(kind: ErrorKind, span: Span) -> Result<T> {
 impl Raw {
     /// Places the error in `src` (named `file`): line, column, excerpt.
     pub fn locate(self, file: &str, src: &str) -> RuleError {
-        let start = self.span.start.min(src.len());
+        // Spans are byte offsets; snap them to character boundaries so that no span, even
+        // a wrong one, can make the rendering panic.
+        let snap = |mut i: usize| {
+            i = i.min(src.len());
+            while !src.is_char_boundary(i) {
+                i -= 1;
+            }
+            i
+        };
+        let start = snap(self.span.start);
+        let end = snap(self.span.end.max(start));
         let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = src[start..].find('\n').map_or(src.len(), |i| start + i);
         let line = src[..start].matches('\n').count() + 1;
         let col = src[line_start..start].chars().count() + 1;
         let text = &src[line_start..line_end];
-        let width = src[start..self.span.end.clamp(start, line_end)]
+        let width = src[start..end.clamp(start, line_end)]
             .chars()
             .count()
             .max(1);

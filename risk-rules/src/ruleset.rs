@@ -7,7 +7,7 @@ use crate::error::{ErrorKind, Raw, RuleError, Span};
 use crate::lexer::lex;
 use crate::parser::file::{parse_file, HitPolicy, Outcome};
 use crate::parser::parse_expr;
-use crate::vm::{run, Op};
+use crate::vm::{all_atoms, run, Atom, Op};
 use risk_core::{Action, FeatureSchema, Features, ReasonCode};
 use std::path::Path;
 use std::sync::Arc;
@@ -38,8 +38,17 @@ pub struct Rule {
     pub condition: String,
     /// Line of the rule in its file.
     pub line: usize,
-    code: (u32, u32),
+    cond: Cond,
     texpr: TExpr,
+}
+
+/// How a rule's condition runs.
+#[derive(Debug, Clone, Copy)]
+enum Cond {
+    /// A conjunction of atoms: `atoms[start..end]`.
+    Atoms(u32, u32),
+    /// A stack program: `code[start..end]`.
+    Code(u32, u32),
 }
 
 impl Rule {
@@ -58,9 +67,11 @@ impl Rule {
 #[derive(Debug)]
 pub struct RuleSet {
     rules: Vec<Rule>,
-    /// Enabled rules in evaluation order (priority desc, then file order).
-    order: Vec<u32>,
+    /// Enabled rules in evaluation order (priority desc, then file order), with their
+    /// conditions inline: a compact array walked on every evaluation.
+    plan: Vec<(u32, Cond)>,
     code: Vec<Op>,
+    atoms: Vec<Atom>,
     sets: Vec<Box<[f32]>>,
     policy: HitPolicy,
     review_score: f32,
@@ -143,6 +154,7 @@ impl RuleSet {
             }));
         }
         let mut em = Emitter::default();
+        let mut atoms: Vec<Atom> = Vec::new();
         let mut rules: Vec<Rule> = Vec::with_capacity(ast.rules.len());
         for r in &ast.rules {
             if rules.iter().any(|x| x.id == r.id) {
@@ -172,7 +184,13 @@ impl RuleSet {
                 }));
             }
             let (texpr, _) = scope.check(when, Some(Ty::Bool)).map_err(&loc)?;
-            let code = em.compile(&texpr, when.span).map_err(&loc)?;
+            let start = atoms.len() as u32;
+            let cond = if em.atoms(&texpr, &mut atoms) {
+                Cond::Atoms(start, atoms.len() as u32)
+            } else {
+                let (a, b) = em.compile(&texpr, when.span).map_err(&loc)?;
+                Cond::Code(a, b)
+            };
             rules.push(Rule {
                 id: r.id.clone(),
                 description: r.description.clone(),
@@ -183,7 +201,7 @@ impl RuleSet {
                 hard: r.hard,
                 condition: src[when.span.start..when.span.end].to_owned(),
                 line: src[..r.id_span.start].matches('\n').count() + 1,
-                code,
+                cond,
                 texpr,
             });
         }
@@ -191,10 +209,12 @@ impl RuleSet {
             .filter(|&i| rules[i as usize].enabled)
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(rules[i as usize].priority));
+        let plan = order.iter().map(|&i| (i, rules[i as usize].cond)).collect();
         Ok(Self {
             rules,
-            order,
+            plan,
             code: em.code,
+            atoms,
             sets: em.sets,
             policy: ast.policy,
             review_score: ast.review_score,
@@ -247,9 +267,9 @@ impl RuleSet {
         self.schema_fingerprint
     }
 
-    /// Number of instructions (all rules).
+    /// Number of instructions and atoms (all rules).
     pub fn code_len(&self) -> usize {
-        self.code.len()
+        self.code.len() + self.atoms.len()
     }
 
     /// Evaluates every enabled rule (or up to the first hit) over `f`, filling `hits`.
@@ -260,9 +280,12 @@ impl RuleSet {
         hits.idx.clear();
         let mut st = [0f32; MAX_STACK];
         let first_hit = self.policy == HitPolicy::FirstHit;
-        for &i in &self.order {
-            let r = &self.rules[i as usize];
-            if run(&self.code, r.code.0, r.code.1, &self.sets, x, &mut st) != 0.0 {
+        for &(i, cond) in &self.plan {
+            let fired = match cond {
+                Cond::Atoms(a, b) => all_atoms(&self.atoms[a as usize..b as usize], &self.sets, x),
+                Cond::Code(a, b) => run(&self.code, a, b, &self.sets, x, &mut st) != 0.0,
+            };
+            if fired {
                 hits.idx.push(i);
                 if first_hit {
                     break;
@@ -297,7 +320,7 @@ impl RuleSet {
     /// tests and audits of the compiler).
     pub fn evaluate_reference(&self, f: &Features, hits: &mut Hits) -> Verdict {
         hits.idx.clear();
-        for &i in &self.order {
+        for &(i, _) in &self.plan {
             if interpret(&self.rules[i as usize].texpr, f.values()) != 0.0 {
                 hits.idx.push(i);
                 if self.policy == HitPolicy::FirstHit {

@@ -9,8 +9,8 @@ use crate::ruleset::{Hits, LoadError, RuleSet};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use risk_core::{
-    ConfigError, FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, ScorerRegistry,
-    Transaction,
+    ConfigError, FeatureSchema, Latency, ReasonCode, Reasons, Score, ScoreError, Scorer,
+    ScorerInfo, ScorerRegistry, Transaction,
 };
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -223,14 +223,39 @@ impl Scorer for RuleScorer {
             let v = set.evaluate(&txn.features, &mut h);
             let mut s = Score::new(v.score);
             s.directive = v.directive;
+            // Reasons: fired rules merged by reason code (weights add up), hard rules
+            // first, then by weight; at most `Reasons::CAPACITY`, without allocating.
             let review = set.review_score();
+            let mut top: [(ReasonCode, f32, bool); Reasons::CAPACITY] =
+                [(ReasonCode::UNSET, 0.0, false); Reasons::CAPACITY];
+            let mut n = 0;
             for &i in h.indices() {
                 let r = &set.rules()[i as usize];
-                // Hard rules first, then by contribution.
-                let w = r.contribution(review) + if r.hard { 1.0 } else { 0.0 };
-                s.reasons.push(r.reason, w);
+                let w = r.contribution(review);
+                if let Some(t) = top[..n].iter_mut().find(|t| t.0 == r.reason) {
+                    t.1 += w;
+                    t.2 |= r.hard;
+                } else if n < top.len() {
+                    top[n] = (r.reason, w, r.hard);
+                    n += 1;
+                } else if let Some(t) = top.iter_mut().min_by(|a, b| {
+                    (a.2, a.1)
+                        .partial_cmp(&(b.2, b.1))
+                        .unwrap_or(std::cmp::Ordering::Equal)
+                }) {
+                    if (r.hard, w) > (t.2, t.1) {
+                        *t = (r.reason, w, r.hard);
+                    }
+                }
             }
-            s.reasons.sort();
+            top[..n].sort_by(|a, b| {
+                (b.2, b.1)
+                    .partial_cmp(&(a.2, a.1))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            for t in &top[..n] {
+                s.reasons.push(t.0, t.1);
+            }
             Ok(s)
         })
     }

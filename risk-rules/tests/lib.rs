@@ -1,6 +1,7 @@
 //! Integration tests of the rule language and the rule tier.
 
 mod default_set;
+mod fuzz_regressions;
 mod golden;
 mod property;
 mod reload;

@@ -7,7 +7,7 @@
 
 use crate::checker::{Arith, Cmp, Func, TExpr};
 use crate::error::{err, ErrorKind, Result, Span};
-use crate::vm::Op;
+use crate::vm::{Atom, Op};
 
 /// Deepest evaluation stack a compiled expression may need.
 pub const MAX_STACK: usize = 64;
@@ -42,6 +42,45 @@ impl Emitter {
             );
         }
         Ok((start as u32, self.code.len() as u32))
+    }
+
+    /// If `e` is a conjunction of slot-vs-constant tests, appends its atoms to `out`
+    /// (in source order, so short-circuiting is unchanged) and returns true; otherwise
+    /// leaves `out` as it was and returns false.
+    pub fn atoms(&mut self, e: &TExpr, out: &mut Vec<Atom>) -> bool {
+        let mark = (out.len(), self.sets.len());
+        if self.collect_atoms(e, out) {
+            return true;
+        }
+        out.truncate(mark.0);
+        self.sets.truncate(mark.1);
+        false
+    }
+
+    fn collect_atoms(&mut self, e: &TExpr, out: &mut Vec<Atom>) -> bool {
+        match e {
+            TExpr::And(a, b) => self.collect_atoms(a, out) && self.collect_atoms(b, out),
+            TExpr::Cmp(op, a, b) => match (&**a, &**b) {
+                (TExpr::Slot(s), TExpr::Num(k)) => {
+                    out.push(Atom::cmp(s.0, *op, *k));
+                    true
+                }
+                (TExpr::Num(k), TExpr::Slot(s)) => {
+                    out.push(Atom::cmp(s.0, flip(*op), *k));
+                    true
+                }
+                _ => false,
+            },
+            TExpr::In(a, set) => match &**a {
+                TExpr::Slot(s) => {
+                    let id = self.set(set);
+                    out.push(Atom::In(s.0, id));
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        }
     }
 
     fn push(&mut self, op: Op, depth: &mut usize, max: &mut usize, delta: isize) {

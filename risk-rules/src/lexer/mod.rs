@@ -123,10 +123,12 @@ pub fn lex(src: &str) -> Result<Vec<Token>> {
                         Some(b'"') => '"',
                         Some(b'\'') => '\'',
                         _ => {
+                            // The escaped character may be multi-byte: span it whole.
+                            let ch = src[i + 1..].chars().next().unwrap_or('\\');
                             return err(
-                                ErrorKind::UnexpectedChar(e.map_or('\\', |e| e as char)),
-                                Span::new(i, i + 2),
-                            )
+                                ErrorKind::UnexpectedChar(ch),
+                                Span::new(i, i + 1 + ch.len_utf8()),
+                            );
                         }
                     });
                     i += 2;
@@ -216,5 +218,10 @@ mod tests {
             lex("1e999").unwrap_err().kind,
             ErrorKind::BadNumber(_)
         ));
+        // Found by the fuzzer: an invalid escape before a multi-byte character
+        // (fuzz/regressions/rules_compile/bad_escape_before_multibyte_char.rules).
+        let e = lex("\"\\\u{7a8} ").unwrap_err();
+        assert_eq!(e.kind, ErrorKind::UnexpectedChar('\u{7a8}'));
+        assert_eq!(e.span, Span::new(1, 4));
     }
 }
