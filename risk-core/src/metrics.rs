@@ -209,6 +209,8 @@ pub struct MetricsSnapshot {
     pub gray: GrayStats,
     /// Fast-tier circuit state name (`closed`, `open`, `half_open`).
     pub fast_circuit: &'static str,
+    /// Fast-tier pool workers busy now (running or stuck in a stalled call); 0 inline.
+    pub fast_workers_busy: usize,
 }
 
 impl MetricsSnapshot {
@@ -227,7 +229,12 @@ impl MetricsSnapshot {
 }
 
 impl Metrics {
-    pub(crate) fn snapshot(&self, queue_len: u64, fast_circuit: &'static str) -> MetricsSnapshot {
+    pub(crate) fn snapshot(
+        &self,
+        queue_len: u64,
+        fast_circuit: &'static str,
+        fast_workers_busy: usize,
+    ) -> MetricsSnapshot {
         let l = |a: &AtomicU64| a.load(Relaxed);
         let g = &self.gray;
         MetricsSnapshot {
@@ -255,6 +262,7 @@ impl Metrics {
                 queue_len,
             },
             fast_circuit,
+            fast_workers_busy,
         }
     }
 }

@@ -49,6 +49,19 @@ pub trait Scorer: Send + Sync {
     /// Scores one transaction.
     fn score(&self, txn: &Transaction) -> Result<Score, ScoreError>;
 
+    /// Scores one transaction with `budget` left before the engine's deadline. Backends
+    /// that can cancel work (ONNX Runtime's terminate, a remote call's timeout) override
+    /// this so a late run stops instead of finishing unread; the default calls
+    /// [`score`](Self::score). The engine calls it for tiers that run on its pool.
+    fn score_within(
+        &self,
+        txn: &Transaction,
+        budget: std::time::Duration,
+    ) -> Result<Score, ScoreError> {
+        let _ = budget;
+        self.score(txn)
+    }
+
     /// Scores several transactions, appending exactly one score per input to `out`
     /// (after clearing it). A different count is a tier failure.
     fn score_batch(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), ScoreError> {

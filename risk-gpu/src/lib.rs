@@ -1,15 +1,22 @@
 //! # risk-gpu
 //!
 //! Model backends of **risk**, each implementing [`risk_core::Scorer`]:
-//! - `trees`: native XGBoost JSON scoring with exact TreeSHAP (issue [3]);
-//! - `onnx`: any ONNX classifier through ONNX Runtime with deadline cancellation (issue [3]);
+//! - [`trees`]: native XGBoost JSON scoring (branch-free padded layout) with exact TreeSHAP;
+//! - [`onnx`]: any ONNX classifier through ONNX Runtime, with deadline cancellation;
 //! - `llm`: the Llama-family deep tier with a shared-prefix KV cache (issue [4]);
 //! - `quant`: per-layer FP16 / INT8 / AWQ-INT4 plans (issue [5]).
 //!
 //! CPU by default. `--features cuda` enables CUDA; without it, asking for a CUDA device
 //! returns [`DeviceError::NotCompiled`] so `cfg` lives in this one place.
+//! [`register`] adds the `xgboost` and `onnx` scorer kinds to a `risk.toml` registry.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+pub mod onnx;
+mod registry;
+pub mod trees;
+
+pub use registry::register;
 
 /// Where a model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -218,7 +218,12 @@ impl Engine {
             .fast
             .as_ref()
             .map_or("absent", |f| f.circuit.state(i.clock.now()).as_str());
-        i.metrics.snapshot(q, circuit)
+        let busy = i
+            .fast
+            .as_ref()
+            .and_then(|f| f.pool.as_ref())
+            .map_or(0, |p| p.busy());
+        i.metrics.snapshot(q, circuit, busy)
     }
 
     /// State of the fast tier's circuit breaker (`None` without a fast tier).

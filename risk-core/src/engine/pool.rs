@@ -102,7 +102,6 @@ impl<T: Task> DeadlinePool<T> {
     }
 
     /// Number of workers currently claimed (running or stuck).
-    #[cfg(test)]
     pub(crate) fn busy(&self) -> usize {
         self.workers
             .iter()

@@ -5,6 +5,7 @@ use super::circuit::{Circuit, Permit};
 use super::pool::{DeadlinePool, PoolError, Task};
 use crate::clock::{Clock, Nanos};
 use crate::decision::FallbackCause;
+use crate::error::ScoreError;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -16,6 +17,8 @@ pub(crate) enum Failure {
     Error,
     Panic,
     Invalid,
+    /// The backend stopped its own run at the budget (e.g. ONNX Runtime terminate).
+    Cancelled,
 }
 
 impl Failure {
@@ -24,6 +27,7 @@ impl Failure {
             Failure::Error => FallbackCause::Error,
             Failure::Panic => FallbackCause::Panic,
             Failure::Invalid => FallbackCause::InvalidScore,
+            Failure::Cancelled => FallbackCause::Timeout,
         }
     }
 }
@@ -31,9 +35,14 @@ impl Failure {
 /// Calls `scorer.score(txn)` with panics caught and the score validated.
 #[inline]
 pub(crate) fn guarded_score(scorer: &dyn Scorer, txn: &Transaction) -> Result<Score, Failure> {
-    match catch_unwind(AssertUnwindSafe(|| scorer.score(txn))) {
+    classify(catch_unwind(AssertUnwindSafe(|| scorer.score(txn))))
+}
+
+fn classify(r: std::thread::Result<Result<Score, ScoreError>>) -> Result<Score, Failure> {
+    match r {
         Ok(Ok(s)) if s.is_valid() => Ok(s),
         Ok(Ok(_)) => Err(Failure::Invalid),
+        Ok(Err(ScoreError::Cancelled)) => Err(Failure::Cancelled),
         Ok(Err(_)) => Err(Failure::Error),
         Err(_) => Err(Failure::Panic),
     }
@@ -53,18 +62,30 @@ pub(crate) fn guarded_batch(
     }
 }
 
-/// The fast tier's pool task: the scorer and a reused transaction buffer.
+/// Calls `scorer.score_within(txn, budget)` with panics caught and the score validated.
+pub(crate) fn guarded_score_within(
+    scorer: &dyn Scorer,
+    txn: &Transaction,
+    budget: std::time::Duration,
+) -> Result<Score, Failure> {
+    classify(catch_unwind(AssertUnwindSafe(|| {
+        scorer.score_within(txn, budget)
+    })))
+}
+
+/// The fast tier's pool task: the scorer, a reused transaction buffer, and the time left.
 #[derive(Default)]
 pub(crate) struct FastTask {
     scorer: Option<Arc<dyn Scorer>>,
     txn: Option<Transaction>,
+    budget: std::time::Duration,
 }
 
 impl Task for FastTask {
     type Output = Result<Score, Failure>;
     fn run(&mut self) -> Self::Output {
         match (&self.scorer, &self.txn) {
-            (Some(s), Some(t)) => guarded_score(&**s, t),
+            (Some(s), Some(t)) => guarded_score_within(&**s, t, self.budget),
             _ => Err(Failure::Error),
         }
     }
@@ -119,6 +140,7 @@ impl FastTier {
                     Some(buf) => buf.copy_from(txn),
                     None => t.txn = Some(txn.clone()),
                 }
+                t.budget = std::time::Duration::from_nanos(until.saturating_sub(now));
             }) {
                 Ok(r) => r.map_err(Failure::cause),
                 Err(PoolError::Timeout) => Err(FallbackCause::Timeout),

@@ -1,0 +1,174 @@
+//! A validated tree ensemble in a plain node layout: the reference walk, the source of
+//! the flat fast layout, and what TreeSHAP reads.
+
+use super::TreeError;
+
+/// No child.
+pub const LEAF: u32 = u32::MAX;
+/// Deepest tree accepted.
+pub const MAX_DEPTH: usize = 64;
+
+/// One node. Internal nodes test `x[feature] < threshold` (left if true; a missing value
+/// follows `default_left`); leaves carry `value`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Node {
+    /// Feature index (internal nodes).
+    pub feature: u32,
+    /// Split threshold (internal nodes).
+    pub threshold: f32,
+    /// Left child or [`LEAF`].
+    pub left: u32,
+    /// Right child or [`LEAF`].
+    pub right: u32,
+    /// Direction of a missing value.
+    pub default_left: bool,
+    /// Leaf value (leaves).
+    pub value: f32,
+    /// Sum of hessians of the training rows reaching the node (TreeSHAP weights).
+    pub cover: f32,
+}
+
+impl Node {
+    /// Whether the node is a leaf.
+    #[inline]
+    pub fn is_leaf(&self) -> bool {
+        self.left == LEAF
+    }
+}
+
+/// One tree; node 0 is the root.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tree {
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// Longest root-to-leaf path (edges).
+    pub depth: usize,
+}
+
+impl Tree {
+    /// Validates structure: every node reachable from the root exactly once (no cycles,
+    /// no shared children, no orphans), children in range, depth within [`MAX_DEPTH`],
+    /// finite thresholds and leaf values, features in range.
+    pub fn new(nodes: Vec<Node>, tree: usize, num_features: usize) -> Result<Self, TreeError> {
+        let bad = |node: usize, reason: String| TreeError::BadTree { tree, node, reason };
+        if nodes.is_empty() {
+            return Err(bad(0, "tree has no nodes".into()));
+        }
+        let n = nodes.len();
+        let mut seen = vec![false; n];
+        let mut depth = 0;
+        let mut stack = vec![(0usize, 0usize)];
+        let mut visited = 0;
+        while let Some((i, d)) = stack.pop() {
+            if seen[i] {
+                return Err(bad(i, "node reached twice (cycle or shared child)".into()));
+            }
+            seen[i] = true;
+            visited += 1;
+            depth = depth.max(d);
+            if d > MAX_DEPTH {
+                return Err(bad(i, format!("deeper than {MAX_DEPTH}")));
+            }
+            let nd = &nodes[i];
+            if !nd.cover.is_finite() || nd.cover < 0.0 {
+                return Err(bad(
+                    i,
+                    format!("cover {} is not a finite non-negative number", nd.cover),
+                ));
+            }
+            match (nd.left, nd.right) {
+                (LEAF, LEAF) => {
+                    if !nd.value.is_finite() {
+                        return Err(bad(i, format!("leaf value {} is not finite", nd.value)));
+                    }
+                }
+                (LEAF, _) | (_, LEAF) => return Err(bad(i, "node has exactly one child".into())),
+                (l, r) => {
+                    for c in [l, r] {
+                        if c as usize >= n {
+                            return Err(bad(
+                                i,
+                                format!("child {c} out of range (tree has {n} nodes)"),
+                            ));
+                        }
+                    }
+                    if !nd.threshold.is_finite() {
+                        return Err(bad(i, format!("threshold {} is not finite", nd.threshold)));
+                    }
+                    if nd.feature as usize >= num_features {
+                        return Err(bad(
+                            i,
+                            format!(
+                                "feature {} out of range (model has {num_features})",
+                                nd.feature
+                            ),
+                        ));
+                    }
+                    stack.push((l as usize, d + 1));
+                    stack.push((r as usize, d + 1));
+                }
+            }
+        }
+        if visited != n {
+            return Err(bad(
+                0,
+                format!("{} node(s) unreachable from the root", n - visited),
+            ));
+        }
+        Ok(Self { nodes, depth })
+    }
+
+    /// The leaf reached by `x`.
+    #[inline]
+    pub fn leaf(&self, x: &[f32]) -> &Node {
+        let mut i = 0usize;
+        loop {
+            let n = &self.nodes[i];
+            if n.is_leaf() {
+                return n;
+            }
+            let v = x[n.feature as usize];
+            let left = if v.is_nan() {
+                n.default_left
+            } else {
+                v < n.threshold
+            };
+            i = if left { n.left } else { n.right } as usize;
+        }
+    }
+}
+
+/// A binary-logistic ensemble: margin = base margin + sum of leaves.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ensemble {
+    /// Trees.
+    pub trees: Vec<Tree>,
+    /// Margin added to every prediction (logit of the base score).
+    pub base_margin: f64,
+    /// Features the model reads.
+    pub num_features: usize,
+    /// Feature names, when the model has them.
+    pub feature_names: Option<Vec<String>>,
+}
+
+impl Ensemble {
+    /// Raw margin by walking every tree (reference path).
+    pub fn margin_walk(&self, x: &[f32]) -> f64 {
+        self.trees
+            .iter()
+            .map(|t| t.leaf(x).value as f64)
+            .sum::<f64>()
+            + self.base_margin
+    }
+
+    /// Deepest tree.
+    pub fn max_depth(&self) -> usize {
+        self.trees.iter().map(|t| t.depth).max().unwrap_or(0)
+    }
+}
+
+/// Logistic function.
+#[inline]
+pub fn sigmoid(z: f64) -> f64 {
+    1.0 / (1.0 + (-z).exp())
+}

@@ -1,0 +1,328 @@
+//! Native XGBoost scoring with exact TreeSHAP.
+//!
+//! [`XgbModel`] loads an XGBoost JSON model ([`xgb_json`]), validates it against
+//! adversarial input ([`ensemble::Tree::new`]), and builds a padded, branch-free layout
+//! ([`flat`]) for scoring. [`XgbScorer`] binds it to a [`FeatureSchema`] and implements
+//! [`Scorer`] with bounded latency; transactions scoring at or above `explain_above`
+//! get their top SHAP contributions ([`shap`]) as reason codes.
+
+pub mod ensemble;
+pub mod flat;
+pub mod shap;
+pub mod xgb_json;
+
+use ensemble::{sigmoid, Ensemble};
+use flat::Flat;
+use risk_core::{
+    FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
+};
+use std::cell::RefCell;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A model file that cannot be used.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TreeError {
+    /// Reading the file failed.
+    #[error("cannot read model {path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        message: String,
+    },
+    /// Not a valid XGBoost JSON model.
+    #[error("malformed XGBoost model: {0}")]
+    Format(String),
+    /// A valid model using something this loader does not support.
+    #[error("unsupported XGBoost model: {0}")]
+    Unsupported(String),
+    /// A tree that is not a tree.
+    #[error("tree {tree}, node {node}: {reason}")]
+    BadTree {
+        /// Tree index.
+        tree: usize,
+        /// Node index.
+        node: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// Beyond the size limits.
+    #[error("model too large: {0}")]
+    TooLarge(String),
+    /// The model's features do not fit the schema.
+    #[error("model does not fit the schema: {0}")]
+    Schema(String),
+}
+
+/// A loaded XGBoost binary classifier.
+#[derive(Debug, Clone)]
+pub struct XgbModel {
+    ensemble: Ensemble,
+    flat: Option<Flat>,
+    bias: f64,
+    version: String,
+}
+
+impl XgbModel {
+    /// Loads an XGBoost JSON model file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
+        let p = path.as_ref();
+        let io = |e: std::io::Error| TreeError::Io {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        };
+        let len = std::fs::metadata(p).map_err(io)?.len();
+        if len > xgb_json::MAX_FILE {
+            return Err(TreeError::TooLarge(format!("{len} bytes")));
+        }
+        let bytes = std::fs::read(p).map_err(io)?;
+        let mut m = Self::from_json(&bytes)?;
+        m.version = format!(
+            "{}:{:016x}",
+            p.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
+            risk_core::schema::Fnv::hash(&bytes)
+        );
+        Ok(m)
+    }
+
+    /// Parses an XGBoost JSON model.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, TreeError> {
+        let ensemble = xgb_json::parse(bytes)?;
+        let flat = Flat::new(&ensemble);
+        let bias = ensemble.base_margin + shap::expected_values(&ensemble).iter().sum::<f64>();
+        Ok(Self {
+            version: format!("{:016x}", risk_core::schema::Fnv::hash(bytes)),
+            ensemble,
+            flat,
+            bias,
+        })
+    }
+
+    /// The validated trees.
+    pub fn ensemble(&self) -> &Ensemble {
+        &self.ensemble
+    }
+
+    /// Number of features the model reads.
+    pub fn num_features(&self) -> usize {
+        self.ensemble.num_features
+    }
+
+    /// File name and content hash.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Whether the padded fast layout is in use (trees no deeper than
+    /// [`flat::MAX_PADDED_DEPTH`]).
+    pub fn is_padded(&self) -> bool {
+        self.flat.is_some()
+    }
+
+    fn check(&self, x: &[f32]) {
+        assert!(
+            x.len() >= self.ensemble.num_features,
+            "row has {} values, the model reads {}",
+            x.len(),
+            self.ensemble.num_features
+        );
+    }
+
+    /// Raw margin (log-odds) of one row of model features.
+    ///
+    /// # Panics
+    /// If `x` is shorter than [`num_features`](Self::num_features).
+    #[inline]
+    pub fn margin(&self, x: &[f32]) -> f64 {
+        self.check(x);
+        match &self.flat {
+            Some(f) => f.leaf_sum(x) + self.ensemble.base_margin,
+            None => self.ensemble.margin_walk(x),
+        }
+    }
+
+    /// Probability of one row.
+    #[inline]
+    pub fn predict(&self, x: &[f32]) -> f32 {
+        sigmoid(self.margin(x)) as f32
+    }
+
+    /// Probabilities of many rows into `out` (same length as `rows`).
+    pub fn predict_batch(&self, rows: &[&[f32]], out: &mut [f32]) {
+        rows.iter().for_each(|r| self.check(r));
+        let mut m = vec![0f64; rows.len()];
+        match &self.flat {
+            Some(f) => f.leaf_sums(rows, &mut m),
+            None => m
+                .iter_mut()
+                .zip(rows)
+                .for_each(|(o, r)| *o = self.ensemble.margin_walk(r) - self.ensemble.base_margin),
+        }
+        for (o, mm) in out.iter_mut().zip(m) {
+            *o = sigmoid(mm + self.ensemble.base_margin) as f32;
+        }
+    }
+
+    /// Exact SHAP values: one per feature, then the bias; they sum to the margin.
+    pub fn contributions(&self, x: &[f32], out: &mut Vec<f64>) {
+        self.check(x);
+        shap::contributions(&self.ensemble, self.bias, x, out);
+    }
+}
+
+thread_local! {
+    static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    static PHI: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`XgbModel`] as the fast tier.
+#[derive(Debug)]
+pub struct XgbScorer {
+    model: Arc<XgbModel>,
+    /// Schema slot of each model feature; `None` when it is the identity.
+    map: Option<Vec<Slot>>,
+    codes: Vec<ReasonCode>,
+    explain_above: f32,
+    top_k: usize,
+}
+
+impl XgbScorer {
+    /// Binds `model` to `schema`. Model feature names (when the file has them) must be
+    /// schema fields; without names, model feature `i` is schema slot `i` and the counts
+    /// must match. Reasons are computed for scores `>= explain_above` (`f32::INFINITY`
+    /// turns them off; 0 explains everything).
+    pub fn new(
+        model: Arc<XgbModel>,
+        schema: &FeatureSchema,
+        explain_above: f32,
+        top_k: usize,
+    ) -> Result<Self, TreeError> {
+        let nf = model.num_features();
+        let map: Vec<Slot> = match &model.ensemble.feature_names {
+            Some(names) => names
+                .iter()
+                .map(|n| {
+                    schema.slot(n).ok_or_else(|| {
+                        TreeError::Schema(format!("model feature {n:?} is not in the schema"))
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+            None => {
+                if nf != schema.len() {
+                    return Err(TreeError::Schema(format!(
+                        "model reads {nf} positional features, the schema has {} fields",
+                        schema.len()
+                    )));
+                }
+                (0..nf as u32).map(Slot).collect()
+            }
+        };
+        let identity = map.iter().enumerate().all(|(i, s)| s.index() == i);
+        let codes = map
+            .iter()
+            .map(|s| ReasonCode::intern(&format!("xgb:{}", schema.field(*s).name)))
+            .collect();
+        Ok(Self {
+            model,
+            map: (!identity).then_some(map),
+            codes,
+            explain_above,
+            top_k: top_k.min(risk_core::Reasons::CAPACITY),
+        })
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<XgbModel> {
+        &self.model
+    }
+
+    fn with_row<R>(&self, t: &Transaction, f: impl FnOnce(&[f32]) -> R) -> R {
+        match &self.map {
+            None => f(t.features.values()),
+            Some(map) => ROW.with(|r| {
+                let mut r = r.borrow_mut();
+                r.clear();
+                r.extend(map.iter().map(|s| t.features.get(*s)));
+                f(&r)
+            }),
+        }
+    }
+
+    fn explain(&self, x: &[f32], s: &mut Score) {
+        PHI.with(|phi| {
+            let mut phi = phi.borrow_mut();
+            self.model.contributions(x, &mut phi);
+            let nf = self.model.num_features();
+            // Top-k positive contributions (toward fraud), largest first.
+            let mut best: [(f64, usize); risk_core::Reasons::CAPACITY] =
+                [(0.0, usize::MAX); risk_core::Reasons::CAPACITY];
+            for (i, &c) in phi[..nf].iter().enumerate() {
+                if c > best[self.top_k - 1].0 {
+                    best[self.top_k - 1] = (c, i);
+                    best[..self.top_k].sort_by(|a, b| b.0.total_cmp(&a.0));
+                }
+            }
+            for &(c, i) in &best[..self.top_k] {
+                if i != usize::MAX {
+                    s.reasons.push(self.codes[i], c as f32);
+                }
+            }
+        });
+    }
+}
+
+impl Scorer for XgbScorer {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new("xgboost", self.model.version(), Latency::Bounded)
+    }
+
+    fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
+        self.with_row(t, |x| {
+            let mut s = Score::new(self.model.predict(x));
+            if s.probability >= self.explain_above && self.top_k > 0 {
+                self.explain(x, &mut s);
+            }
+            Ok(s)
+        })
+    }
+
+    fn score_batch(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), ScoreError> {
+        out.clear();
+        let rows: Vec<Vec<f32>>;
+        let refs: Vec<&[f32]> = match &self.map {
+            None => txns.iter().map(|t| t.features.values()).collect(),
+            Some(map) => {
+                rows = txns
+                    .iter()
+                    .map(|t| map.iter().map(|s| t.features.get(*s)).collect())
+                    .collect();
+                rows.iter().map(|r| r.as_slice()).collect()
+            }
+        };
+        let mut p = vec![0f32; refs.len()];
+        self.model.predict_batch(&refs, &mut p);
+        for (x, &prob) in refs.iter().zip(&p) {
+            let mut s = Score::new(prob);
+            if prob >= self.explain_above && self.top_k > 0 {
+                self.explain(x, &mut s);
+            }
+            out.push(s);
+        }
+        Ok(())
+    }
+
+    fn warmup(&self) -> Result<(), ScoreError> {
+        let x = vec![f32::NAN; self.model.num_features()];
+        let p = self.model.predict(&x);
+        let mut phi = Vec::new();
+        self.model.contributions(&x, &mut phi);
+        if !(0.0..=1.0).contains(&p) {
+            return Err(ScoreError::Failed(format!(
+                "warm-up prediction {p} is not a probability"
+            )));
+        }
+        Ok(())
+    }
+}

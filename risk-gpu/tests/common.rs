@@ -1,0 +1,61 @@
+//! Reference vectors and locations.
+
+use std::path::{Path, PathBuf};
+
+pub fn models() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models")
+}
+
+pub fn f32s(name: &str) -> Vec<f32> {
+    let bytes = std::fs::read(models().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+pub struct Reference {
+    pub features: usize,
+    pub rows: usize,
+    pub x: Vec<f32>,
+    pub probs: Vec<f32>,
+    pub margins: Vec<f32>,
+    pub contribs: Vec<f32>,
+    pub contrib_rows: usize,
+}
+
+pub fn reference() -> Reference {
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(models().join("xgb_ref.manifest.json")).unwrap())
+            .unwrap();
+    let features = m["features"].as_array().unwrap().len();
+    let rows = m["test_rows"].as_u64().unwrap() as usize;
+    let r = Reference {
+        features,
+        rows,
+        x: f32s("xgb_ref_features.f32"),
+        probs: f32s("xgb_ref_probs.f32"),
+        margins: f32s("xgb_ref_margins.f32"),
+        contribs: f32s("xgb_ref_contribs.f32"),
+        contrib_rows: m["contrib_rows"].as_u64().unwrap() as usize,
+    };
+    assert_eq!(r.x.len(), rows * features);
+    assert_eq!(r.probs.len(), rows);
+    assert_eq!(r.contribs.len(), r.contrib_rows * (features + 1));
+    r
+}
+
+/// The ONNX Runtime library: ORT_DYLIB_PATH, else `.ort/` (tools/fetch_onnxruntime.sh).
+/// Missing is a failure, not a skip.
+pub fn onnxruntime() -> PathBuf {
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
+        return PathBuf::from(p);
+    }
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../.ort/libonnxruntime.so.1.31.1");
+    assert!(
+        p.exists(),
+        "ONNX Runtime not found: set ORT_DYLIB_PATH or run tools/fetch_onnxruntime.sh ({} missing)",
+        p.display()
+    );
+    p
+}

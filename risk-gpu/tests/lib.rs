@@ -1,0 +1,7 @@
+//! Integration tests of the model backends against reference outputs written by
+//! `tools/train_xgboost.py` (xgboost 3.x) and the committed ONNX models.
+
+mod common;
+mod onnx;
+mod trees;
+mod trees_bad_input;
