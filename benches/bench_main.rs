@@ -5,10 +5,12 @@ use criterion::{criterion_group, criterion_main};
 
 mod engine;
 mod rules;
+mod trees;
 
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate
+    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate,
+        trees::native_vs_ort
 );
 criterion_main!(benches);

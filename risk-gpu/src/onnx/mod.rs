@@ -333,15 +333,26 @@ impl OnnxScorer {
         budget: Option<Duration>,
     ) -> Result<Vec<f32>, ScoreError> {
         let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
-        let opts = Arc::new(RunOptions::new().map_err(fail)?);
-        let _armed = budget.map(|b| self.watchdog.arm(Arc::clone(&opts), b));
         let tensor = TensorRef::from_array_view(([rows, self.slots.len()], data)).map_err(fail)?;
-        let out =
-            match session.run_with_options(ort::inputs![self.input.as_str() => tensor], &*opts) {
-                Ok(o) => o,
-                Err(e) if e.to_string().contains("terminate") => return Err(ScoreError::Cancelled),
-                Err(e) => return Err(fail(e)),
-            };
+        let inputs = ort::inputs![self.input.as_str() => tensor];
+        // Only a bounded run needs its own RunOptions (to be terminated).
+        let opts = match budget {
+            Some(_) => Some(Arc::new(RunOptions::new().map_err(fail)?)),
+            None => None,
+        };
+        let _armed = match (&opts, budget) {
+            (Some(o), Some(b)) => Some(self.watchdog.arm(Arc::clone(o), b)),
+            _ => None,
+        };
+        let result = match &opts {
+            None => session.run(inputs),
+            Some(o) => session.run_with_options(inputs, &**o),
+        };
+        let out = match result {
+            Ok(o) => o,
+            Err(e) if e.to_string().contains("terminate") => return Err(ScoreError::Cancelled),
+            Err(e) => return Err(fail(e)),
+        };
         let v = out
             .get(&self.output)
             .ok_or_else(|| ScoreError::Failed(format!("output {:?} missing", self.output)))?;

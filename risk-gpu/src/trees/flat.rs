@@ -1,8 +1,13 @@
 //! The fast layout: every tree padded to a complete binary tree of one depth `D`, stored
-//! as `2^D - 1` internal nodes (threshold, feature, missing direction packed in 8 bytes)
-//! and `2^D` leaves. Traversal is branch-free: `i = 2i + 1 + right`, with
-//! `right = (x >= t) | (x is NaN & default_right)`; eight trees advance in lockstep so
+//! as `2^D - 1` internal nodes (threshold and feature slot, 8 bytes) and `2^D` leaves.
+//! Traversal is branch-free: `i = 2i + 1 + (v >= t)`; eight trees advance in lockstep so
 //! their independent loads overlap.
+//!
+//! Missing values cost nothing per step: each row is expanded once into `[x⁻, x⁺]`, where
+//! `x⁻` has missing values replaced by `-inf` and `x⁺` by `+inf`. A node whose missing
+//! values go left reads slot `f` of `x⁻` (`-inf >= t` is false: left); one whose missing
+//! values go right reads slot `f` of `x⁺` (`+inf >= t` is true: right). Present values are
+//! the same in both halves, so the split is unchanged.
 //!
 //! A leaf above depth `D` becomes a chain of pass-through nodes (threshold `+inf`,
 //! missing goes left) whose every descendant leaf holds the leaf's value.
@@ -12,21 +17,26 @@ use super::ensemble::{Ensemble, Node, Tree};
 /// Deepest padded layout built (2^10 leaves per tree); deeper ensembles use the walk.
 pub const MAX_PADDED_DEPTH: usize = 10;
 const LANES: usize = 8;
-const DEFAULT_RIGHT: u32 = 1 << 31;
+/// Size of the stack buffer for an expanded row (models up to `XX / 2` features take the
+/// bounds-check-free path).
+const XX: usize = 512;
 
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
 struct FNode {
     threshold: f32,
-    /// Feature index; the top bit set means a missing value goes right.
-    feature: u32,
+    /// Slot in the expanded row: the feature, plus `num_features` when missing values
+    /// go right.
+    slot: u32,
 }
 
 /// Padded complete trees.
 #[derive(Debug, Clone)]
 pub struct Flat {
+    num_features: usize,
     depth: usize,
     internal: usize,
+    stride: usize,
     leaves_per_tree: usize,
     n_trees: usize,
     nodes: Vec<FNode>,
@@ -42,17 +52,22 @@ impl Flat {
         }
         let internal = (1usize << depth) - 1;
         let leaves_per_tree = 1usize << depth;
+        // Node storage per tree is 2^depth (one slot unused) so that a tree is a
+        // power-of-two array and masked indices need no bounds checks.
+        let stride = leaves_per_tree;
         let mut f = Self {
+            num_features: e.num_features,
             depth,
             internal,
+            stride,
             leaves_per_tree,
             n_trees: e.trees.len(),
             nodes: vec![
                 FNode {
                     threshold: f32::INFINITY,
-                    feature: 0
+                    slot: 0
                 };
-                internal * e.trees.len()
+                stride * e.trees.len()
             ],
             leaves: vec![0.0; leaves_per_tree * e.trees.len()],
         };
@@ -70,43 +85,128 @@ impl Flat {
         }
         if n.is_leaf() {
             // Pass-through: both subtrees carry the leaf.
-            self.nodes[t * self.internal + pos] = FNode {
+            self.nodes[t * self.stride + pos] = FNode {
                 threshold: f32::INFINITY,
-                feature: 0,
+                slot: 0,
             };
             self.fill(t, tree, node, 2 * pos + 1, level + 1);
             self.fill(t, tree, node, 2 * pos + 2, level + 1);
             return;
         }
-        self.nodes[t * self.internal + pos] = FNode {
+        let offset = if n.default_left {
+            0
+        } else {
+            self.num_features as u32
+        };
+        self.nodes[t * self.stride + pos] = FNode {
             threshold: n.threshold,
-            feature: n.feature | if n.default_left { 0 } else { DEFAULT_RIGHT },
+            slot: n.feature + offset,
         };
         self.fill(t, tree, n.left as usize, 2 * pos + 1, level + 1);
         self.fill(t, tree, n.right as usize, 2 * pos + 2, level + 1);
     }
 
+    /// Writes the expanded row `[x⁻, x⁺]` (see the module docs) into `xx`.
+    #[inline]
+    pub fn expand(&self, x: &[f32], xx: &mut [f32]) {
+        let nf = self.num_features;
+        for (i, &v) in x[..nf].iter().enumerate() {
+            let nan = v.is_nan();
+            xx[i] = if nan { f32::NEG_INFINITY } else { v };
+            xx[nf + i] = if nan { f32::INFINITY } else { v };
+        }
+    }
+
     #[inline(always)]
-    fn step(&self, t: usize, i: usize, x: &[f32]) -> usize {
-        let n = self.nodes[t * self.internal + i];
-        let v = x[(n.feature & !DEFAULT_RIGHT) as usize];
-        let right =
-            (v >= n.threshold) as usize | (v.is_nan() as usize & (n.feature >> 31) as usize);
-        2 * i + 1 + right
+    fn step(nodes: &[FNode], i: usize, xx: &[f32]) -> usize {
+        let n = nodes[i];
+        2 * i + 1 + (xx[n.slot as usize] >= n.threshold) as usize
+    }
+
+    /// Lockstep traversal with compile-time sizes: trees are `[FNode; N]` (`N = 2^depth`)
+    /// and the expanded row is `[f32; XX]`, so masked indices need no bounds checks.
+    #[inline]
+    fn leaf_sum_fixed<const N: usize>(&self, xx: &[f32; XX]) -> f64 {
+        let mut acc = [0f64; LANES];
+        let full = self.n_trees / LANES * LANES;
+        let leaves = |t: usize| -> &[f32; N] {
+            self.leaves[t * N..(t + 1) * N]
+                .try_into()
+                .expect("stride N")
+        };
+        let tree = |t: usize| -> &[FNode; N] {
+            self.nodes[t * N..(t + 1) * N].try_into().expect("stride N")
+        };
+        let step = |nodes: &[FNode; N], i: usize| -> usize {
+            let n = nodes[i & (N - 1)];
+            2 * i + 1 + (xx[n.slot as usize & (XX - 1)] >= n.threshold) as usize
+        };
+        let mut t = 0;
+        while t < full {
+            let trees: [&[FNode; N]; LANES] = std::array::from_fn(|k| tree(t + k));
+            let mut idx = [0usize; LANES];
+            for _ in 0..self.depth {
+                for k in 0..LANES {
+                    idx[k] = step(trees[k], idx[k]);
+                }
+            }
+            for k in 0..LANES {
+                acc[k] += leaves(t + k)[(idx[k] - (N - 1)) & (N - 1)] as f64;
+            }
+            t += LANES;
+        }
+        let mut sum: f64 = acc.iter().sum();
+        for t in full..self.n_trees {
+            let nodes = tree(t);
+            let mut i = 0;
+            for _ in 0..self.depth {
+                i = step(nodes, i);
+            }
+            sum += leaves(t)[(i - (N - 1)) & (N - 1)] as f64;
+        }
+        sum
     }
 
     /// Sum of leaf values over all trees for one row (`x` must have every feature the
-    /// model reads: checked by the caller once, at load).
+    /// model reads: checked by the caller).
     #[inline]
     pub fn leaf_sum(&self, x: &[f32]) -> f64 {
+        if 2 * self.num_features <= XX {
+            let mut xx = [0f32; XX];
+            self.expand(x, &mut xx);
+            return match self.depth {
+                0 => self.leaf_sum_fixed::<1>(&xx),
+                1 => self.leaf_sum_fixed::<2>(&xx),
+                2 => self.leaf_sum_fixed::<4>(&xx),
+                3 => self.leaf_sum_fixed::<8>(&xx),
+                4 => self.leaf_sum_fixed::<16>(&xx),
+                5 => self.leaf_sum_fixed::<32>(&xx),
+                6 => self.leaf_sum_fixed::<64>(&xx),
+                7 => self.leaf_sum_fixed::<128>(&xx),
+                8 => self.leaf_sum_fixed::<256>(&xx),
+                9 => self.leaf_sum_fixed::<512>(&xx),
+                _ => self.leaf_sum_fixed::<1024>(&xx),
+            };
+        }
+        self.leaf_sum_slices(x)
+    }
+
+    /// The same with slices (models with more than `XX / 2` features).
+    fn leaf_sum_slices(&self, x: &[f32]) -> f64 {
+        let mut xx = vec![0f32; 2 * self.num_features];
+        self.expand(x, &mut xx);
+        let xx = &xx[..];
         let mut acc = [0f64; LANES];
         let full = self.n_trees / LANES * LANES;
         let mut t = 0;
         while t < full {
+            let trees: [&[FNode]; LANES] = std::array::from_fn(|k| {
+                &self.nodes[(t + k) * self.stride..(t + k + 1) * self.stride]
+            });
             let mut idx = [0usize; LANES];
             for _ in 0..self.depth {
-                for (k, i) in idx.iter_mut().enumerate() {
-                    *i = self.step(t + k, *i, x);
+                for k in 0..LANES {
+                    idx[k] = Self::step(trees[k], idx[k], xx);
                 }
             }
             for (k, (a, i)) in acc.iter_mut().zip(idx).enumerate() {
@@ -116,9 +216,10 @@ impl Flat {
         }
         let mut sum: f64 = acc.iter().sum();
         for t in full..self.n_trees {
+            let tree = &self.nodes[t * self.stride..(t + 1) * self.stride];
             let mut i = 0;
             for _ in 0..self.depth {
-                i = self.step(t, i, x);
+                i = Self::step(tree, i, xx);
             }
             sum += self.leaves[t * self.leaves_per_tree + i - self.internal] as f64;
         }
@@ -128,13 +229,19 @@ impl Flat {
     /// Leaf sums for many rows: tree-major, so each tree's nodes stay in cache while the
     /// rows' independent traversals overlap.
     pub fn leaf_sums(&self, rows: &[&[f32]], out: &mut [f64]) {
+        let w = 2 * self.num_features;
+        let mut xx = vec![0f32; rows.len() * w];
+        for (r, x) in rows.iter().enumerate() {
+            self.expand(x, &mut xx[r * w..(r + 1) * w]);
+        }
         let mut acc = vec![0f64; rows.len()];
         let mut idx = vec![0usize; rows.len()];
         for t in 0..self.n_trees {
+            let tree = &self.nodes[t * self.stride..(t + 1) * self.stride];
             idx.iter_mut().for_each(|i| *i = 0);
             for _ in 0..self.depth {
-                for (i, x) in idx.iter_mut().zip(rows) {
-                    *i = self.step(t, *i, x);
+                for (i, x) in idx.iter_mut().zip(xx.chunks_exact(w)) {
+                    *i = Self::step(tree, *i, x);
                 }
             }
             let leaves = &self.leaves[t * self.leaves_per_tree..(t + 1) * self.leaves_per_tree];

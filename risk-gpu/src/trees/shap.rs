@@ -18,29 +18,39 @@ struct Elem {
     w: f64,
 }
 
-fn extend(p: &mut [Elem], d: usize, zero: f64, one: f64, feature: i64) {
+// The recursions divide by small integers and by the path fractions. Divisions dominate
+// the cost, so reciprocals of integers come from a table (`inv[k] = 1/k`) and each
+// function divides by its fractions once.
+
+fn extend(p: &mut [Elem], d: usize, zero: f64, one: f64, feature: i64, inv: &[f64]) {
     p[d] = Elem {
         feature,
         zero,
         one,
         w: if d == 0 { 1.0 } else { 0.0 },
     };
+    let r = inv[d + 1];
     for i in (0..d).rev() {
-        p[i + 1].w += one * p[i].w * (i + 1) as f64 / (d + 1) as f64;
-        p[i].w = zero * p[i].w * (d - i) as f64 / (d + 1) as f64;
+        p[i + 1].w += one * p[i].w * (i + 1) as f64 * r;
+        p[i].w = zero * p[i].w * (d - i) as f64 * r;
     }
 }
 
-fn unwind(p: &mut [Elem], d: usize, k: usize) {
+fn unwind(p: &mut [Elem], d: usize, k: usize, inv: &[f64]) {
     let (one, zero) = (p[k].one, p[k].zero);
+    let r = inv[d + 1];
     let mut next = p[d].w;
-    for i in (0..d).rev() {
-        if one != 0.0 {
+    if one != 0.0 {
+        let inv_one = 1.0 / one;
+        for i in (0..d).rev() {
             let t = p[i].w;
-            p[i].w = next * (d + 1) as f64 / ((i + 1) as f64 * one);
-            next = t - p[i].w * zero * (d - i) as f64 / (d + 1) as f64;
-        } else {
-            p[i].w = p[i].w * (d + 1) as f64 / (zero * (d - i) as f64);
+            p[i].w = next * (d + 1) as f64 * inv[i + 1] * inv_one;
+            next = t - p[i].w * zero * (d - i) as f64 * r;
+        }
+    } else {
+        let inv_zero = 1.0 / zero;
+        for i in (0..d).rev() {
+            p[i].w = p[i].w * (d + 1) as f64 * inv_zero * inv[d - i];
         }
     }
     for i in k..d {
@@ -50,17 +60,23 @@ fn unwind(p: &mut [Elem], d: usize, k: usize) {
     }
 }
 
-fn unwound_sum(p: &[Elem], d: usize, k: usize) -> f64 {
+#[inline]
+fn unwound_sum(p: &[Elem], d: usize, k: usize, inv: &[f64]) -> f64 {
     let (one, zero) = (p[k].one, p[k].zero);
-    let mut next = p[d].w;
+    let r = inv[d + 1];
     let mut total = 0.0;
-    for i in (0..d).rev() {
-        if one != 0.0 {
-            let t = next * (d + 1) as f64 / ((i + 1) as f64 * one);
+    if one != 0.0 {
+        let inv_one = 1.0 / one;
+        let mut next = p[d].w;
+        for i in (0..d).rev() {
+            let t = next * (d + 1) as f64 * inv[i + 1] * inv_one;
             total += t;
-            next = p[i].w - t * zero * (d - i) as f64 / (d + 1) as f64;
-        } else if zero != 0.0 {
-            total += p[i].w / zero / ((d - i) as f64 / (d + 1) as f64);
+            next = p[i].w - t * zero * (d - i) as f64 * r;
+        }
+    } else if zero != 0.0 {
+        let inv_zero = 1.0 / zero;
+        for i in (0..d).rev() {
+            total += p[i].w * inv_zero * (d + 1) as f64 * inv[d - i];
         }
     }
     total
@@ -70,9 +86,34 @@ struct Walk<'a> {
     tree: &'a Tree,
     x: &'a [f32],
     phi: &'a mut [f64],
+    inv: &'a [f64],
 }
 
 impl Walk<'_> {
+    /// Credits every path feature at a leaf. The unwound sum of an element depends only
+    /// on its (zero, one) pair: elements that `x` does not follow (one = 0) share one sum
+    /// divided by their `zero`, computed once per leaf; the others unwind in O(depth).
+    fn leaf(&mut self, buf: &[Elem], d: usize, value: f64) {
+        let mut shared: Option<f64> = None;
+        for i in 1..=d {
+            let e = buf[i];
+            let w = if e.one == 0.0 {
+                if e.zero == 0.0 {
+                    continue;
+                }
+                let s = *shared.get_or_insert_with(|| {
+                    (0..d)
+                        .map(|j| buf[j].w * (d + 1) as f64 * self.inv[d - j])
+                        .sum::<f64>()
+                });
+                s / e.zero
+            } else {
+                unwound_sum(buf, d, i, self.inv)
+            };
+            self.phi[e.feature as usize] += w * (e.one - e.zero) * value;
+        }
+    }
+
     /// `buf[..d]` holds the parent's path; this call's path is built in `buf` itself and
     /// children receive copies in the space after it.
     fn recurse(
@@ -84,14 +125,10 @@ impl Walk<'_> {
         one: f64,
         feature: i64,
     ) {
-        extend(buf, d, zero, one, feature);
+        extend(buf, d, zero, one, feature, self.inv);
         let n = self.tree.nodes[node];
         if n.is_leaf() {
-            for i in 1..=d {
-                let w = unwound_sum(buf, d, i);
-                let e = buf[i];
-                self.phi[e.feature as usize] += w * (e.one - e.zero) * n.value as f64;
-            }
+            self.leaf(buf, d, n.value as f64);
             return;
         }
         let v = self.x[n.feature as usize];
@@ -113,7 +150,7 @@ impl Walk<'_> {
         if let Some(k) = (1..=d).find(|&i| buf[i].feature == n.feature as i64) {
             in_zero = buf[k].zero;
             in_one = buf[k].one;
-            unwind(buf, d, k);
+            unwind(buf, d, k, self.inv);
             d -= 1;
         }
         let (mine, rest) = buf.split_at_mut(d + 1);
@@ -166,11 +203,15 @@ pub fn contributions(e: &Ensemble, bias: f64, x: &[f32], out: &mut Vec<f64>) {
     out.resize(e.num_features + 1, 0.0);
     let d = e.max_depth() + 2;
     let mut buf = vec![Elem::default(); (d + 1) * (d + 2) / 2 + d];
+    let inv: Vec<f64> = (0..=d + 2)
+        .map(|k| if k == 0 { 0.0 } else { 1.0 / k as f64 })
+        .collect();
     for t in &e.trees {
         let mut w = Walk {
             tree: t,
             x,
             phi: &mut out[..],
+            inv: &inv,
         };
         w.recurse(0, &mut buf, 0, 1.0, 1.0, -1);
     }

@@ -1,0 +1,52 @@
+//! Times native XGBoost scoring of the committed model on its reference rows (a quick
+//! look without criterion: `cargo run --release --example tree_speed`).
+
+use risk_gpu::trees::XgbModel;
+use std::time::Instant;
+
+fn main() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models");
+    let m = XgbModel::from_file(dir.join("xgb_fraud.json")).unwrap();
+    let bytes = std::fs::read(dir.join("xgb_ref_features.f32")).unwrap();
+    let x: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let n = x.len() / 18;
+    let rows: Vec<&[f32]> = (0..n).map(|i| &x[i * 18..(i + 1) * 18]).collect();
+    println!(
+        "trees {} max depth {}",
+        m.ensemble().trees.len(),
+        m.ensemble().max_depth()
+    );
+    let mut s = 0.0;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for r in &rows {
+            s += m.margin(r);
+        }
+        println!(
+            "single: {:.0} ns/row",
+            t.elapsed().as_nanos() as f64 / n as f64
+        );
+        let mut out = vec![0f32; 64];
+        let t = Instant::now();
+        for c in rows.chunks(64) {
+            m.predict_batch(c, &mut out[..c.len()]);
+        }
+        println!(
+            "batch64: {:.0} ns/row",
+            t.elapsed().as_nanos() as f64 / n as f64
+        );
+        let mut phi = Vec::new();
+        let t = Instant::now();
+        for r in rows.iter().take(500) {
+            m.contributions(r, &mut phi);
+        }
+        println!(
+            "shap: {:.1} us/row",
+            t.elapsed().as_nanos() as f64 / 500.0 / 1e3
+        );
+    }
+    std::hint::black_box(s);
+}
