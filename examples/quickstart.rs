@@ -8,8 +8,8 @@
 //!
 //! Tiers:
 //! - rules: the default rule set `risk-rules/rules/default.rules` (63 rules, compiled);
-//! - fast (stand-in until issue [3]): logistic regression fitted here on 40k transactions
-//!   generated with another seed;
+//! - fast: native XGBoost (`testdata/models/xgb_fraud.json`, 100 trees, trained by
+//!   `tools/train_xgboost.py` on another seed), SHAP reason codes for scores >= 0.3;
 //! - deep (stand-in until issue [4]): logistic regression with interaction terms, run
 //!   asynchronously on gray-zone scores with batching and a 500 ms budget.
 //!
@@ -23,6 +23,7 @@ use risk_core::{
     Shutdown, Tier,
 };
 use risk_examples::{auprc, recall_precision, Featurizer, Logistic, Stalling};
+use risk_gpu::trees::{XgbModel, XgbScorer};
 use risk_rules::{Hits, RuleScorer, RuleSet, DEFAULT_RULES};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,7 +50,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed()
     );
     let t = Instant::now();
-    let fast = Logistic::fit("fast-lr", Featurizer::new(&schema, &[]), &train, 300, 1e-4);
+    let model_path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/models/xgb_fraud.json"
+    );
+    let xgb = Arc::new(XgbModel::from_file(model_path)?);
+    let fast: Arc<dyn Scorer> = Arc::new(XgbScorer::new(xgb.clone(), &schema, 0.3, 3)?);
     let deep = Logistic::fit(
         "deep-lr",
         Featurizer::new(
@@ -69,7 +75,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .with_latency(Latency::Unbounded);
     println!(
-        "stand-in models fitted in {:.2?} (fast: logistic regression; deep: logistic regression + interactions)",
+        "fast tier: XGBoost {} ({} trees, depth {}); deep stand-in (logistic regression + interactions) fitted in {:.2?}",
+        xgb.version(),
+        xgb.ensemble().trees.len(),
+        xgb.ensemble().max_depth(),
         t.elapsed()
     );
 
@@ -87,7 +96,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rules = Arc::new(RuleScorer::new(set, schema.clone()));
     let engine = Engine::builder(schema.clone())
         .rules(rules.clone())
-        .fast(Arc::new(fast.clone()))
+        .fast(fast.clone())
         .deep(Arc::new(deep))
         .build()?;
     let verdicts = engine.subscribe();
@@ -222,14 +231,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn drill(
     schema: &Arc<risk_core::FeatureSchema>,
-    fast: &Logistic,
+    fast: &Arc<dyn Scorer>,
     rules: &Arc<RuleScorer>,
     rows: &[risk_core::synth::Labeled],
 ) -> Result<(), Box<dyn std::error::Error>> {
     const EVERY: u64 = 100;
     const RATE: f64 = 2_000.0;
     let stalling: Arc<dyn Scorer> = Arc::new(Stalling::new(
-        Arc::new(fast.clone()),
+        fast.clone(),
         EVERY,
         Duration::from_millis(100),
     ));

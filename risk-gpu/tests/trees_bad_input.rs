@@ -146,3 +146,30 @@ fn feature_count_must_match_the_schema() {
     let e = XgbScorer::new(named, &risk_core::synth::schema(), 0.3, 3).unwrap_err();
     assert!(e.to_string().contains("\"f0\" is not in the schema"), "{e}");
 }
+
+#[test]
+fn fuzz_seeds_and_regressions_replay() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let mut n = 0;
+    for dir in ["seeds/xgb_json", "regressions/xgb_json"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let p = entry.unwrap().path();
+            if p.extension().is_some_and(|e| e == "md") {
+                continue;
+            }
+            let bytes = std::fs::read(&p).unwrap();
+            if let Ok(m) = XgbModel::from_json(&bytes) {
+                let x = vec![f32::NAN; m.num_features()];
+                assert!(
+                    (m.margin(&x) - m.ensemble().margin_walk(&x)).abs() < 1e-3,
+                    "{}",
+                    p.display()
+                );
+                let mut phi = Vec::new();
+                m.contributions(&x, &mut phi);
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 2);
+}

@@ -20,6 +20,8 @@ const LANES: usize = 8;
 /// Size of the stack buffer for an expanded row (models up to `XX / 2` features take the
 /// bounds-check-free path).
 const XX: usize = 512;
+/// The small size, for models up to `XS / 2` features.
+const XS: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
@@ -123,46 +125,43 @@ impl Flat {
         2 * i + 1 + (xx[n.slot as usize] >= n.threshold) as usize
     }
 
-    /// Lockstep traversal with compile-time sizes: trees are `[FNode; N]` (`N = 2^depth`)
-    /// and the expanded row is `[f32; XX]`, so masked indices need no bounds checks.
+    /// Lockstep traversal with compile-time sizes. A group of eight trees is one
+    /// `[FNode; G]` array (`G = 8N`, `N = 2^depth` per tree) and each lane keeps its
+    /// position inside the group (`k·N + i`), so the next position is
+    /// `2·g − k·N + 1 + (v >= t)` with `k·N` a constant: eight lanes, one base pointer, no
+    /// bounds checks (masked indices into fixed-size arrays), no register spills.
     #[inline]
-    fn leaf_sum_fixed<const N: usize>(&self, xx: &[f32; XX]) -> f64 {
+    fn leaf_sum_fixed<const N: usize, const G: usize, const X: usize>(&self, xx: &[f32; X]) -> f64 {
+        debug_assert_eq!(G, LANES * N);
         let mut acc = [0f64; LANES];
         let full = self.n_trees / LANES * LANES;
-        let leaves = |t: usize| -> &[f32; N] {
-            self.leaves[t * N..(t + 1) * N]
-                .try_into()
-                .expect("stride N")
-        };
-        let tree = |t: usize| -> &[FNode; N] {
-            self.nodes[t * N..(t + 1) * N].try_into().expect("stride N")
-        };
-        let step = |nodes: &[FNode; N], i: usize| -> usize {
-            let n = nodes[i & (N - 1)];
-            2 * i + 1 + (xx[n.slot as usize & (XX - 1)] >= n.threshold) as usize
-        };
         let mut t = 0;
         while t < full {
-            let trees: [&[FNode; N]; LANES] = std::array::from_fn(|k| tree(t + k));
-            let mut idx = [0usize; LANES];
+            let nodes: &[FNode; G] = self.nodes[t * N..t * N + G].try_into().expect("group");
+            let leaves: &[f32; G] = self.leaves[t * N..t * N + G].try_into().expect("group");
+            let mut g: [usize; LANES] = std::array::from_fn(|k| k * N);
             for _ in 0..self.depth {
-                for k in 0..LANES {
-                    idx[k] = step(trees[k], idx[k]);
+                for (k, gk) in g.iter_mut().enumerate() {
+                    let n = nodes[*gk & (G - 1)];
+                    let c = (xx[n.slot as usize & (X - 1)] >= n.threshold) as usize;
+                    *gk = 2 * *gk - k * N + 1 + c;
                 }
             }
-            for k in 0..LANES {
-                acc[k] += leaves(t + k)[(idx[k] - (N - 1)) & (N - 1)] as f64;
+            for (a, gk) in acc.iter_mut().zip(g) {
+                *a += leaves[(gk - (N - 1)) & (G - 1)] as f64;
             }
             t += LANES;
         }
         let mut sum: f64 = acc.iter().sum();
         for t in full..self.n_trees {
-            let nodes = tree(t);
+            let nodes: &[FNode; N] = self.nodes[t * N..(t + 1) * N].try_into().expect("tree");
+            let leaves: &[f32; N] = self.leaves[t * N..(t + 1) * N].try_into().expect("tree");
             let mut i = 0;
             for _ in 0..self.depth {
-                i = step(nodes, i);
+                let n = nodes[i & (N - 1)];
+                i = 2 * i + 1 + (xx[n.slot as usize & (X - 1)] >= n.threshold) as usize;
             }
-            sum += leaves(t)[(i - (N - 1)) & (N - 1)] as f64;
+            sum += leaves[(i - (N - 1)) & (N - 1)] as f64;
         }
         sum
     }
@@ -171,22 +170,34 @@ impl Flat {
     /// model reads: checked by the caller).
     #[inline]
     pub fn leaf_sum(&self, x: &[f32]) -> f64 {
+        // The expanded row lives on the stack in the smallest fixed size that fits
+        // (zeroing it is part of the per-row cost).
+        macro_rules! by_depth {
+            ($x:expr) => {
+                match self.depth {
+                    0 => self.leaf_sum_fixed::<1, 8, _>($x),
+                    1 => self.leaf_sum_fixed::<2, 16, _>($x),
+                    2 => self.leaf_sum_fixed::<4, 32, _>($x),
+                    3 => self.leaf_sum_fixed::<8, 64, _>($x),
+                    4 => self.leaf_sum_fixed::<16, 128, _>($x),
+                    5 => self.leaf_sum_fixed::<32, 256, _>($x),
+                    6 => self.leaf_sum_fixed::<64, 512, _>($x),
+                    7 => self.leaf_sum_fixed::<128, 1024, _>($x),
+                    8 => self.leaf_sum_fixed::<256, 2048, _>($x),
+                    9 => self.leaf_sum_fixed::<512, 4096, _>($x),
+                    _ => self.leaf_sum_fixed::<1024, 8192, _>($x),
+                }
+            };
+        }
+        if 2 * self.num_features <= XS {
+            let mut xx = [0f32; XS];
+            self.expand(x, &mut xx);
+            return by_depth!(&xx);
+        }
         if 2 * self.num_features <= XX {
             let mut xx = [0f32; XX];
             self.expand(x, &mut xx);
-            return match self.depth {
-                0 => self.leaf_sum_fixed::<1>(&xx),
-                1 => self.leaf_sum_fixed::<2>(&xx),
-                2 => self.leaf_sum_fixed::<4>(&xx),
-                3 => self.leaf_sum_fixed::<8>(&xx),
-                4 => self.leaf_sum_fixed::<16>(&xx),
-                5 => self.leaf_sum_fixed::<32>(&xx),
-                6 => self.leaf_sum_fixed::<64>(&xx),
-                7 => self.leaf_sum_fixed::<128>(&xx),
-                8 => self.leaf_sum_fixed::<256>(&xx),
-                9 => self.leaf_sum_fixed::<512>(&xx),
-                _ => self.leaf_sum_fixed::<1024>(&xx),
-            };
+            return by_depth!(&xx);
         }
         self.leaf_sum_slices(x)
     }
