@@ -44,7 +44,15 @@ fn main() {
             m.contributions(r, &mut phi);
         }
         println!(
-            "shap: {:.1} us/row",
+            "shap (tables): {:.1} us/row",
+            t.elapsed().as_nanos() as f64 / 500.0 / 1e3
+        );
+        let t = Instant::now();
+        for r in rows.iter().take(500) {
+            m.contributions_recursive(r, &mut phi);
+        }
+        println!(
+            "shap (recursive): {:.1} us/row",
             t.elapsed().as_nanos() as f64 / 500.0 / 1e3
         );
     }

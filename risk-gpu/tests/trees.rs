@@ -59,11 +59,18 @@ fn tree_shap_equals_xgboost_pred_contribs_and_sums_to_the_margin() {
     let r = reference();
     let m = model();
     let nf = r.features;
+    assert!(m.has_shap_tables());
     let mut phi = Vec::new();
+    let mut rec = Vec::new();
     let mut worst = 0f64;
     for i in 0..r.contrib_rows {
         let x = &r.x[i * nf..(i + 1) * nf];
         m.contributions(x, &mut phi);
+        // Tables and the recursive algorithm agree.
+        m.contributions_recursive(x, &mut rec);
+        for (a, b) in phi.iter().zip(&rec) {
+            assert!((a - b).abs() < 2e-6, "row {i}: table {a} vs recursive {b}");
+        }
         assert_eq!(phi.len(), nf + 1);
         let want = &r.contribs[i * (nf + 1)..(i + 1) * (nf + 1)];
         for (p, w) in phi.iter().zip(want) {

@@ -43,6 +43,10 @@ pub struct Flat {
     n_trees: usize,
     nodes: Vec<FNode>,
     leaves: Vec<f32>,
+    /// The same nodes split into thresholds and one-byte slots, for models whose
+    /// expanded row fits 256 slots: two plain loads per step, no masks.
+    thresholds: Vec<f32>,
+    slots8: Vec<u8>,
 }
 
 impl Flat {
@@ -72,9 +76,15 @@ impl Flat {
                 stride * e.trees.len()
             ],
             leaves: vec![0.0; leaves_per_tree * e.trees.len()],
+            thresholds: Vec::new(),
+            slots8: Vec::new(),
         };
         for (t, tree) in e.trees.iter().enumerate() {
             f.fill(t, tree, 0, 0, 0);
+        }
+        if 2 * e.num_features <= 256 {
+            f.thresholds = f.nodes.iter().map(|n| n.threshold).collect();
+            f.slots8 = f.nodes.iter().map(|n| n.slot as u8).collect();
         }
         Some(f)
     }
@@ -166,10 +176,63 @@ impl Flat {
         sum
     }
 
+    /// [`leaf_sum_fixed`](Self::leaf_sum_fixed) over split arrays with one-byte slots
+    /// indexing a 256-entry row: no masks on the row lookups.
+    #[inline]
+    fn leaf_sum_small<const N: usize, const G: usize>(&self, xx: &[f32; 256]) -> f64 {
+        let mut acc = [0f64; LANES];
+        let full = self.n_trees / LANES * LANES;
+        let mut t = 0;
+        while t < full {
+            let thr: &[f32; G] = self.thresholds[t * N..t * N + G].try_into().expect("group");
+            let slot: &[u8; G] = self.slots8[t * N..t * N + G].try_into().expect("group");
+            let leaves: &[f32; G] = self.leaves[t * N..t * N + G].try_into().expect("group");
+            let mut g: [usize; LANES] = std::array::from_fn(|k| k * N);
+            for _ in 0..self.depth {
+                for (k, gk) in g.iter_mut().enumerate() {
+                    let i = *gk & (G - 1);
+                    let c = (xx[slot[i] as usize] >= thr[i]) as usize;
+                    *gk = 2 * *gk - k * N + 1 + c;
+                }
+            }
+            for (a, gk) in acc.iter_mut().zip(g) {
+                *a += leaves[(gk - (N - 1)) & (G - 1)] as f64;
+            }
+            t += LANES;
+        }
+        let mut sum: f64 = acc.iter().sum();
+        for t in full..self.n_trees {
+            let mut i = 0;
+            for _ in 0..self.depth {
+                let j = t * N + i;
+                i = 2 * i + 1 + (xx[self.slots8[j] as usize] >= self.thresholds[j]) as usize;
+            }
+            sum += self.leaves[t * N + i - (N - 1)] as f64;
+        }
+        sum
+    }
+
     /// Sum of leaf values over all trees for one row (`x` must have every feature the
     /// model reads: checked by the caller).
     #[inline]
     pub fn leaf_sum(&self, x: &[f32]) -> f64 {
+        if !self.slots8.is_empty() {
+            let mut xx = [0f32; 256];
+            self.expand(x, &mut xx);
+            return match self.depth {
+                0 => self.leaf_sum_small::<1, 8>(&xx),
+                1 => self.leaf_sum_small::<2, 16>(&xx),
+                2 => self.leaf_sum_small::<4, 32>(&xx),
+                3 => self.leaf_sum_small::<8, 64>(&xx),
+                4 => self.leaf_sum_small::<16, 128>(&xx),
+                5 => self.leaf_sum_small::<32, 256>(&xx),
+                6 => self.leaf_sum_small::<64, 512>(&xx),
+                7 => self.leaf_sum_small::<128, 1024>(&xx),
+                8 => self.leaf_sum_small::<256, 2048>(&xx),
+                9 => self.leaf_sum_small::<512, 4096>(&xx),
+                _ => self.leaf_sum_small::<1024, 8192>(&xx),
+            };
+        }
         // The expanded row lives on the stack in the smallest fixed size that fits
         // (zeroing it is part of the per-row cost).
         macro_rules! by_depth {
@@ -235,31 +298,5 @@ impl Flat {
             sum += self.leaves[t * self.leaves_per_tree + i - self.internal] as f64;
         }
         sum
-    }
-
-    /// Leaf sums for many rows: tree-major, so each tree's nodes stay in cache while the
-    /// rows' independent traversals overlap.
-    pub fn leaf_sums(&self, rows: &[&[f32]], out: &mut [f64]) {
-        let w = 2 * self.num_features;
-        let mut xx = vec![0f32; rows.len() * w];
-        for (r, x) in rows.iter().enumerate() {
-            self.expand(x, &mut xx[r * w..(r + 1) * w]);
-        }
-        let mut acc = vec![0f64; rows.len()];
-        let mut idx = vec![0usize; rows.len()];
-        for t in 0..self.n_trees {
-            let tree = &self.nodes[t * self.stride..(t + 1) * self.stride];
-            idx.iter_mut().for_each(|i| *i = 0);
-            for _ in 0..self.depth {
-                for (i, x) in idx.iter_mut().zip(xx.chunks_exact(w)) {
-                    *i = Self::step(tree, *i, x);
-                }
-            }
-            let leaves = &self.leaves[t * self.leaves_per_tree..(t + 1) * self.leaves_per_tree];
-            for (a, &i) in acc.iter_mut().zip(&idx) {
-                *a += leaves[i - self.internal] as f64;
-            }
-        }
-        out.copy_from_slice(&acc);
     }
 }

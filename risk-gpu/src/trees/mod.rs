@@ -9,6 +9,7 @@
 pub mod ensemble;
 pub mod flat;
 pub mod shap;
+pub mod shap_table;
 pub mod xgb_json;
 
 use ensemble::{sigmoid, Ensemble};
@@ -61,6 +62,7 @@ pub enum TreeError {
 pub struct XgbModel {
     ensemble: Ensemble,
     flat: Option<Flat>,
+    tables: Option<shap_table::ShapTables>,
     bias: f64,
     version: String,
 }
@@ -91,11 +93,13 @@ impl XgbModel {
     pub fn from_json(bytes: &[u8]) -> Result<Self, TreeError> {
         let ensemble = xgb_json::parse(bytes)?;
         let flat = Flat::new(&ensemble);
+        let tables = shap_table::ShapTables::new(&ensemble);
         let bias = ensemble.base_margin + shap::expected_values(&ensemble).iter().sum::<f64>();
         Ok(Self {
             version: format!("{:016x}", risk_core::schema::Fnv::hash(bytes)),
             ensemble,
             flat,
+            tables,
             bias,
         })
     }
@@ -149,26 +153,40 @@ impl XgbModel {
         sigmoid(self.margin(x)) as f32
     }
 
-    /// Probabilities of many rows into `out` (same length as `rows`).
+    /// Probabilities of many rows into `out` (same length as `rows`). Each row runs the
+    /// lockstep single-row traversal: measured faster here than a tree-major pass over
+    /// the batch (see BENCHMARKS.md).
     pub fn predict_batch(&self, rows: &[&[f32]], out: &mut [f32]) {
-        rows.iter().for_each(|r| self.check(r));
-        let mut m = vec![0f64; rows.len()];
-        match &self.flat {
-            Some(f) => f.leaf_sums(rows, &mut m),
-            None => m
-                .iter_mut()
-                .zip(rows)
-                .for_each(|(o, r)| *o = self.ensemble.margin_walk(r) - self.ensemble.base_margin),
-        }
-        for (o, mm) in out.iter_mut().zip(m) {
-            *o = sigmoid(mm + self.ensemble.base_margin) as f32;
+        for (o, r) in out.iter_mut().zip(rows) {
+            *o = self.predict(r);
         }
     }
 
     /// Exact SHAP values: one per feature, then the bias; they sum to the margin.
     pub fn contributions(&self, x: &[f32], out: &mut Vec<f64>) {
         self.check(x);
+        match &self.tables {
+            Some(t) => {
+                out.clear();
+                out.resize(self.ensemble.num_features + 1, 0.0);
+                t.add(&self.ensemble, x, out);
+                out[self.ensemble.num_features] += self.bias;
+            }
+            None => shap::contributions(&self.ensemble, self.bias, x, out),
+        }
+    }
+
+    /// Exact SHAP values by the recursive algorithm (no tables): the reference for
+    /// [`contributions`](Self::contributions), and its fallback for models whose tables
+    /// would be too large.
+    pub fn contributions_recursive(&self, x: &[f32], out: &mut Vec<f64>) {
+        self.check(x);
         shap::contributions(&self.ensemble, self.bias, x, out);
+    }
+
+    /// Whether explanations use the per-leaf subset tables ([`shap_table`]).
+    pub fn has_shap_tables(&self) -> bool {
+        self.tables.is_some()
     }
 }
 
