@@ -161,17 +161,17 @@ fn builder(
         .with_log_level(ort::logging::LogLevel::Fatal)
         .map_err(|e| e.to_string())?;
     #[cfg(feature = "cuda")]
-    {
+    let placed = {
         use ort::ep::ExecutionProvider;
         let mut b = b;
-        let cuda = ort::ep::CUDA::default();
-        return match cuda.register(&mut b) {
-            Ok(()) => Ok((b, "cuda:0".into())),
-            Err(e) => Ok((b, format!("cpu (CUDA execution provider unavailable: {e})"))),
-        };
-    }
+        match ort::ep::CUDA::default().register(&mut b) {
+            Ok(()) => (b, "cuda:0".to_string()),
+            Err(e) => (b, format!("cpu (CUDA execution provider unavailable: {e})")),
+        }
+    };
     #[cfg(not(feature = "cuda"))]
-    Ok((b, "cpu (built without the cuda feature)".into()))
+    let placed = (b, "cpu (built without the cuda feature)".to_string());
+    Ok(placed)
 }
 
 impl OnnxScorer {
