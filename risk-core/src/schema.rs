@@ -146,6 +146,34 @@ impl FeatureSchema {
         self.fingerprint
     }
 
+    /// The schema as the `[schema]` table of `risk.toml` (round-trips through
+    /// [`Engine::from_config`](crate::Engine::from_config) to the same fingerprint).
+    pub fn to_toml(&self) -> String {
+        let quote = |v: &str| format!("\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""));
+        let mut out = String::from("[schema]\nfields = [\n");
+        for f in &self.fields {
+            match f.kind {
+                FieldKind::Numeric => {
+                    out += &format!(
+                        "  {{ name = {}, kind = \"numeric\", required = {} }},\n",
+                        quote(&f.name),
+                        !f.nullable
+                    )
+                }
+                FieldKind::Categorical => {
+                    let vocab: Vec<String> = f.vocab.iter().map(|v| quote(v)).collect();
+                    out += &format!(
+                        "  {{ name = {}, kind = \"categorical\", vocab = [{}] }},\n",
+                        quote(&f.name),
+                        vocab.join(", ")
+                    );
+                }
+            }
+        }
+        out += "]\n";
+        out
+    }
+
     /// A new feature vector with every slot missing.
     pub fn features(self: &Arc<Self>) -> Features {
         Features {

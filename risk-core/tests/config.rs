@@ -259,3 +259,19 @@ fn fuzz_seed_configs_load() {
     }
     assert!(n >= 2, "seed corpus missing in {}", dir.display());
 }
+
+#[test]
+fn a_schema_round_trips_through_its_toml() {
+    let s = FeatureSchema::builder()
+        .numeric_required("amount")
+        .numeric("velocity")
+        .categorical("country", &["US", "G\"B"])
+        .build()
+        .unwrap();
+    let text = format!(
+        "{}[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n",
+        s.to_toml()
+    );
+    let e = load(&text).unwrap();
+    assert_eq!(e.schema().fingerprint(), s.fingerprint());
+}

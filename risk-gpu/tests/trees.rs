@@ -142,25 +142,9 @@ fn scorer_in_the_engine_explains_high_scores() {
 #[test]
 fn risk_toml_builds_the_xgboost_tier() {
     let s = schema();
-    let mut fields = Vec::new();
-    for f in s.fields() {
-        fields.push(match f.kind {
-            risk_core::FieldKind::Numeric => {
-                format!(
-                    "{{ name = \"{}\", kind = \"numeric\", required = {} }}",
-                    f.name, !f.nullable
-                )
-            }
-            risk_core::FieldKind::Categorical => format!(
-                "{{ name = \"{}\", kind = \"categorical\", vocab = {:?} }}",
-                f.name,
-                f.vocab()
-            ),
-        });
-    }
     let text = format!(
-        "[schema]\nfields = [{}]\n[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n[fast.scorer]\nkind = \"xgboost\"\npath = \"xgb_fraud.json\"\n",
-        fields.join(", ")
+        "{}[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n[fast.scorer]\nkind = \"xgboost\"\npath = \"xgb_fraud.json\"\n",
+        s.to_toml()
     );
     let mut reg = risk_core::ScorerRegistry::default();
     risk_gpu::register(&mut reg);

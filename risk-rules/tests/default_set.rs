@@ -82,24 +82,9 @@ fn impact_of_a_tightened_rule() {
 #[test]
 fn risk_toml_can_name_a_rule_file() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let fields: Vec<String> = schema()
-        .fields()
-        .iter()
-        .map(|f| match f.kind {
-            risk_core::FieldKind::Numeric => format!(
-                "{{ name = \"{}\", kind = \"numeric\", required = {} }}",
-                f.name, !f.nullable
-            ),
-            risk_core::FieldKind::Categorical => format!(
-                "{{ name = \"{}\", kind = \"categorical\", vocab = {:?} }}",
-                f.name,
-                f.vocab()
-            ),
-        })
-        .collect();
     let text = format!(
-        "[schema]\nfields = [{}]\n[rules.scorer]\nkind = \"rules\"\npath = \"rules/default.rules\"\n",
-        fields.join(", ")
+        "{}[rules.scorer]\nkind = \"rules\"\npath = \"rules/default.rules\"\n",
+        schema().to_toml()
     );
     let mut reg = ScorerRegistry::default();
     risk_rules::register(&mut reg);
