@@ -3,7 +3,8 @@
 //! Model backends of **risk**, each implementing [`risk_core::Scorer`]:
 //! - [`trees`]: native XGBoost JSON scoring (branch-free padded layout) with exact TreeSHAP;
 //! - [`onnx`]: any ONNX classifier through ONNX Runtime, with deadline cancellation;
-//! - `llm`: the Llama-family deep tier with a shared-prefix KV cache (issue [4]);
+//! - [`llm`]: the Llama-family deep tier with a shared-prefix KV cache (issue [4]; the prefix
+//!   cache store and prompt templates are here, the model follows);
 //! - `quant`: per-layer FP16 / INT8 / AWQ-INT4 plans (issue [5]).
 //!
 //! CPU by default. `--features cuda` enables CUDA; without it, asking for a CUDA device
@@ -12,6 +13,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod llm;
 pub mod onnx;
 mod registry;
 pub mod trees;
