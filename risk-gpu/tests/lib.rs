@@ -2,6 +2,7 @@
 //! `tools/train_xgboost.py` (xgboost 3.x) and the committed ONNX models.
 
 mod common;
+mod config_file;
 mod onnx;
 mod trees;
 mod trees_bad_input;
