@@ -3,6 +3,7 @@
 
 mod common;
 mod config_file;
+mod llm;
 mod onnx;
 mod trees;
 mod trees_bad_input;
