@@ -137,3 +137,57 @@ fn bad_requests_and_files_are_typed_errors() {
     ));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+mod tokenizer {
+    use super::gguf;
+    use risk_gpu::llm::{LlmError, LlmTokenizer};
+    use std::path::Path;
+
+    fn reference() -> serde_json::Value {
+        let p =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/llm/tokenizer_reference.json");
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    }
+
+    fn ids(v: &serde_json::Value) -> Vec<u32> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as u32)
+            .collect()
+    }
+
+    #[test]
+    fn gguf_tokenizer_equals_the_reference_and_round_trips() {
+        let tok = LlmTokenizer::from_gguf(gguf()).unwrap();
+        let r = reference();
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/llm/tokenizer_samples.txt"),
+        )
+        .unwrap();
+        assert_eq!(tok.encode(&text).unwrap(), ids(&r["whole"]));
+        assert_eq!(tok.decode(&tok.encode(&text).unwrap()).unwrap(), text);
+        for line in r["lines"].as_array().unwrap() {
+            let s = line["text"].as_str().unwrap();
+            let got = tok.encode(s).unwrap();
+            assert_eq!(got, ids(&line["ids"]), "{s:?}");
+            assert_eq!(tok.decode(&got).unwrap(), s);
+        }
+        assert_eq!(tok.single_token(" yes"), Some(9805));
+        assert_eq!(tok.single_token(" no"), Some(787));
+        assert_eq!(tok.single_token("<|im_start|>"), Some(1));
+        assert_eq!(tok.single_token("two words"), None);
+    }
+
+    #[test]
+    fn unsupported_or_missing_tokenizers_are_typed_errors() {
+        assert!(matches!(
+            LlmTokenizer::from_gguf("/nonexistent.gguf"),
+            Err(LlmError::Io { .. })
+        ));
+        assert!(matches!(
+            LlmTokenizer::from_file("/nonexistent/tokenizer.json"),
+            Err(LlmError::Format(_))
+        ));
+    }
+}
