@@ -20,8 +20,6 @@ const LANES: usize = 8;
 /// Size of the stack buffer for an expanded row (models up to `XX / 2` features take the
 /// bounds-check-free path).
 const XX: usize = 512;
-/// The small size, for models up to `XS / 2` features.
-const XS: usize = 64;
 
 #[derive(Debug, Clone, Copy)]
 #[repr(C)]
@@ -233,34 +231,24 @@ impl Flat {
                 _ => self.leaf_sum_small::<1024, 8192>(&xx),
             };
         }
-        // The expanded row lives on the stack in the smallest fixed size that fits
-        // (zeroing it is part of the per-row cost).
-        macro_rules! by_depth {
-            ($x:expr) => {
-                match self.depth {
-                    0 => self.leaf_sum_fixed::<1, 8, _>($x),
-                    1 => self.leaf_sum_fixed::<2, 16, _>($x),
-                    2 => self.leaf_sum_fixed::<4, 32, _>($x),
-                    3 => self.leaf_sum_fixed::<8, 64, _>($x),
-                    4 => self.leaf_sum_fixed::<16, 128, _>($x),
-                    5 => self.leaf_sum_fixed::<32, 256, _>($x),
-                    6 => self.leaf_sum_fixed::<64, 512, _>($x),
-                    7 => self.leaf_sum_fixed::<128, 1024, _>($x),
-                    8 => self.leaf_sum_fixed::<256, 2048, _>($x),
-                    9 => self.leaf_sum_fixed::<512, 4096, _>($x),
-                    _ => self.leaf_sum_fixed::<1024, 8192, _>($x),
-                }
-            };
-        }
-        if 2 * self.num_features <= XS {
-            let mut xx = [0f32; XS];
-            self.expand(x, &mut xx);
-            return by_depth!(&xx);
-        }
+        // Models with more than 128 features (no one-byte slots): masked indices into a
+        // fixed 512-slot row while it fits, slices beyond.
         if 2 * self.num_features <= XX {
             let mut xx = [0f32; XX];
             self.expand(x, &mut xx);
-            return by_depth!(&xx);
+            return match self.depth {
+                0 => self.leaf_sum_fixed::<1, 8, XX>(&xx),
+                1 => self.leaf_sum_fixed::<2, 16, XX>(&xx),
+                2 => self.leaf_sum_fixed::<4, 32, XX>(&xx),
+                3 => self.leaf_sum_fixed::<8, 64, XX>(&xx),
+                4 => self.leaf_sum_fixed::<16, 128, XX>(&xx),
+                5 => self.leaf_sum_fixed::<32, 256, XX>(&xx),
+                6 => self.leaf_sum_fixed::<64, 512, XX>(&xx),
+                7 => self.leaf_sum_fixed::<128, 1024, XX>(&xx),
+                8 => self.leaf_sum_fixed::<256, 2048, XX>(&xx),
+                9 => self.leaf_sum_fixed::<512, 4096, XX>(&xx),
+                _ => self.leaf_sum_fixed::<1024, 8192, XX>(&xx),
+            };
         }
         self.leaf_sum_slices(x)
     }
