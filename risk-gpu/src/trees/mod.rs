@@ -169,7 +169,7 @@ impl XgbModel {
             Some(t) => {
                 out.clear();
                 out.resize(self.ensemble.num_features + 1, 0.0);
-                t.add(&self.ensemble, x, out);
+                t.add(x, out);
                 out[self.ensemble.num_features] += self.bias;
             }
             None => shap::contributions(&self.ensemble, self.bias, x, out),

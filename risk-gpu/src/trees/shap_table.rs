@@ -5,19 +5,25 @@
 //! of the path through the feature's splits) is fixed by the tree, and `one` is whether
 //! the row follows every split on that feature. So for a leaf with `k` unique features
 //! there are only `2^k` possible credit vectors. They are computed once, at load, with the
-//! same extend / unwind arithmetic as [`super::shap`]; explaining a row then costs, per
-//! tree, one direction test per internal node and, per leaf, a few bit operations and `k`
-//! additions, instead of the `O(depth²)` unwinding per leaf.
+//! same extend / unwind arithmetic as [`super::shap`].
 //!
-//! Tables take `sum over leaves of 2^k · k` values; [`ShapTables::new`] declines (returns
-//! `None`) above a memory budget, and the caller falls back to the recursive algorithm.
+//! A leaf's table is indexed by its path's *level bits*: bit `l` is set when the row goes
+//! the path's way at depth `l` (a feature's `one` is the AND of the bits of its levels).
+//! Each tree is stored in preorder with, per node, its parent's position, so one linear
+//! pass per tree computes every node's direction and every leaf's index (`idx(child) =
+//! idx(parent) | agree << depth(parent)`): about five operations per node, then `k`
+//! additions per leaf, instead of a test loop per leaf or `O(depth²)` unwinding.
+//!
+//! Tables take `sum over leaves of 2^depth · k` values; [`ShapTables::new`] declines
+//! (returns `None`) above a memory budget or depth, and the caller falls back to the
+//! recursive algorithm.
 
 use super::ensemble::{Ensemble, Tree, LEAF};
 
 /// Largest table set built (values).
 pub const MAX_TABLE_VALUES: usize = 8 << 20;
-/// Most unique features on one path for which a table is built.
-pub const MAX_UNIQUE: usize = 12;
+/// Deepest leaf for which a table is built (its table has `2^depth` rows).
+pub const MAX_LEAF_DEPTH: usize = 12;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Elem {
@@ -54,120 +60,157 @@ fn unwound_sum(p: &[Elem], d: usize, k: usize) -> f64 {
     total
 }
 
-/// One leaf: its unique features, the path tests that decide each `one` bit, and its
-/// `2^k × k` credit table.
-#[derive(Debug, Clone)]
-struct Leaf {
-    /// Range in `features`.
-    feat: (u32, u32),
-    /// Range in `tests`.
-    tests: (u32, u32),
-    /// Offset in `values`.
-    values: u32,
+/// One node in preorder.
+#[derive(Debug, Clone, Copy)]
+struct PreNode {
+    /// Split feature (internal nodes).
+    feature: u32,
+    /// Split threshold (internal nodes).
+    threshold: f32,
+    /// Parent's position in preorder (the root points at itself).
+    parent: u32,
+    /// Leaf: offset of its table in `values`; internal: [`LEAF`].
+    table: u32,
+    /// Leaf: range start of its features in `features` (length `k`).
+    feat: u32,
+    /// Leaf: number of unique features on its path.
+    k: u8,
+    /// Depth of the parent (the bit this node sets in its leaf index).
+    shift: u8,
+    /// Whether this node is its parent's left child.
+    is_left: bool,
+    /// Internal nodes: direction of a missing value.
+    default_left: bool,
 }
 
 /// Tables for a whole ensemble.
 #[derive(Debug, Clone)]
 pub struct ShapTables {
-    /// Per tree: range of its leaves.
+    /// Per tree: range of its nodes in `nodes`.
     trees: Vec<(u32, u32)>,
-    leaves: Vec<Leaf>,
+    nodes: Vec<PreNode>,
+    /// Most nodes in one tree.
+    max_nodes: usize,
     features: Vec<u32>,
-    /// (internal node, went left, bit): the row keeps bit `bit` only if it goes the
-    /// same way at `node`.
-    tests: Vec<(u32, bool, u8)>,
     /// Credits, stored as `f32` (half the memory, so more of it stays in cache); sums
     /// are accumulated in `f64`.
     values: Vec<f32>,
 }
 
-fn paths(
-    t: &Tree,
-    node: usize,
-    path: &mut Vec<(u32, bool)>,
-    out: &mut Vec<(usize, Vec<(u32, bool)>)>,
-) {
-    let n = &t.nodes[node];
-    if n.left == LEAF {
-        out.push((node, path.clone()));
-        return;
+/// Preorder of a tree: (node, parent position, is left child, depth).
+fn preorder(t: &Tree) -> Vec<(usize, usize, bool, usize)> {
+    let mut out = Vec::with_capacity(t.nodes.len());
+    let mut stack = vec![(0usize, 0usize, false, 0usize)];
+    while let Some((node, parent, is_left, depth)) = stack.pop() {
+        let pos = out.len();
+        out.push((node, parent, is_left, depth));
+        let n = &t.nodes[node];
+        if n.left != LEAF {
+            stack.push((n.right as usize, pos, false, depth + 1));
+            stack.push((n.left as usize, pos, true, depth + 1));
+        }
     }
-    path.push((node as u32, true));
-    paths(t, n.left as usize, path, out);
-    path.pop();
-    path.push((node as u32, false));
-    paths(t, n.right as usize, path, out);
-    path.pop();
+    out
 }
 
 impl ShapTables {
-    /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] / [`MAX_UNIQUE`].
+    /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] / [`MAX_LEAF_DEPTH`].
     pub fn new(e: &Ensemble) -> Option<Self> {
         let mut s = Self {
             trees: Vec::with_capacity(e.trees.len()),
-            leaves: Vec::new(),
+            nodes: Vec::new(),
+            max_nodes: 0,
             features: Vec::new(),
-            tests: Vec::new(),
             values: Vec::new(),
         };
-        let mut buf = vec![Elem::default(); MAX_UNIQUE + 2];
+        let mut buf = vec![Elem::default(); MAX_LEAF_DEPTH + 2];
+        let mut subset_credits: Vec<f64> = Vec::new();
         for t in &e.trees {
-            let first = s.leaves.len() as u32;
-            let mut ps = Vec::new();
-            paths(t, 0, &mut Vec::new(), &mut ps);
-            for (leaf, path) in ps {
-                // Unique features in path order with the product of cover fractions.
-                let mut feats: Vec<u32> = Vec::new();
-                let mut zeros: Vec<f64> = Vec::new();
-                let f0 = s.features.len() as u32;
-                let t0 = s.tests.len() as u32;
-                for &(node, left) in &path {
-                    let n = &t.nodes[node as usize];
-                    let child = if left { n.left } else { n.right };
-                    let frac = t.nodes[child as usize].cover as f64 / n.cover as f64;
-                    let j = match feats.iter().position(|&f| f == n.feature) {
-                        Some(j) => {
-                            zeros[j] *= frac;
-                            j
-                        }
-                        None => {
-                            feats.push(n.feature);
-                            zeros.push(frac);
-                            feats.len() - 1
-                        }
-                    };
-                    s.tests.push((node, left, j as u8));
-                }
-                let k = feats.len();
-                if k > MAX_UNIQUE {
-                    return None;
-                }
-                if s.values.len() + (k << k) > MAX_TABLE_VALUES {
-                    return None;
-                }
-                let v0 = s.values.len() as u32;
-                let value = t.nodes[leaf].value as f64;
-                for subset in 0..(1usize << k) {
-                    // The path as the recursive algorithm leaves it at this leaf.
-                    extend(&mut buf, 0, 1.0, 1.0);
-                    for (j, &z) in zeros.iter().enumerate() {
-                        let one = ((subset >> j) & 1) as f64;
-                        extend(&mut buf, j + 1, z, one);
+            let first = s.nodes.len() as u32;
+            let order = preorder(t);
+            // Path from the root (preorder positions) of the node being visited.
+            let mut path: Vec<usize> = Vec::new();
+            for (pos, &(node, parent, is_left, depth)) in order.iter().enumerate() {
+                path.truncate(depth);
+                path.push(pos);
+                let n = &t.nodes[node];
+                let mut pn = PreNode {
+                    feature: n.feature,
+                    threshold: n.threshold,
+                    parent: parent as u32,
+                    table: LEAF,
+                    feat: 0,
+                    k: 0,
+                    // The root's bit lands on the masked-off bit 31: it starts at 0.
+                    shift: if depth == 0 { 31 } else { depth as u8 - 1 },
+                    is_left,
+                    default_left: n.default_left,
+                };
+                if n.left == LEAF {
+                    if depth > MAX_LEAF_DEPTH {
+                        return None;
                     }
-                    for (j, &z) in zeros.iter().enumerate() {
-                        let one = ((subset >> j) & 1) as f64;
-                        let w = unwound_sum(&buf, k, j + 1);
-                        s.values.push((w * (one - z) * value) as f32);
+                    // Unique features in path order, the product of their cover
+                    // fractions, and the level bits that decide each one's `one`.
+                    let mut feats: Vec<u32> = Vec::new();
+                    let mut zeros: Vec<f64> = Vec::new();
+                    let mut level_masks: Vec<usize> = Vec::new();
+                    for l in 0..depth {
+                        let (pnode, ..) = order[path[l]];
+                        let (_, _, child_left, _) = order[path[l + 1]];
+                        let p = &t.nodes[pnode];
+                        let child = if child_left { p.left } else { p.right };
+                        let frac = t.nodes[child as usize].cover as f64 / p.cover as f64;
+                        match feats.iter().position(|&f| f == p.feature) {
+                            Some(j) => {
+                                zeros[j] *= frac;
+                                level_masks[j] |= 1 << l;
+                            }
+                            None => {
+                                feats.push(p.feature);
+                                zeros.push(frac);
+                                level_masks.push(1 << l);
+                            }
+                        }
                     }
+                    let k = feats.len();
+                    if s.values.len() + (k << depth) > MAX_TABLE_VALUES {
+                        return None;
+                    }
+                    // Credits per feature subset, then one row per level-bit pattern.
+                    let value = n.value as f64;
+                    subset_credits.clear();
+                    for subset in 0..(1usize << k) {
+                        extend(&mut buf, 0, 1.0, 1.0);
+                        for (j, &z) in zeros.iter().enumerate() {
+                            extend(&mut buf, j + 1, z, ((subset >> j) & 1) as f64);
+                        }
+                        for (j, &z) in zeros.iter().enumerate() {
+                            let one = ((subset >> j) & 1) as f64;
+                            subset_credits.push(unwound_sum(&buf, k, j + 1) * (one - z) * value);
+                        }
+                    }
+                    pn.table = s.values.len() as u32;
+                    pn.feat = s.features.len() as u32;
+                    pn.k = k as u8;
+                    for bits in 0..(1usize << depth) {
+                        let subset = level_masks
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, &m)| bits & m == m)
+                            .fold(0usize, |acc, (j, _)| acc | 1 << j);
+                        s.values.extend(
+                            subset_credits[subset * k..(subset + 1) * k]
+                                .iter()
+                                .map(|&v| v as f32),
+                        );
+                    }
+                    s.features.extend(&feats);
                 }
-                s.features.extend(&feats);
-                s.leaves.push(Leaf {
-                    feat: (f0, f0 + k as u32),
-                    tests: (t0, s.tests.len() as u32),
-                    values: v0,
-                });
+                s.nodes.push(pn);
             }
-            s.trees.push((first, s.leaves.len() as u32));
+            s.max_nodes = s.max_nodes.max(order.len());
+            s.trees.push((first, s.nodes.len() as u32));
         }
         Some(s)
     }
@@ -183,34 +226,35 @@ impl ShapTables {
     }
 
     /// Adds the row's per-feature credits into `phi` (length >= features).
-    pub fn add(&self, e: &Ensemble, x: &[f32], phi: &mut [f64]) {
-        let mut goes_left = Vec::with_capacity(64);
-        for (t, &(l0, l1)) in e.trees.iter().zip(&self.trees) {
-            goes_left.clear();
-            goes_left.extend(t.nodes.iter().map(|n| {
-                if n.left == LEAF {
-                    false
-                } else {
+    pub fn add(&self, x: &[f32], phi: &mut [f64]) {
+        // Per preorder position: the leaf index so far, plus bit 31 when the row goes
+        // left at that (internal) node.
+        const LEFT: u32 = 1 << 31;
+        let mut state: Vec<u32> = vec![0; self.max_nodes];
+        for &(n0, n1) in &self.trees {
+            let nodes = &self.nodes[n0 as usize..n1 as usize];
+            let state = &mut state[..nodes.len()];
+            for pos in 0..nodes.len() {
+                let n = &nodes[pos];
+                let p = state[n.parent as usize];
+                // The root is its own parent with `shift` 31, so it starts at 0.
+                let agree = ((p & LEFT != 0) == n.is_left) as u32;
+                let i = (p & !LEFT) | (agree << n.shift & !LEFT);
+                if n.table == LEAF {
                     let v = x[n.feature as usize];
-                    if v.is_nan() {
+                    let goes_left = if v.is_nan() {
                         n.default_left
                     } else {
                         v < n.threshold
+                    };
+                    state[pos] = i | (goes_left as u32) << 31;
+                } else {
+                    let k = n.k as usize;
+                    let row = n.table as usize + i as usize * k;
+                    let feats = &self.features[n.feat as usize..n.feat as usize + k];
+                    for (f, v) in feats.iter().zip(&self.values[row..row + k]) {
+                        phi[*f as usize] += *v as f64;
                     }
-                }
-            }));
-            for leaf in &self.leaves[l0 as usize..l1 as usize] {
-                let k = (leaf.feat.1 - leaf.feat.0) as usize;
-                let mut subset = (1usize << k) - 1;
-                for &(node, left, j) in &self.tests[leaf.tests.0 as usize..leaf.tests.1 as usize] {
-                    if goes_left[node as usize] != left {
-                        subset &= !(1 << j);
-                    }
-                }
-                let row = leaf.values as usize + subset * k;
-                let feats = &self.features[leaf.feat.0 as usize..leaf.feat.1 as usize];
-                for (f, v) in feats.iter().zip(&self.values[row..row + k]) {
-                    phi[*f as usize] += *v as f64;
                 }
             }
         }
