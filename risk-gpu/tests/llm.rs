@@ -191,3 +191,55 @@ mod tokenizer {
         ));
     }
 }
+
+#[test]
+fn packed_sequences_equal_separate_forwards_on_a_shared_prefix() {
+    let m = model();
+    let mut prefix = KvCache::default();
+    m.forward(&TOKENS[..10], &mut prefix).unwrap();
+    let seqs: [&[u32]; 3] = [&TOKENS[10..17], &TOKENS[17..18], &TOKENS[10..24]];
+    let packed = m.forward_packed(&prefix, &seqs).unwrap();
+    assert_eq!(packed.dims(), &[3, 576]);
+    for (i, s) in seqs.iter().enumerate() {
+        let mut c = prefix.clone();
+        let want = m.forward_hidden(s, &mut c).unwrap();
+        let got = packed.get(i).unwrap();
+        let e = max_rel(&got, &want);
+        assert!(e <= 1e-4, "sequence {i}: max relative difference {e:e}");
+    }
+    // The prefix is shared, not extended.
+    assert_eq!(prefix.len(), 10);
+    // Logits of selected tokens equal the full head's.
+    let mut c = prefix.clone();
+    let full = m
+        .forward(seqs[0], &mut c)
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let some = m
+        .logits_of(&packed.narrow(0, 0, 1).unwrap(), &[9805, 787])
+        .unwrap()
+        .to_vec2::<f32>()
+        .unwrap();
+    assert!((some[0][0] - full[9805]).abs() <= 1e-3 && (some[0][1] - full[787]).abs() <= 1e-3);
+    assert!(matches!(
+        m.forward_packed(&prefix, &[&TOKENS[..3], &[]]),
+        Err(LlmError::Request(_))
+    ));
+}
+
+#[test]
+fn fused_rope_equals_the_reference_rotation() {
+    let dev = Device::Cpu;
+    let x = Tensor::randn(0f32, 1.0, (3, 5, 8), &dev).unwrap();
+    let ang = Tensor::randn(0f32, 1.0, (5, 4), &dev).unwrap();
+    let (cos, sin) = (ang.cos().unwrap(), ang.sin().unwrap());
+    let want = risk_gpu::llm::model::rope(&x, &cos, &sin).unwrap();
+    let got = candle_nn::rotary_emb::rope_i(&x.unsqueeze(0).unwrap(), &cos, &sin)
+        .unwrap()
+        .squeeze(0)
+        .unwrap();
+    assert!(max_rel(&got, &want) <= 1e-6);
+}
+
+mod deep;

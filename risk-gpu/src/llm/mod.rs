@@ -6,11 +6,13 @@
 //! (system prompt + per-transaction suffix templates). [`tokenizer`] (from `tokenizer.json` or the GGUF's own metadata). To come
 //! in this module: safetensors loading, batched suffix prefill, and `DeepScorer`.
 
+pub mod deep;
 pub mod model;
 pub mod prefix_cache;
 pub mod prompt;
 pub mod tokenizer;
 
+pub use deep::{DeepHead, DeepOptions, DeepScorer, DeepStats, LinearProbe};
 pub use model::{KvCache, Llama, LlamaConfig, LlmError};
 pub use prefix_cache::{CacheError, CacheStats, PrefixCache, PrefixKey};
 pub use prompt::{PromptTemplate, TemplateError};

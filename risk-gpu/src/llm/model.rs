@@ -86,6 +86,7 @@ pub struct Llama {
     cos: Tensor,
     sin: Tensor,
     device: Device,
+    identity: String,
 }
 
 impl std::fmt::Debug for Llama {
@@ -134,8 +135,9 @@ fn md_u(c: &gguf_file::Content, k: &str) -> Result<usize, LlmError> {
         .map_err(|e| LlmError::Format(format!("{k}: {e}")))
 }
 
-/// Applies interleaved rotary embeddings to `x` of shape `(heads, T, head_dim)`;
-/// `cos`/`sin` have shape `(T, head_dim / 2)`.
+/// Applies interleaved rotary embeddings (pairs `(2i, 2i+1)`) to `x` of shape
+/// `(heads, T, head_dim)`; `cos`/`sin` have shape `(T, head_dim / 2)`. This is the
+/// reference the fused kernel in the forward is tested against.
 pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tensor> {
     let (h, t, d) = x.dims3()?;
     let x = x.reshape((h, t, d / 2, 2))?;
@@ -148,19 +150,18 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tenso
     Tensor::cat(&[r0, r1], D::Minus1)?.reshape((h, t, d))
 }
 
-fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> candle_core::Result<Tensor> {
-    let ms = x.sqr()?.mean_keepdim(D::Minus1)?;
-    x.broadcast_div(&(ms + eps)?.sqrt()?)?.broadcast_mul(w)
-}
-
-fn softmax_last(x: &Tensor) -> candle_core::Result<Tensor> {
-    let m = x.max_keepdim(D::Minus1)?;
-    let e = x.broadcast_sub(&m)?.exp()?;
-    e.broadcast_div(&e.sum_keepdim(D::Minus1)?)
-}
-
 fn linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
     x.matmul(&w.t()?)
+}
+
+/// Causal mask `(t, s)` for `t` queries at positions `s - t .. s`: `-inf` above the
+/// diagonal.
+fn causal_mask(t: usize, s: usize, device: &Device) -> candle_core::Result<Tensor> {
+    let p0 = s - t;
+    let mask: Vec<f32> = (0..t)
+        .flat_map(|i| (0..s).map(move |j| if j <= p0 + i { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    Tensor::from_vec(mask, (t, s), device)
 }
 
 impl Llama {
@@ -251,7 +252,17 @@ impl Llama {
             max_positions,
         };
         let (cos, sin) = rope_tables(&cfg, device)?;
+        let name = md(&c, "general.name")
+            .ok()
+            .and_then(|v| v.to_string().ok().cloned())
+            .unwrap_or_else(|| {
+                p.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        let identity = format!("{name} gguf:{:016x}", file_hash(p).map_err(io)?);
         Ok(Self {
+            identity,
             cfg,
             embed,
             blocks,
@@ -263,6 +274,12 @@ impl Llama {
         })
     }
 
+    /// Model name plus a 64-bit hash of the weights file's bytes: part of every prefix
+    /// cache key, so changed weights never reuse a cached state.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
     /// Hyper-parameters.
     pub fn config(&self) -> &LlamaConfig {
         &self.cfg
@@ -271,86 +288,213 @@ impl Llama {
     /// Runs `tokens` after what `cache` holds, extends the cache, and returns the logits
     /// of the last token (`[vocab]`).
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor, LlmError> {
-        let t = tokens.len();
-        if t == 0 {
-            return Err(LlmError::Request("no tokens".into()));
+        let h = self.forward_hidden(tokens, cache)?;
+        Ok(linear(&h.unsqueeze(0)?, &self.head)?.squeeze(0)?)
+    }
+
+    /// Like [`forward`](Self::forward) but returns the last token's final (normalised)
+    /// hidden state (`[hidden]`) instead of the logits.
+    pub fn forward_hidden(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor, LlmError> {
+        let mut layers = Vec::with_capacity(self.cfg.layers);
+        let h = self.run(tokens, &[tokens.len()], cache, Some(&mut layers))?;
+        cache.layers = layers.into_iter().map(Some).collect();
+        cache.len += tokens.len();
+        Ok(h.squeeze(0)?)
+    }
+
+    /// Scores several sequences, each continuing the shared `prefix`, in one packed
+    /// forward: the linear layers run once over all their tokens (no padding), attention
+    /// runs per sequence against the prefix's keys and its own, under a causal mask.
+    /// `prefix` is not modified. Returns the final hidden state of each sequence's last
+    /// token (`[seqs, hidden]`).
+    pub fn forward_packed(&self, prefix: &KvCache, seqs: &[&[u32]]) -> Result<Tensor, LlmError> {
+        if seqs.is_empty() {
+            return Err(LlmError::Request("no sequences".into()));
         }
-        let p0 = cache.len;
-        if p0 + t > self.cfg.max_positions {
-            return Err(LlmError::Request(format!(
-                "{} positions exceed the context of {}",
-                p0 + t,
-                self.cfg.max_positions
-            )));
-        }
-        if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= self.cfg.vocab) {
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let tokens: Vec<u32> = seqs.concat();
+        self.run(&tokens, &lens, prefix, None)
+    }
+
+    /// Logits of `ids` only (`[rows, ids]`) from final hidden states `[rows, hidden]`:
+    /// the head's rows for those tokens, not the whole vocabulary.
+    pub fn logits_of(&self, hidden: &Tensor, ids: &[u32]) -> Result<Tensor, LlmError> {
+        if let Some(&bad) = ids.iter().find(|&&x| x as usize >= self.cfg.vocab) {
             return Err(LlmError::Request(format!(
                 "token id {bad} outside the vocabulary"
             )));
         }
-        if cache.layers.is_empty() {
-            cache.layers = vec![None; self.cfg.layers];
-        }
+        let idx = Tensor::new(ids, &self.device)?;
+        let rows = self.head.index_select(&idx, 0)?;
+        Ok(linear(hidden, &rows)?)
+    }
+
+    /// The forward core. `tokens` holds `lens.len()` sequences back to back, each
+    /// continuing `prefix` at position `prefix.len()`. When `extend` is given (one
+    /// sequence only), it receives each layer's keys and values for prefix + sequence.
+    /// Returns the normalised final hidden state of each sequence's last token.
+    fn run(
+        &self,
+        tokens: &[u32],
+        lens: &[usize],
+        prefix: &KvCache,
+        mut extend: Option<&mut Vec<(Tensor, Tensor)>>,
+    ) -> Result<Tensor, LlmError> {
         let c = &self.cfg;
-        let ids = Tensor::new(tokens, &self.device)?;
-        let mut x = self.embed.index_select(&ids, 0)?; // (T, H)
-        let cos = self.cos.narrow(0, p0, t)?;
-        let sin = self.sin.narrow(0, p0, t)?;
-        let s = p0 + t;
-        // Causal mask over (T, S): query i sees keys j <= p0 + i.
-        let mask: Vec<f32> = (0..t)
-            .flat_map(|i| (0..s).map(move |j| if j <= p0 + i { 0.0 } else { f32::NEG_INFINITY }))
+        if lens.contains(&0) || tokens.is_empty() {
+            return Err(LlmError::Request("no tokens".into()));
+        }
+        debug_assert_eq!(lens.iter().sum::<usize>(), tokens.len());
+        debug_assert!(extend.is_none() || lens.len() == 1);
+        let p0 = prefix.len;
+        let longest = lens.iter().copied().max().unwrap_or(0);
+        if p0 + longest > c.max_positions {
+            return Err(LlmError::Request(format!(
+                "{} positions exceed the context of {}",
+                p0 + longest,
+                c.max_positions
+            )));
+        }
+        if let Some(&bad) = tokens.iter().find(|&&x| x as usize >= c.vocab) {
+            return Err(LlmError::Request(format!(
+                "token id {bad} outside the vocabulary"
+            )));
+        }
+        if !prefix.layers.is_empty() && prefix.layers.len() != c.layers {
+            return Err(LlmError::Request(format!(
+                "cache has {} layers, the model {}",
+                prefix.layers.len(),
+                c.layers
+            )));
+        }
+        let n = tokens.len();
+        let dev = &self.device;
+        let ids = Tensor::new(tokens, dev)?;
+        let mut x = self.embed.index_select(&ids, 0)?; // (N, H)
+        let pos: Vec<u32> = lens
+            .iter()
+            .flat_map(|&l| (p0..p0 + l).map(|p| p as u32))
             .collect();
-        let mask = Tensor::from_vec(mask, (1, t, s), &self.device)?;
-        let scale = 1.0 / (c.head_dim as f64).sqrt();
-        let group = c.heads / c.kv_heads;
-        for (b, slot) in self.blocks.iter().zip(cache.layers.iter_mut()) {
-            let h = rms_norm(&x, &b.attn_norm, c.rms_eps)?;
-            let q = linear(&h, &b.q)?
-                .reshape((t, c.heads, c.head_dim))?
-                .transpose(0, 1)?;
-            let k = linear(&h, &b.k)?
-                .reshape((t, c.kv_heads, c.head_dim))?
-                .transpose(0, 1)?;
-            let v = linear(&h, &b.v)?
-                .reshape((t, c.kv_heads, c.head_dim))?
-                .transpose(0, 1)?;
-            let q = rope(&q.contiguous()?, &cos, &sin)?;
-            let k = rope(&k.contiguous()?, &cos, &sin)?;
-            let v = v.contiguous()?;
-            let (k, v) = match slot.take() {
-                None => (k, v),
-                Some((pk, pv)) => (Tensor::cat(&[&pk, &k], 1)?, Tensor::cat(&[&pv, &v], 1)?),
-            };
-            *slot = Some((k.clone(), v.clone()));
-            // Grouped-query attention: each KV head serves `group` query heads.
-            let expand = |z: &Tensor| -> candle_core::Result<Tensor> {
-                if group == 1 {
-                    return Ok(z.clone());
+        let pos = Tensor::new(pos.as_slice(), dev)?;
+        let cos = self.cos.index_select(&pos, 0)?.contiguous()?;
+        let sin = self.sin.index_select(&pos, 0)?.contiguous()?;
+        let masks = lens
+            .iter()
+            .map(|&l| {
+                if l == 1 {
+                    Ok(None)
+                } else {
+                    causal_mask(l, p0 + l, dev).map(Some)
                 }
-                let (kh, sl, d) = z.dims3()?;
-                z.reshape((kh, 1, sl, d))?
-                    .expand((kh, group, sl, d))?
+            })
+            .collect::<candle_core::Result<Vec<_>>>()?;
+        let eps = c.rms_eps as f32;
+        let group = c.heads / c.kv_heads;
+        let scale = 1.0 / (c.head_dim as f64).sqrt();
+        for (li, b) in self.blocks.iter().enumerate() {
+            let h = candle_nn::ops::rms_norm(&x, &b.attn_norm, eps)?;
+            let heads = |w: &Tensor, nh: usize| -> candle_core::Result<Tensor> {
+                linear(&h, w)?
+                    .reshape((n, nh, c.head_dim))?
+                    .transpose(0, 1)?
                     .contiguous()?
-                    .reshape((kh * group, sl, d))
+                    .unsqueeze(0)
             };
-            let (k, v) = (expand(&k)?, expand(&v)?);
-            let att = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&mask)?;
-            let att = softmax_last(&att)?;
-            let y = att
-                .matmul(&v)?
-                .transpose(0, 1)?
-                .reshape((t, c.heads * c.head_dim))?;
+            let q =
+                candle_nn::rotary_emb::rope_i(&heads(&b.q, c.heads)?, &cos, &sin)?.squeeze(0)?;
+            let k =
+                candle_nn::rotary_emb::rope_i(&heads(&b.k, c.kv_heads)?, &cos, &sin)?.squeeze(0)?;
+            let v = heads(&b.v, c.kv_heads)?.squeeze(0)?;
+            let past = prefix.layers.get(li).and_then(|l| l.as_ref());
+            let mut ys = Vec::with_capacity(lens.len());
+            let mut off = 0;
+            for (&l, mask) in lens.iter().zip(&masks) {
+                let (q, k, v) = if lens.len() == 1 {
+                    (q.clone(), k.clone(), v.clone())
+                } else {
+                    (
+                        q.narrow(1, off, l)?,
+                        k.narrow(1, off, l)?,
+                        v.narrow(1, off, l)?,
+                    )
+                };
+                let (k, v) = match past {
+                    None => (k, v),
+                    Some((pk, pv)) => (Tensor::cat(&[pk, &k], 1)?, Tensor::cat(&[pv, &v], 1)?),
+                };
+                let s = k.dim(1)?;
+                // Grouped-query attention without copies: query head `h` uses KV head
+                // `h / group`, so the `group` query heads of a KV head are one
+                // `(group·l, d)` matrix.
+                let qg = q
+                    .contiguous()?
+                    .reshape((c.kv_heads, group * l, c.head_dim))?;
+                let mut att = (qg.matmul(&k.t()?)? * scale)?;
+                if let Some(m) = mask {
+                    att = att
+                        .reshape((c.kv_heads, group, l, s))?
+                        .broadcast_add(m)?
+                        .reshape((c.kv_heads, group * l, s))?;
+                }
+                let att = candle_nn::ops::softmax_last_dim(&att)?;
+                let y = att
+                    .matmul(&v)?
+                    .reshape((c.heads, l, c.head_dim))?
+                    .transpose(0, 1)?
+                    .reshape((l, c.heads * c.head_dim))?;
+                ys.push(y);
+                if let Some(e) = extend.as_deref_mut() {
+                    e.push((k, v));
+                }
+                off += l;
+            }
+            let y = if ys.len() == 1 {
+                ys.pop().expect("one")
+            } else {
+                Tensor::cat(&ys, 0)?
+            };
             x = (x + linear(&y, &b.o)?)?;
-            let h = rms_norm(&x, &b.ffn_norm, c.rms_eps)?;
+            let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
             let m = (linear(&h, &b.gate)?.silu()? * linear(&h, &b.up)?)?;
             x = (x + linear(&m, &b.down)?)?;
         }
-        cache.len = s;
-        let last = x.narrow(0, t - 1, 1)?;
-        let last = rms_norm(&last, &self.norm, c.rms_eps)?;
-        Ok(linear(&last, &self.head)?.squeeze(0)?)
+        let mut last = Vec::with_capacity(lens.len());
+        let mut end = 0u32;
+        for &l in lens {
+            end += l as u32;
+            last.push(end - 1);
+        }
+        let last = x.index_select(&Tensor::new(last.as_slice(), dev)?, 0)?;
+        Ok(candle_nn::ops::rms_norm(&last, &self.norm, eps)?)
     }
+}
+
+/// A 64-bit hash of a file's bytes (multiply-rotate over 8-byte words; detects any
+/// change, not meant to resist a forger).
+pub fn file_hash(path: &Path) -> std::io::Result<u64> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut h: u64 = 0x243f_6a88_85a3_08d3;
+    let mut total: u64 = 0;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        let mut words = buf[..n].chunks_exact(8);
+        for w in &mut words {
+            let w = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            h = (h ^ w).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+        }
+        for &b in words.remainder() {
+            h = (h ^ b as u64)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29);
+        }
+    }
+    Ok(h ^ total.wrapping_mul(0xff51_afd7_ed55_8ccd))
 }
 
 fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor), LlmError> {

@@ -21,6 +21,7 @@ use tokenizers::{AddedToken, Tokenizer};
 pub const SUPPORTED_PRE: [&str; 3] = ["smollm", "gpt-2", "default"];
 
 /// A text ⇄ token-id codec.
+#[derive(Clone)]
 pub struct LlmTokenizer {
     inner: Tokenizer,
 }

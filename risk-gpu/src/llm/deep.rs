@@ -1,0 +1,518 @@
+//! `DeepScorer`: the gray-zone tier. A transaction (with the entity's recent history) is
+//! rendered after a fixed system prompt, the model runs **one prefill** over the
+//! per-transaction suffix on top of the system prompt's cached KV state, and the score is
+//! read from the last position: either the normalised probability of configured answer
+//! tokens (`" yes"` vs `" no"`) or a linear probe over the final hidden state.
+//!
+//! The system prompt's KV state lives in a [`PrefixCache`] under a [`PrefixKey`] of its
+//! tokens, the model identity (name plus a hash of the weights file) and the precision
+//! plan, pinned, so a changed prompt, model or plan can never be served a stale state.
+//! A batch of transactions runs as one packed forward ([`Llama::forward_packed`]).
+
+use super::model::{KvCache, Llama, LlmError};
+use super::prefix_cache::{CacheStats, PrefixCache, PrefixKey};
+use super::prompt::PromptTemplate;
+use super::tokenizer::LlmTokenizer;
+use candle_core::{DType, Device, Tensor};
+use parking_lot::Mutex;
+use risk_core::{
+    EntityKey, Latency, ReasonCode, Reasons, Score, ScoreError, Scorer, ScorerInfo, Transaction,
+};
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// How the score is read from the last position.
+#[derive(Debug, Clone)]
+pub enum DeepHead {
+    /// `P(yes) / (P(yes) + P(no))` over the next-token distribution, each side the sum
+    /// over its tokens (e.g. `" yes"`, `" Yes"`).
+    Answer {
+        /// Token ids that mean fraud.
+        yes: Vec<u32>,
+        /// Token ids that mean legitimate.
+        no: Vec<u32>,
+    },
+    /// `sigmoid(w · h + b)` over the final (normalised) hidden state.
+    Probe(LinearProbe),
+}
+
+/// A logistic probe over the model's final hidden state, stored as safetensors
+/// (`weight`: `[hidden]` f32, `bias`: `[1]` f32).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LinearProbe {
+    /// One weight per hidden unit.
+    pub weight: Vec<f32>,
+    /// Intercept.
+    pub bias: f32,
+}
+
+impl LinearProbe {
+    /// Loads a probe file; the hidden size is checked when the scorer is built.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
+        let p = path.as_ref();
+        let t = candle_core::safetensors::load(p, &Device::Cpu).map_err(|e| LlmError::Io {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let get = |name: &str| -> Result<Vec<f32>, LlmError> {
+            let v = t.get(name).ok_or_else(|| {
+                LlmError::Format(format!("probe {}: tensor {name:?} missing", p.display()))
+            })?;
+            if v.rank() != 1 {
+                return Err(LlmError::Format(format!(
+                    "probe {}: tensor {name:?} has shape {:?}, expected a vector",
+                    p.display(),
+                    v.dims()
+                )));
+            }
+            Ok(v.to_dtype(DType::F32)?.to_vec1()?)
+        };
+        let weight = get("weight")?;
+        let bias = get("bias")?;
+        if bias.len() != 1 {
+            return Err(LlmError::Format(format!(
+                "probe {}: bias has {} values, expected 1",
+                p.display(),
+                bias.len()
+            )));
+        }
+        if weight.iter().chain(&bias).any(|v| !v.is_finite()) {
+            return Err(LlmError::Format(format!(
+                "probe {}: non-finite values",
+                p.display()
+            )));
+        }
+        Ok(Self {
+            weight,
+            bias: bias[0],
+        })
+    }
+
+    /// Writes the probe as safetensors.
+    pub fn save(&self, path: impl AsRef<Path>) -> Result<(), LlmError> {
+        let p = path.as_ref();
+        let w = Tensor::new(self.weight.as_slice(), &Device::Cpu)?;
+        let b = Tensor::new(&[self.bias], &Device::Cpu)?;
+        candle_core::safetensors::save(
+            &HashMap::from([("weight".to_owned(), w), ("bias".to_owned(), b)]),
+            p,
+        )
+        .map_err(|e| LlmError::Io {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// The probe's probability for one hidden state.
+    pub fn apply(&self, h: &[f32]) -> f32 {
+        let z: f64 = self
+            .weight
+            .iter()
+            .zip(h)
+            .map(|(&w, &x)| w as f64 * x as f64)
+            .sum::<f64>()
+            + self.bias as f64;
+        (1.0 / (1.0 + (-z).exp())) as f32
+    }
+}
+
+/// Options of a [`DeepScorer`].
+#[derive(Debug, Clone)]
+pub struct DeepOptions {
+    /// Most tokens a transaction's suffix may take; history lines are dropped (oldest
+    /// first) to fit, and a suffix that does not fit even without history is a tier
+    /// failure.
+    pub max_suffix_tokens: usize,
+    /// Recent transactions per entity rendered into the prompt.
+    pub history: usize,
+    /// Entities whose history is kept (oldest-seen evicted beyond).
+    pub history_entities: usize,
+    /// Prefix states kept (the system prompt's is pinned).
+    pub cache_entries: usize,
+    /// Bytes of prefix state kept.
+    pub cache_bytes: usize,
+    /// Precision plan text (part of the cache key).
+    pub plan: String,
+}
+
+impl Default for DeepOptions {
+    fn default() -> Self {
+        Self {
+            max_suffix_tokens: 128,
+            history: 2,
+            history_entities: 100_000,
+            cache_entries: 8,
+            cache_bytes: 512 << 20,
+            plan: "f32".into(),
+        }
+    }
+}
+
+/// Recent transactions per entity, bounded in entities and per-entity length.
+#[derive(Debug)]
+struct History {
+    per_entity: usize,
+    max_entities: usize,
+    map: HashMap<EntityKey, VecDeque<Transaction>>,
+    order: VecDeque<EntityKey>,
+}
+
+impl History {
+    fn observe(&mut self, t: &Transaction) {
+        if self.per_entity == 0 {
+            return;
+        }
+        if !self.map.contains_key(&t.entity) {
+            while self.map.len() >= self.max_entities.max(1) {
+                match self.order.pop_front() {
+                    Some(old) => {
+                        self.map.remove(&old);
+                    }
+                    None => break,
+                }
+            }
+            self.order.push_back(t.entity);
+        }
+        let q = self.map.entry(t.entity).or_default();
+        if q.iter().any(|h| h.id == t.id) {
+            return;
+        }
+        q.push_front(t.clone());
+        q.truncate(self.per_entity);
+    }
+
+    /// Newest first, strictly before `t` and not `t` itself.
+    fn recent(&self, t: &Transaction) -> Vec<Transaction> {
+        self.map
+            .get(&t.entity)
+            .map(|q| {
+                q.iter()
+                    .filter(|h| h.id != t.id && h.timestamp_ms <= t.timestamp_ms)
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Counters of a [`DeepScorer`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeepStats {
+    /// Transactions scored.
+    pub scored: u64,
+    /// Packed forwards run.
+    pub batches: u64,
+    /// Suffix tokens prefilled.
+    pub suffix_tokens: u64,
+    /// History lines dropped to fit `max_suffix_tokens`.
+    pub history_dropped: u64,
+    /// Batches that failed.
+    pub failures: u64,
+    /// Prefix cache counters.
+    pub cache: CacheStats,
+}
+
+/// The Llama-family deep tier.
+pub struct DeepScorer {
+    model: Arc<Llama>,
+    tokenizer: LlmTokenizer,
+    template: PromptTemplate,
+    head: DeepHead,
+    opts: DeepOptions,
+    key: PrefixKey,
+    cache: Arc<PrefixCache<KvCache>>,
+    build_lock: Mutex<()>,
+    history: Mutex<History>,
+    reason: ReasonCode,
+    scored: AtomicU64,
+    batches: AtomicU64,
+    suffix_tokens: AtomicU64,
+    history_dropped: AtomicU64,
+    failures: AtomicU64,
+}
+
+impl std::fmt::Debug for DeepScorer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeepScorer")
+            .field("model", &self.model.identity())
+            .field("prefix_tokens", &self.key.tokens().len())
+            .finish()
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ScoreError {
+    ScoreError::Failed(format!("deep tier: {e}"))
+}
+
+impl DeepScorer {
+    /// A scorer over `model` with a shared `cache` (several scorers, e.g. a canary and
+    /// the serving model, may share one). Checks the head against the model.
+    pub fn new(
+        model: Arc<Llama>,
+        tokenizer: LlmTokenizer,
+        template: PromptTemplate,
+        head: DeepHead,
+        opts: DeepOptions,
+        cache: Arc<PrefixCache<KvCache>>,
+    ) -> Result<Self, LlmError> {
+        let cfg = model.config();
+        match &head {
+            DeepHead::Answer { yes, no } => {
+                if yes.is_empty() || no.is_empty() {
+                    return Err(LlmError::Format(
+                        "answer head needs at least one yes and one no token".into(),
+                    ));
+                }
+                if let Some(bad) = yes.iter().chain(no).find(|&&t| t as usize >= cfg.vocab) {
+                    return Err(LlmError::Format(format!(
+                        "answer token {bad} outside the vocabulary of {}",
+                        cfg.vocab
+                    )));
+                }
+            }
+            DeepHead::Probe(p) => {
+                if p.weight.len() != cfg.hidden {
+                    return Err(LlmError::Format(format!(
+                        "probe has {} weights, the model's hidden size is {}",
+                        p.weight.len(),
+                        cfg.hidden
+                    )));
+                }
+            }
+        }
+        let prefix = tokenizer.encode(template.system())?;
+        if prefix.is_empty() {
+            return Err(LlmError::Format("the system prompt is empty".into()));
+        }
+        if prefix.len() + opts.max_suffix_tokens > cfg.max_positions {
+            return Err(LlmError::Format(format!(
+                "system prompt ({} tokens) + max_suffix_tokens ({}) exceed the context of {}",
+                prefix.len(),
+                opts.max_suffix_tokens,
+                cfg.max_positions
+            )));
+        }
+        let key = PrefixKey::new(&prefix, model.identity(), &opts.plan);
+        let history = History {
+            per_entity: opts.history,
+            max_entities: opts.history_entities,
+            map: HashMap::new(),
+            order: VecDeque::new(),
+        };
+        Ok(Self {
+            model,
+            tokenizer,
+            template,
+            head,
+            opts,
+            key,
+            cache,
+            build_lock: Mutex::new(()),
+            history: Mutex::new(history),
+            reason: ReasonCode::intern("DEEP_LLM"),
+            scored: AtomicU64::new(0),
+            batches: AtomicU64::new(0),
+            suffix_tokens: AtomicU64::new(0),
+            history_dropped: AtomicU64::new(0),
+            failures: AtomicU64::new(0),
+        })
+    }
+
+    /// The answer head for `yes` / `no` words: each word's leading-space and capitalised
+    /// forms that are single tokens of this tokenizer.
+    pub fn answer_head(tok: &LlmTokenizer, yes: &str, no: &str) -> Result<DeepHead, LlmError> {
+        let ids = |w: &str| -> Vec<u32> {
+            let mut cap = w.to_owned();
+            if let Some(c) = cap.get_mut(0..1) {
+                c.make_ascii_uppercase();
+            }
+            let mut v: Vec<u32> = [format!(" {w}"), format!(" {cap}"), w.to_owned(), cap]
+                .iter()
+                .filter_map(|s| tok.single_token(s))
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let (y, n) = (ids(yes), ids(no));
+        if y.is_empty() || n.is_empty() {
+            return Err(LlmError::Format(format!(
+                "answer words {yes:?} / {no:?} are not single tokens"
+            )));
+        }
+        Ok(DeepHead::Answer { yes: y, no: n })
+    }
+
+    /// The prefix cache key of the system prompt.
+    pub fn prefix_key(&self) -> &PrefixKey {
+        &self.key
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Arc<Llama> {
+        &self.model
+    }
+
+    /// Records a transaction in its entity's history (call it for every decided
+    /// transaction so the prompt can show recent activity).
+    pub fn observe(&self, t: &Transaction) {
+        self.history.lock().observe(t);
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DeepStats {
+        DeepStats {
+            scored: self.scored.load(Ordering::Relaxed),
+            batches: self.batches.load(Ordering::Relaxed),
+            suffix_tokens: self.suffix_tokens.load(Ordering::Relaxed),
+            history_dropped: self.history_dropped.load(Ordering::Relaxed),
+            failures: self.failures.load(Ordering::Relaxed),
+            cache: self.cache.stats(),
+        }
+    }
+
+    /// The system prompt's KV state: from the cache, else prefilled once (concurrent
+    /// callers wait for one prefill) and stored pinned.
+    pub fn prefix_state(&self) -> Result<Arc<KvCache>, LlmError> {
+        if let Some(s) = self.cache.get(&self.key) {
+            return Ok(s);
+        }
+        let _g = self.build_lock.lock();
+        if let Some(s) = self.cache.get(&self.key) {
+            return Ok(s);
+        }
+        let mut kv = KvCache::default();
+        self.model.forward_hidden(self.key.tokens(), &mut kv)?;
+        let bytes = kv.bytes();
+        self.cache
+            .insert(self.key.clone(), kv, bytes, true)
+            .map_err(|e| LlmError::Request(format!("prefix cache: {e}")))
+    }
+
+    /// The rendered suffix of `t` and its tokens, dropping history lines (oldest first)
+    /// until it fits `max_suffix_tokens`.
+    pub fn suffix(&self, t: &Transaction) -> Result<(String, Vec<u32>), LlmError> {
+        let mut hist = self.history.lock().recent(t);
+        loop {
+            let text = self.template.render(t, &hist);
+            let ids = self.tokenizer.encode(&text)?;
+            if ids.len() <= self.opts.max_suffix_tokens {
+                return Ok((text, ids));
+            }
+            if hist.pop().is_none() {
+                return Err(LlmError::Request(format!(
+                    "transaction {} renders to {} tokens, more than max_suffix_tokens = {}",
+                    t.id.0,
+                    ids.len(),
+                    self.opts.max_suffix_tokens
+                )));
+            }
+            self.history_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Scores already-tokenised suffixes in one packed forward.
+    pub fn score_tokens(&self, suffixes: &[&[u32]]) -> Result<Vec<f32>, LlmError> {
+        let prefix = self.prefix_state()?;
+        let hidden = self.model.forward_packed(&prefix, suffixes)?;
+        let out = match &self.head {
+            DeepHead::Answer { yes, no } => {
+                let ids: Vec<u32> = yes.iter().chain(no).copied().collect();
+                let logits: Vec<Vec<f32>> = self.model.logits_of(&hidden, &ids)?.to_vec2()?;
+                logits
+                    .iter()
+                    .map(|row| {
+                        let lse = |v: &[f32]| {
+                            let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+                            m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
+                        };
+                        let (y, n) = row.split_at(yes.len());
+                        let d = lse(y) - lse(n);
+                        (1.0 / (1.0 + (-d).exp())) as f32
+                    })
+                    .collect()
+            }
+            DeepHead::Probe(p) => {
+                let h: Vec<Vec<f32>> = hidden.to_vec2()?;
+                h.iter().map(|r| p.apply(r)).collect()
+            }
+        };
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.suffix_tokens.fetch_add(
+            suffixes.iter().map(|s| s.len() as u64).sum(),
+            Ordering::Relaxed,
+        );
+        Ok(out)
+    }
+
+    /// Final hidden states (`[n, hidden]`, row-major) of transactions: the features a
+    /// probe is fitted on.
+    pub fn hidden_states(&self, txns: &[&Transaction]) -> Result<Vec<Vec<f32>>, LlmError> {
+        let toks = txns
+            .iter()
+            .map(|t| self.suffix(t).map(|s| s.1))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
+        let prefix = self.prefix_state()?;
+        Ok(self.model.forward_packed(&prefix, &refs)?.to_vec2()?)
+    }
+
+    fn score_all(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), LlmError> {
+        let toks = txns
+            .iter()
+            .map(|t| self.suffix(t).map(|s| s.1))
+            .collect::<Result<Vec<_>, _>>()?;
+        let refs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
+        let ps = self.score_tokens(&refs)?;
+        out.clear();
+        for (p, t) in ps.into_iter().zip(txns) {
+            let mut reasons = Reasons::default();
+            reasons.push(self.reason, p);
+            out.push(Score {
+                reasons,
+                ..Score::new(p)
+            });
+            self.observe(t);
+        }
+        self.scored.fetch_add(txns.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl Scorer for DeepScorer {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new(
+            "llm",
+            format!("{} / {}", self.model.identity(), self.opts.plan),
+            Latency::Unbounded,
+        )
+    }
+
+    fn score(&self, txn: &Transaction) -> Result<Score, ScoreError> {
+        let mut out = Vec::with_capacity(1);
+        self.score_batch(&[txn], &mut out)?;
+        out.pop().ok_or_else(|| fail("no score"))
+    }
+
+    fn score_batch(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), ScoreError> {
+        out.clear();
+        if txns.is_empty() {
+            return Ok(());
+        }
+        self.score_all(txns, out).map_err(|e| {
+            self.failures.fetch_add(1, Ordering::Relaxed);
+            fail(e)
+        })
+    }
+
+    /// Prefills the system prompt (pinned in the cache) and runs one suffix so the first
+    /// gray-zone batch pays neither.
+    fn warmup(&self) -> Result<(), ScoreError> {
+        self.prefix_state().map_err(fail)?;
+        let probe = self.tokenizer.encode("Warm-up.").map_err(fail)?;
+        self.score_tokens(&[&probe]).map_err(fail)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,249 @@
+//! `DeepScorer` on SmolLM2 with the committed prompt template: scores equal a full
+//! prefill of prefix + suffix, batches equal single calls, the prefix state is cached,
+//! pinned and keyed so that another prompt never reuses it, probes load and apply, and
+//! the engine's gray zone gets model verdicts that feed back into later decisions.
+
+use super::{gguf, model};
+use candle_core::Device;
+use risk_core::synth::{self, SynthConfig};
+use risk_core::{Scorer, Transaction};
+use risk_gpu::llm::{
+    DeepHead, DeepOptions, DeepScorer, KvCache, LinearProbe, Llama, LlmError, LlmTokenizer,
+    PrefixCache, PromptTemplate,
+};
+use std::sync::{Arc, OnceLock};
+
+pub fn template_text() -> String {
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts/fraud_analyst.txt"),
+    )
+    .unwrap()
+}
+
+fn shared_model() -> Arc<Llama> {
+    static M: OnceLock<Arc<Llama>> = OnceLock::new();
+    M.get_or_init(|| Arc::new(Llama::from_gguf(gguf(), &Device::Cpu).unwrap()))
+        .clone()
+}
+
+fn tokenizer() -> LlmTokenizer {
+    LlmTokenizer::from_gguf(gguf()).unwrap()
+}
+
+fn scorer_with(text: &str, cache: Arc<PrefixCache<KvCache>>, opts: DeepOptions) -> DeepScorer {
+    let tok = tokenizer();
+    let head = DeepScorer::answer_head(&tok, "yes", "no").unwrap();
+    let tpl = PromptTemplate::parse(text, synth::schema()).unwrap();
+    DeepScorer::new(shared_model(), tok, tpl, head, opts, cache).unwrap()
+}
+
+fn txns(n: usize) -> Vec<Transaction> {
+    synth::generate(&SynthConfig::new(7, 400))
+        .into_iter()
+        .take(n)
+        .map(|l| l.txn)
+        .collect()
+}
+
+/// The answer probability from the whole prompt prefilled from scratch and the full
+/// vocabulary's logits.
+fn full_prefill(s: &DeepScorer, t: &Transaction) -> f32 {
+    let tok = tokenizer();
+    let (yes, no) = match DeepScorer::answer_head(&tok, "yes", "no").unwrap() {
+        DeepHead::Answer { yes, no } => (yes, no),
+        DeepHead::Probe(_) => unreachable!(),
+    };
+    let (_, suffix) = s.suffix(t).unwrap();
+    let mut all = s.prefix_key().tokens().to_vec();
+    all.extend(&suffix);
+    let logits = model()
+        .forward(&all, &mut KvCache::default())
+        .unwrap()
+        .to_vec1::<f32>()
+        .unwrap();
+    let mass = |ids: &[u32]| {
+        ids.iter()
+            .map(|&i| (logits[i as usize] as f64).exp())
+            .sum::<f64>()
+    };
+    (mass(&yes) / (mass(&yes) + mass(&no))) as f32
+}
+
+#[test]
+fn score_equals_a_full_prefill_and_batches_equal_single_calls() {
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let s = scorer_with(&template_text(), cache.clone(), DeepOptions::default());
+    s.warmup().unwrap();
+    let ts = txns(3);
+    let refs: Vec<&Transaction> = ts.iter().collect();
+    let mut batch = Vec::new();
+    s.score_batch(&refs, &mut batch).unwrap();
+    assert_eq!(batch.len(), 3);
+
+    let tok = tokenizer();
+    let yes = match DeepScorer::answer_head(&tok, "yes", "no").unwrap() {
+        DeepHead::Answer { yes, .. } => yes,
+        DeepHead::Probe(_) => unreachable!(),
+    };
+    assert!(yes.contains(&tok.single_token("Yes").unwrap()));
+    for (i, t) in ts.iter().enumerate() {
+        let single = s.score(t).unwrap().probability;
+        assert!(
+            (single - batch[i].probability).abs() <= 1e-4,
+            "txn {i}: single {single} batch {}",
+            batch[i].probability
+        );
+        let want = full_prefill(&s, t);
+        assert!(
+            (want - single).abs() <= 1e-4,
+            "txn {i}: cached {single} vs full prefill {want}"
+        );
+        assert!((0.0..=1.0).contains(&single));
+    }
+    let st = s.stats();
+    assert_eq!(st.cache.inserts, 1, "the system prompt is prefilled once");
+    assert!(st.cache.hits >= 4);
+    assert!(st.scored >= 6 && st.batches >= 4);
+}
+
+#[test]
+fn another_prompt_or_model_identity_never_reuses_a_cached_prefix() {
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let a = scorer_with(&template_text(), cache.clone(), DeepOptions::default());
+    let changed = template_text().replacen("fraud analyst", "fraud investigator", 1);
+    let b = scorer_with(&changed, cache.clone(), DeepOptions::default());
+    assert_ne!(a.prefix_key(), b.prefix_key());
+    let c_opts = DeepOptions {
+        plan: "int4-test".into(),
+        ..DeepOptions::default()
+    };
+    let c = scorer_with(&template_text(), cache.clone(), c_opts);
+    assert_ne!(
+        a.prefix_key(),
+        c.prefix_key(),
+        "the precision plan is part of the key"
+    );
+    assert!(a.prefix_key().model().contains("gguf:"));
+
+    let t = &txns(1)[0];
+    let pa = a.score(t).unwrap().probability;
+    let pb = b.score(t).unwrap().probability;
+    assert_eq!(cache.stats().inserts, 2);
+    // Each answer is its own prompt's, computed from scratch.
+    assert!((full_prefill(&a, t) - pa).abs() <= 1e-4);
+    assert!((full_prefill(&b, t) - pb).abs() <= 1e-4);
+    // Invalidation by model identity drops both states; pinned entries included.
+    assert_eq!(cache.invalidate_model(a.prefix_key().model()), 2);
+    a.score(t).unwrap();
+    assert_eq!(cache.stats().inserts, 3);
+}
+
+#[test]
+fn history_is_rendered_and_dropped_to_fit_the_suffix_budget() {
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let ts = txns(60);
+    // An entity with several transactions.
+    let entity = ts
+        .iter()
+        .map(|t| t.entity)
+        .max_by_key(|e| ts.iter().filter(|t| t.entity == *e).count())
+        .unwrap();
+    let mut mine: Vec<&Transaction> = ts.iter().filter(|t| t.entity == entity).collect();
+    mine.sort_by_key(|t| t.timestamp_ms);
+    assert!(mine.len() >= 2, "synthetic data has a repeat entity");
+    let last = mine[mine.len() - 1];
+
+    let roomy = scorer_with(&template_text(), cache.clone(), DeepOptions::default());
+    for t in &mine[..mine.len() - 1] {
+        roomy.observe(t);
+    }
+    let (text, ids) = roomy.suffix(last).unwrap();
+    assert!(text.contains(" ago."), "history rendered:\n{text}");
+
+    let (_, no_hist) = {
+        let bare = scorer_with(&template_text(), cache.clone(), DeepOptions::default());
+        bare.suffix(last).unwrap()
+    };
+    assert!(ids.len() > no_hist.len());
+    // A budget between the two drops history lines instead of failing.
+    let tight = DeepOptions {
+        max_suffix_tokens: no_hist.len(),
+        ..DeepOptions::default()
+    };
+    let s = scorer_with(&template_text(), cache.clone(), tight);
+    for t in &mine[..mine.len() - 1] {
+        s.observe(t);
+    }
+    let (_, fit) = s.suffix(last).unwrap();
+    assert!(fit.len() <= no_hist.len());
+    assert!(s.stats().history_dropped >= 1);
+    // Below even the bare suffix: a typed error, and a tier failure when scoring.
+    let tiny = DeepOptions {
+        max_suffix_tokens: 8,
+        ..DeepOptions::default()
+    };
+    let s = scorer_with(&template_text(), cache, tiny);
+    assert!(matches!(s.suffix(last), Err(LlmError::Request(m)) if m.contains("max_suffix_tokens")));
+    assert!(s.score(last).is_err());
+    assert_eq!(s.stats().failures, 1);
+}
+
+#[test]
+fn probes_round_trip_and_are_checked_against_the_model() {
+    let dir = std::env::temp_dir().join(format!("risk-probe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("probe.safetensors");
+    let weight: Vec<f32> = (0..576)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 500.0)
+        .collect();
+    let p = LinearProbe {
+        weight,
+        bias: -0.25,
+    };
+    p.save(&path).unwrap();
+    let q = LinearProbe::load(&path).unwrap();
+    assert_eq!(p, q);
+
+    let tok = tokenizer();
+    let tpl = PromptTemplate::parse(&template_text(), synth::schema()).unwrap();
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let s = DeepScorer::new(
+        shared_model(),
+        tok.clone(),
+        tpl.clone(),
+        DeepHead::Probe(q.clone()),
+        DeepOptions::default(),
+        cache.clone(),
+    )
+    .unwrap();
+    let ts = txns(2);
+    let refs: Vec<&Transaction> = ts.iter().collect();
+    let h = s.hidden_states(&refs).unwrap();
+    let mut out = Vec::new();
+    s.score_batch(&refs, &mut out).unwrap();
+    for (row, sc) in h.iter().zip(&out) {
+        assert!((q.apply(row) - sc.probability).abs() <= 1e-6);
+    }
+
+    let short = LinearProbe {
+        weight: vec![0.0; 10],
+        bias: 0.0,
+    };
+    let e = DeepScorer::new(
+        shared_model(),
+        tok,
+        tpl,
+        DeepHead::Probe(short),
+        DeepOptions::default(),
+        cache,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("hidden size is 576"), "{e}");
+    std::fs::write(dir.join("bad.safetensors"), b"not a safetensors file").unwrap();
+    assert!(LinearProbe::load(dir.join("bad.safetensors")).is_err());
+    assert!(matches!(
+        LinearProbe::load(dir.join("missing.safetensors")),
+        Err(LlmError::Io { .. })
+    ));
+    std::fs::remove_dir_all(&dir).ok();
+}
