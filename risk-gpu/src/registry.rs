@@ -16,8 +16,22 @@
 //! sessions = 2                     # optional
 //! intra_threads = 1                # optional
 //! runtime = "/path/libonnxruntime.so"  # optional, else ORT_DYLIB_PATH
+//!
+//! [deep.scorer]
+//! kind = "llm"
+//! model = "models/SmolLM2-135M-Instruct.Q4_1.gguf"
+//! template = "prompts/fraud_analyst.txt"
+//! tokenizer = "tokenizer.json"     # optional, else the GGUF's own tokenizer
+//! probe = "probe.safetensors"      # optional linear probe, else the answer tokens
+//! yes = "yes"                      # answer words (default yes / no)
+//! no = "no"
+//! max_suffix_tokens = 128          # optional
+//! history = 2                      # recent transactions per entity in the prompt
+//! cache_entries = 8                # prefix states kept
+//! cache_mb = 512
 //! ```
 
+use crate::llm::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{OnnxConfig, OnnxScorer};
 use crate::trees::{XgbModel, XgbScorer};
 use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
@@ -41,7 +55,54 @@ fn count(spec: &ScorerSpec, name: &str, default: usize) -> Result<usize, ConfigE
     }
 }
 
-/// Registers `xgboost` and `onnx`.
+const LLM_KEYS: [&str; 12] = [
+    "kind",
+    "model",
+    "template",
+    "tokenizer",
+    "probe",
+    "yes",
+    "no",
+    "max_suffix_tokens",
+    "history",
+    "history_entities",
+    "cache_entries",
+    "cache_mb",
+];
+
+fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
+    if let Some(k) = spec.table.keys().find(|k| !LLM_KEYS.contains(&k.as_str())) {
+        return Err(ConfigError::invalid(
+            format!("{}.{k}", spec.key),
+            format!("unknown key (known: {})", LLM_KEYS.join(", ")),
+        ));
+    }
+    let mut files = DeepFiles::new(spec.path("model")?, spec.path("template")?);
+    if spec.table.contains_key("tokenizer") {
+        files.tokenizer = Some(spec.path("tokenizer")?);
+    }
+    if spec.table.contains_key("probe") {
+        files.probe = Some(spec.path("probe")?);
+    }
+    if spec.table.contains_key("yes") {
+        files.yes = spec.str("yes")?.to_owned();
+    }
+    if spec.table.contains_key("no") {
+        files.no = spec.str("no")?.to_owned();
+    }
+    let d = DeepOptions::default();
+    let opts = DeepOptions {
+        max_suffix_tokens: count(spec, "max_suffix_tokens", d.max_suffix_tokens)?,
+        history: count(spec, "history", d.history)?,
+        history_entities: count(spec, "history_entities", d.history_entities)?,
+        cache_entries: count(spec, "cache_entries", d.cache_entries)?.max(1),
+        cache_bytes: count(spec, "cache_mb", d.cache_bytes >> 20)? << 20,
+        ..d
+    };
+    DeepScorer::load(&files, spec.schema.clone(), opts).map_err(|e| scorer_err(spec, e))
+}
+
+/// Registers `xgboost`, `onnx` and `llm`.
 pub fn register(r: &mut ScorerRegistry) {
     r.register("xgboost", |spec| {
         let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
@@ -70,4 +131,5 @@ pub fn register(r: &mut ScorerRegistry) {
         let scorer = OnnxScorer::load(&cfg, &spec.schema).map_err(|e| scorer_err(spec, e))?;
         Ok(Arc::new(scorer))
     });
+    r.register("llm", |spec| Ok(Arc::new(llm(spec)?)));
 }

@@ -81,6 +81,13 @@ pub(crate) struct GrayZone {
     shared: Arc<GrayShared>,
 }
 
+impl GrayZone {
+    /// The deep scorer's info.
+    pub(crate) fn scorer_info(&self) -> crate::scorer::ScorerInfo {
+        self.shared.scorer.info()
+    }
+}
+
 impl std::fmt::Debug for GrayZone {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrayZone")

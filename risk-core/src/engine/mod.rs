@@ -210,6 +210,19 @@ impl Engine {
         self.inner.entities.feedback(entity)
     }
 
+    /// Name, version and latency class of each configured tier's scorer, as
+    /// `("rules" | "fast" | "deep", info)`: what is serving, for logs and audits.
+    pub fn scorers(&self) -> Vec<(&'static str, ScorerInfo)> {
+        let mut v = vec![("rules", self.inner.rules_info.clone())];
+        if let Some(f) = &self.inner.fast {
+            v.push(("fast", f.scorer.info()));
+        }
+        if let Some(g) = &self.inner.gray {
+            v.push(("deep", g.scorer_info()));
+        }
+        v
+    }
+
     /// A snapshot of every metric.
     pub fn metrics(&self) -> MetricsSnapshot {
         let i = &*self.inner;

@@ -19,7 +19,7 @@ use risk_core::{
     EntityKey, Latency, ReasonCode, Reasons, Score, ScoreError, Scorer, ScorerInfo, Transaction,
 };
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -146,6 +146,37 @@ impl Default for DeepOptions {
             cache_entries: 8,
             cache_bytes: 512 << 20,
             plan: "f32".into(),
+        }
+    }
+}
+
+/// Files a [`DeepScorer`] is loaded from.
+#[derive(Debug, Clone)]
+pub struct DeepFiles {
+    /// GGUF weights.
+    pub model: PathBuf,
+    /// `tokenizer.json`; `None`: the GGUF's own tokenizer metadata.
+    pub tokenizer: Option<PathBuf>,
+    /// Prompt template (`[system]`, `[transaction]`, `[history]`).
+    pub template: PathBuf,
+    /// Linear probe (safetensors); `None`: the answer-token head.
+    pub probe: Option<PathBuf>,
+    /// Answer word meaning fraud (answer head).
+    pub yes: String,
+    /// Answer word meaning legitimate (answer head).
+    pub no: String,
+}
+
+impl DeepFiles {
+    /// The answer-token head with `yes` / `no` over `model`'s own tokenizer.
+    pub fn new(model: impl Into<PathBuf>, template: impl Into<PathBuf>) -> Self {
+        Self {
+            model: model.into(),
+            tokenizer: None,
+            template: template.into(),
+            probe: None,
+            yes: "yes".into(),
+            no: "no".into(),
         }
     }
 }
@@ -318,6 +349,32 @@ impl DeepScorer {
             history_dropped: AtomicU64::new(0),
             failures: AtomicU64::new(0),
         })
+    }
+
+    /// Loads model, tokenizer, template and head from files, with a prefix cache of its
+    /// own sized by `opts`.
+    pub fn load(
+        files: &DeepFiles,
+        schema: Arc<risk_core::FeatureSchema>,
+        opts: DeepOptions,
+    ) -> Result<Self, LlmError> {
+        let model = Arc::new(Llama::from_gguf(&files.model, &Device::Cpu)?);
+        let tokenizer = match &files.tokenizer {
+            Some(p) => LlmTokenizer::from_file(p)?,
+            None => LlmTokenizer::from_gguf(&files.model)?,
+        };
+        let text = std::fs::read_to_string(&files.template).map_err(|e| LlmError::Io {
+            path: files.template.display().to_string(),
+            message: e.to_string(),
+        })?;
+        let template = PromptTemplate::parse(&text, schema)
+            .map_err(|e| LlmError::Format(format!("{}: {e}", files.template.display())))?;
+        let head = match &files.probe {
+            Some(p) => DeepHead::Probe(LinearProbe::load(p)?),
+            None => Self::answer_head(&tokenizer, &files.yes, &files.no)?,
+        };
+        let cache = Arc::new(PrefixCache::new(opts.cache_entries, opts.cache_bytes));
+        Self::new(model, tokenizer, template, head, opts, cache)
     }
 
     /// The answer head for `yes` / `no` words: each word's leading-space and capitalised

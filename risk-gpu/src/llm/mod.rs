@@ -12,7 +12,7 @@ pub mod prefix_cache;
 pub mod prompt;
 pub mod tokenizer;
 
-pub use deep::{DeepHead, DeepOptions, DeepScorer, DeepStats, LinearProbe};
+pub use deep::{DeepFiles, DeepHead, DeepOptions, DeepScorer, DeepStats, LinearProbe};
 pub use model::{KvCache, Llama, LlamaConfig, LlmError};
 pub use prefix_cache::{CacheError, CacheStats, PrefixCache, PrefixKey};
 pub use prompt::{PromptTemplate, TemplateError};

@@ -247,3 +247,120 @@ fn probes_round_trip_and_are_checked_against_the_model() {
     ));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn gray_zone_transactions_get_model_verdicts_that_shift_the_next_decision() {
+    use risk_core::{
+        CircuitConfig, ConstantScorer, DeepConfig, DeepSource, Engine, Escalation, ManualClock,
+    };
+    use std::time::Duration;
+    let clock = ManualClock::new();
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let deep = Arc::new(scorer_with(&template_text(), cache, DeepOptions::default()));
+    let e = Engine::builder(synth::schema())
+        .clock(clock.clone())
+        .rules(Arc::new(ConstantScorer::new(0.0)))
+        .fast(Arc::new(ConstantScorer::new(0.5)))
+        .deep(deep.clone())
+        .deep_config(DeepConfig {
+            budget: Duration::from_millis(500),
+            max_batch: 4,
+            max_wait: Duration::ZERO,
+            workers: 1,
+            global_prior: 0.5,
+            subscriber_capacity: 64,
+        })
+        .circuit(CircuitConfig {
+            min_calls: 1_000_000,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let verdicts = e.subscribe();
+    // Three transactions of three entities, all in the gray zone (fast score 0.5).
+    let mut ts = Vec::new();
+    for t in txns(200) {
+        if ts.iter().all(|x: &Transaction| x.entity != t.entity) {
+            ts.push(t);
+        }
+        if ts.len() == 3 {
+            break;
+        }
+    }
+    for t in &ts {
+        let d = e.decide(t).unwrap();
+        assert!(matches!(d.escalation, Escalation::Enqueued(_)), "{d:?}");
+        assert_eq!(d.threshold_shift, 0.0);
+    }
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        // The manual clock never moves, so the budget cannot expire: every verdict is
+        // the model's.
+        got.push(verdicts.recv_timeout(Duration::from_secs(120)).unwrap());
+    }
+    for v in &got {
+        assert_eq!(v.source, DeepSource::Model, "{v:?}");
+        let t = ts.iter().find(|t| t.id == v.txn).unwrap();
+        let direct = deep.score(t).unwrap().probability;
+        assert!((direct - v.score).abs() <= 1e-4, "{direct} vs {}", v.score);
+        let fb = e.feedback(t.entity).expect("feedback stored");
+        assert_eq!(fb.deep_score, v.score);
+        // The entity's next transaction reads the verdict.
+        let mut next = t.clone();
+        next.id.0 += 1_000_000;
+        next.timestamp_ms += 60_000;
+        let d = e.decide(&next).unwrap();
+        assert_eq!(d.threshold_shift, fb.threshold_shift);
+        if (v.score - 0.5).abs() > 0.01 {
+            assert_ne!(d.threshold_shift, 0.0);
+        }
+    }
+    assert!(deep.stats().scored >= 3);
+}
+
+#[test]
+fn risk_toml_builds_the_llm_deep_tier_and_names_bad_keys() {
+    use risk_core::{Engine, ScorerRegistry};
+    let mut reg = ScorerRegistry::default();
+    risk_rules::register(&mut reg);
+    risk_gpu::register(&mut reg);
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let base = std::fs::read_to_string(examples.join("risk.toml")).unwrap();
+    let dir = std::env::temp_dir().join(format!("risk-llm-toml-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // Relative paths in the base file resolve against examples/: keep them valid.
+    let base = base.replace("\"../", &format!("\"{}/../", examples.display()));
+    let tpl = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("prompts/fraud_analyst.txt");
+    let deep = |extra: &str| {
+        format!(
+            "{base}\n[deep]\nbudget_ms = 2000\nmax_batch = 4\n[deep.scorer]\nkind = \"llm\"\nmodel = {:?}\ntemplate = {:?}\nmax_suffix_tokens = 120\n{extra}\n",
+            gguf().display().to_string(),
+            tpl.display().to_string()
+        )
+    };
+    let path = dir.join("risk.toml");
+    std::fs::write(&path, deep("history = 1")).unwrap();
+    let e = Engine::from_config_with(&path, &reg).unwrap_or_else(|err| panic!("{err}"));
+    let info = e.scorers();
+    assert!(
+        info.iter()
+            .any(|(stage, i)| *stage == "deep" && i.name == "llm" && i.version.contains("gguf:")),
+        "{info:?}"
+    );
+
+    std::fs::write(&path, deep("histroy = 1")).unwrap();
+    let err = Engine::from_config_with(&path, &reg)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("deep.scorer.histroy"), "{err}");
+
+    std::fs::write(&path, deep("").replace("fraud_analyst.txt", "missing.txt")).unwrap();
+    let err = Engine::from_config_with(&path, &reg)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("deep.scorer") && err.contains("missing.txt"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}
