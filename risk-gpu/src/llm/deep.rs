@@ -39,16 +39,123 @@ pub enum DeepHead {
 }
 
 /// A logistic probe over the model's final hidden state, stored as safetensors
-/// (`weight`: `[hidden]` f32, `bias`: `[1]` f32).
+/// (`weight`: `[hidden]` f32, `bias`: `[1]` f32) with an optional JSON sidecar
+/// (`<file>.json`, `{"model": "<identity>", ...}`) naming the model it was fitted on; a
+/// scorer refuses a probe fitted on other weights.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LinearProbe {
     /// One weight per hidden unit.
     pub weight: Vec<f32>,
     /// Intercept.
     pub bias: f32,
+    /// [`Llama::identity`] of the model the probe was fitted on, when known.
+    pub model: Option<String>,
+}
+
+/// Options of [`LinearProbe::fit`].
+#[derive(Debug, Clone, Copy)]
+pub struct ProbeFit {
+    /// L2 penalty on the standardised weights.
+    pub l2: f64,
+    /// Full-batch gradient steps.
+    pub epochs: usize,
+    /// Step size.
+    pub learning_rate: f64,
+}
+
+impl Default for ProbeFit {
+    fn default() -> Self {
+        Self {
+            l2: 1e-2,
+            epochs: 800,
+            learning_rate: 0.5,
+        }
+    }
 }
 
 impl LinearProbe {
+    /// Fits a logistic probe on hidden states (`rows`, each `[hidden]`) and labels:
+    /// inputs standardised, full-batch gradient descent with momentum and an L2 penalty,
+    /// the standardisation folded into the returned weights.
+    pub fn fit(rows: &[Vec<f32>], labels: &[bool], opts: ProbeFit) -> Result<Self, LlmError> {
+        let n = rows.len();
+        if n == 0 || n != labels.len() {
+            return Err(LlmError::Request(format!(
+                "{n} rows and {} labels",
+                labels.len()
+            )));
+        }
+        let k = rows[0].len();
+        if rows.iter().any(|r| r.len() != k) {
+            return Err(LlmError::Request("rows of different lengths".into()));
+        }
+        let pos = labels.iter().filter(|&&y| y).count();
+        if pos == 0 || pos == n {
+            return Err(LlmError::Request(
+                "labels need both classes to fit a probe".into(),
+            ));
+        }
+        let mut mean = vec![0f64; k];
+        for r in rows {
+            for (m, &v) in mean.iter_mut().zip(r) {
+                *m += v as f64 / n as f64;
+            }
+        }
+        let mut sd = vec![0f64; k];
+        for r in rows {
+            for ((s, &v), m) in sd.iter_mut().zip(r).zip(&mean) {
+                *s += (v as f64 - m).powi(2) / n as f64;
+            }
+        }
+        sd.iter_mut().for_each(|s| *s = s.sqrt().max(1e-6));
+        let x: Vec<f64> = rows
+            .iter()
+            .flat_map(|r| {
+                r.iter()
+                    .zip(&mean)
+                    .zip(&sd)
+                    .map(|((&v, m), s)| (v as f64 - m) / s)
+            })
+            .collect();
+        let base = pos as f64 / n as f64;
+        let (mut w, mut b) = (vec![0f64; k], (base / (1.0 - base)).ln());
+        let (mut vw, mut vb) = (vec![0f64; k], 0.0);
+        let mut grad = vec![0f64; k];
+        for _ in 0..opts.epochs {
+            grad.iter_mut().for_each(|g| *g = 0.0);
+            let mut gb = 0.0;
+            for (row, &y) in x.chunks_exact(k).zip(labels) {
+                let z: f64 = row.iter().zip(&w).map(|(a, c)| a * c).sum::<f64>() + b;
+                let e = 1.0 / (1.0 + (-z).exp()) - y as u8 as f64;
+                for (g, a) in grad.iter_mut().zip(row) {
+                    *g += e * a;
+                }
+                gb += e;
+            }
+            for j in 0..k {
+                vw[j] = 0.9 * vw[j] - opts.learning_rate * (grad[j] / n as f64 + opts.l2 * w[j]);
+                w[j] += vw[j];
+            }
+            vb = 0.9 * vb - opts.learning_rate * gb / n as f64;
+            b += vb;
+        }
+        let weight: Vec<f32> = w.iter().zip(&sd).map(|(w, s)| (w / s) as f32).collect();
+        let bias = b - w
+            .iter()
+            .zip(&mean)
+            .zip(&sd)
+            .map(|((w, m), s)| w * m / s)
+            .sum::<f64>();
+        if !bias.is_finite() || weight.iter().any(|v| !v.is_finite()) {
+            return Err(LlmError::Request("probe fit diverged".into()));
+        }
+        Ok(Self {
+            weight,
+            bias: bias as f32,
+            model: None,
+        })
+    }
+
     /// Loads a probe file; the hidden size is checked when the scorer is built.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, LlmError> {
         let p = path.as_ref();
@@ -84,13 +191,50 @@ impl LinearProbe {
                 p.display()
             )));
         }
+        let sidecar = sidecar(p);
+        let model = match std::fs::read_to_string(&sidecar) {
+            Err(_) => None,
+            Ok(text) => {
+                let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+                    LlmError::Format(format!("probe sidecar {}: {e}", sidecar.display()))
+                })?;
+                v.get("model").and_then(|m| m.as_str()).map(str::to_owned)
+            }
+        };
         Ok(Self {
             weight,
             bias: bias[0],
+            model,
         })
     }
 
-    /// Writes the probe as safetensors.
+    /// Writes the probe as safetensors, and the sidecar `<file>.json` with the model
+    /// identity (when known) and `extra` fields (fit metrics, data).
+    pub fn save_with(
+        &self,
+        path: impl AsRef<Path>,
+        extra: serde_json::Value,
+    ) -> Result<(), LlmError> {
+        self.save(&path)?;
+        let mut v = match extra {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        };
+        if let Some(m) = &self.model {
+            v.insert("model".into(), m.clone().into());
+        }
+        let p = sidecar(path.as_ref());
+        std::fs::write(
+            &p,
+            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n",
+        )
+        .map_err(|e| LlmError::Io {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the probe as safetensors (no sidecar).
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), LlmError> {
         let p = path.as_ref();
         let w = Tensor::new(self.weight.as_slice(), &Device::Cpu)?;
@@ -116,6 +260,12 @@ impl LinearProbe {
             + self.bias as f64;
         (1.0 / (1.0 + (-z).exp())) as f32
     }
+}
+
+fn sidecar(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_owned();
+    s.push(".json");
+    PathBuf::from(s)
 }
 
 /// Options of a [`DeepScorer`].
@@ -304,6 +454,14 @@ impl DeepScorer {
                 }
             }
             DeepHead::Probe(p) => {
+                if let Some(m) = &p.model {
+                    if m != model.identity() {
+                        return Err(LlmError::Format(format!(
+                            "probe was fitted on model {m:?}, this model is {:?}",
+                            model.identity()
+                        )));
+                    }
+                }
                 if p.weight.len() != cfg.hidden {
                     return Err(LlmError::Format(format!(
                         "probe has {} weights, the model's hidden size is {}",

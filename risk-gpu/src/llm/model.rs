@@ -58,10 +58,28 @@ pub struct LlamaConfig {
     pub head_dim: usize,
     /// RoPE base.
     pub rope_theta: f32,
+    /// Llama-3 rotary frequency scaling, if the model uses it.
+    pub rope_scaling: Option<Llama3Rope>,
     /// RMSNorm epsilon.
     pub rms_eps: f64,
     /// Context length.
     pub max_positions: usize,
+}
+
+/// Llama 3.x rotary frequency scaling (`rope_scaling.rope_type = "llama3"`): wavelengths
+/// shorter than `original_max_positions / high_freq_factor` keep their frequency, longer
+/// than `original_max_positions / low_freq_factor` are divided by `factor`, and those in
+/// between are interpolated.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Llama3Rope {
+    /// Frequency divisor for long wavelengths.
+    pub factor: f32,
+    /// Low-frequency boundary factor.
+    pub low_freq_factor: f32,
+    /// High-frequency boundary factor.
+    pub high_freq_factor: f32,
+    /// Context length of pre-training.
+    pub original_max_positions: usize,
 }
 
 struct Block {
@@ -164,7 +182,131 @@ fn causal_mask(t: usize, s: usize, device: &Device) -> candle_core::Result<Tenso
     Tensor::from_vec(mask, (t, s), device)
 }
 
+/// Weights by role, before checks (`head: None` = tied to the embeddings).
+struct Parts {
+    embed: Tensor,
+    blocks: Vec<Block>,
+    norm: Tensor,
+    head: Option<Tensor>,
+    /// Per-frequency divisors of the rotary base frequencies (GGUF `rope_freqs.weight`).
+    rope_freq_factors: Option<Vec<f32>>,
+}
+
+fn expect_dims(name: &str, t: &Tensor, want: &[usize]) -> Result<(), LlmError> {
+    if t.dims() != want {
+        return Err(LlmError::Format(format!(
+            "tensor {name} has shape {:?}, the config implies {want:?}",
+            t.dims()
+        )));
+    }
+    Ok(())
+}
+
+fn json_usize(v: &serde_json::Value, k: &str) -> Result<Option<usize>, LlmError> {
+    match v.get(k) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => x.as_u64().map(|n| Some(n as usize)).ok_or_else(|| {
+            LlmError::Format(format!("config.json: {k} is not a non-negative integer"))
+        }),
+    }
+}
+
+fn json_f64(v: &serde_json::Value, k: &str) -> Result<Option<f64>, LlmError> {
+    match v.get(k) {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(x) => x
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| LlmError::Format(format!("config.json: {k} is not a number"))),
+    }
+}
+
+fn need<T>(v: Option<T>, k: &str) -> Result<T, LlmError> {
+    v.ok_or_else(|| LlmError::Format(format!("config.json: {k} missing")))
+}
+
+/// Reorders the rows of a Hugging Face Q or K projection (rotate-half RoPE: dimension
+/// `i` pairs with `i + d/2`) into the interleaved layout this forward rotates (pairs
+/// `(2i, 2i+1)`), per head. Attention scores are unchanged: Q and K get the same order.
+fn hf_to_interleaved(w: &Tensor, heads: usize, head_dim: usize) -> candle_core::Result<Tensor> {
+    let (_, cols) = w.dims2()?;
+    w.reshape((heads, 2, head_dim / 2, cols))?
+        .transpose(1, 2)?
+        .contiguous()?
+        .reshape((heads * head_dim, cols))
+}
+
 impl Llama {
+    /// Checks every tensor against the config and builds the model.
+    fn assemble(
+        cfg: LlamaConfig,
+        parts: Parts,
+        identity: String,
+        device: &Device,
+    ) -> Result<Self, LlmError> {
+        let c = &cfg;
+        if c.heads == 0
+            || c.kv_heads == 0
+            || c.heads % c.kv_heads != 0
+            || c.head_dim == 0
+            || c.head_dim % 2 != 0
+            || c.layers == 0
+            || c.vocab == 0
+        {
+            return Err(LlmError::Format(format!(
+                "inconsistent config: hidden {}, heads {}, kv heads {}, head dim {}, layers {}, vocab {}",
+                c.hidden, c.heads, c.kv_heads, c.head_dim, c.layers, c.vocab
+            )));
+        }
+        if parts.blocks.len() != c.layers {
+            return Err(LlmError::Format(format!(
+                "{} blocks of weights, the config says {} layers",
+                parts.blocks.len(),
+                c.layers
+            )));
+        }
+        expect_dims("embeddings", &parts.embed, &[c.vocab, c.hidden])?;
+        expect_dims("final norm", &parts.norm, &[c.hidden])?;
+        if let Some(h) = &parts.head {
+            expect_dims("output head", h, &[c.vocab, c.hidden])?;
+        }
+        let (q, kv) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        for (i, b) in parts.blocks.iter().enumerate() {
+            let n = |x: &str| format!("layer {i} {x}");
+            expect_dims(&n("attention norm"), &b.attn_norm, &[c.hidden])?;
+            expect_dims(&n("q"), &b.q, &[q, c.hidden])?;
+            expect_dims(&n("k"), &b.k, &[kv, c.hidden])?;
+            expect_dims(&n("v"), &b.v, &[kv, c.hidden])?;
+            expect_dims(&n("o"), &b.o, &[c.hidden, q])?;
+            expect_dims(&n("ffn norm"), &b.ffn_norm, &[c.hidden])?;
+            expect_dims(&n("gate"), &b.gate, &[c.intermediate, c.hidden])?;
+            expect_dims(&n("up"), &b.up, &[c.intermediate, c.hidden])?;
+            expect_dims(&n("down"), &b.down, &[c.hidden, c.intermediate])?;
+        }
+        if let Some(f) = &parts.rope_freq_factors {
+            if f.len() != c.head_dim / 2 || f.iter().any(|x| !x.is_finite() || *x <= 0.0) {
+                return Err(LlmError::Format(format!(
+                    "rope frequency factors: {} values (need {} positive)",
+                    f.len(),
+                    c.head_dim / 2
+                )));
+            }
+        }
+        let (cos, sin) = rope_tables(c, parts.rope_freq_factors.as_deref(), device)?;
+        let head = parts.head.unwrap_or_else(|| parts.embed.clone());
+        Ok(Self {
+            cfg,
+            embed: parts.embed,
+            blocks: parts.blocks,
+            norm: parts.norm,
+            head,
+            cos,
+            sin,
+            device: device.clone(),
+            identity,
+        })
+    }
+
     /// Loads a GGUF file (llama architecture), dequantizing every tensor to `f32`.
     pub fn from_gguf(path: impl AsRef<Path>, device: &Device) -> Result<Self, LlmError> {
         let p = path.as_ref();
@@ -173,7 +315,8 @@ impl Llama {
             message: e.to_string(),
         };
         let mut f = std::io::BufReader::new(std::fs::File::open(p).map_err(io)?);
-        let c = gguf_file::Content::read(&mut f).map_err(|e| LlmError::Format(e.to_string()))?;
+        let c = gguf_file::Content::read(&mut f)
+            .map_err(|e| LlmError::Format(format!("{}: {e}", p.display())))?;
         let arch = md(&c, "general.architecture")?
             .to_string()
             .map_err(|e| LlmError::Format(e.to_string()))?
@@ -198,12 +341,7 @@ impl Llama {
             Ok(q.dequantize(device)?.to_dtype(DType::F32)?)
         };
         let embed = tensor("token_embd.weight")?;
-        let (vocab, h2) = embed.dims2()?;
-        if h2 != hidden {
-            return Err(LlmError::Format(format!(
-                "token_embd is {vocab}x{h2}, hidden size is {hidden}"
-            )));
-        }
+        let (vocab, _) = embed.dims2()?;
         let layers = md_u(&c, "llama.block_count")?;
         let mut blocks = Vec::with_capacity(layers);
         for i in 0..layers {
@@ -222,11 +360,19 @@ impl Llama {
         }
         let norm = tensor("output_norm.weight")?;
         let head = if c.tensor_infos.contains_key("output.weight") {
-            tensor("output.weight")?
+            Some(tensor("output.weight")?)
         } else {
-            embed.clone()
+            None
         };
-        let head_dim = hidden / heads;
+        let rope_freq_factors = if c.tensor_infos.contains_key("rope_freqs.weight") {
+            Some(
+                tensor("rope_freqs.weight")?
+                    .flatten_all()?
+                    .to_vec1::<f32>()?,
+            )
+        } else {
+            None
+        };
         let rope_theta = md(&c, "llama.rope.freq_base")
             .and_then(|v| v.to_f32().map_err(|e| LlmError::Format(e.to_string())))
             .unwrap_or(10_000.0);
@@ -234,11 +380,7 @@ impl Llama {
             .to_f32()
             .map_err(|e| LlmError::Format(e.to_string()))? as f64;
         let max_positions = md_u(&c, "llama.context_length").unwrap_or(2048);
-        let intermediate = blocks
-            .first()
-            .map(|b| b.gate.dims2().map(|d| d.0))
-            .transpose()?
-            .unwrap_or(0);
+        let intermediate = md_u(&c, "llama.feed_forward_length")?;
         let cfg = LlamaConfig {
             vocab,
             hidden,
@@ -246,12 +388,12 @@ impl Llama {
             layers,
             heads,
             kv_heads,
-            head_dim,
+            head_dim: hidden / heads,
             rope_theta,
+            rope_scaling: None,
             rms_eps,
             max_positions,
         };
-        let (cos, sin) = rope_tables(&cfg, device)?;
         let name = md(&c, "general.name")
             .ok()
             .and_then(|v| v.to_string().ok().cloned())
@@ -261,17 +403,182 @@ impl Llama {
                     .unwrap_or_default()
             });
         let identity = format!("{name} gguf:{:016x}", file_hash(p).map_err(io)?);
-        Ok(Self {
-            identity,
-            cfg,
+        let parts = Parts {
             embed,
             blocks,
             norm,
             head,
-            cos,
-            sin,
-            device: device.clone(),
-        })
+            rope_freq_factors,
+        };
+        Self::assemble(cfg, parts, identity, device)
+    }
+
+    /// Loads a Hugging Face Llama checkpoint directory: `config.json` and every
+    /// `*.safetensors` in it (one file or shards), any float dtype converted to `f32`.
+    /// Q and K rows are reordered for the interleaved rotary layout (see
+    /// [`hf_to_interleaved`]); `rope_scaling` of type `llama3` is applied.
+    pub fn from_safetensors(dir: impl AsRef<Path>, device: &Device) -> Result<Self, LlmError> {
+        let dir = dir.as_ref();
+        let io = |p: &Path, e: std::io::Error| LlmError::Io {
+            path: p.display().to_string(),
+            message: e.to_string(),
+        };
+        let cfg_path = dir.join("config.json");
+        let text = std::fs::read_to_string(&cfg_path).map_err(|e| io(&cfg_path, e))?;
+        let j: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| LlmError::Format(format!("{}: {e}", cfg_path.display())))?;
+        if let Some(t) = j.get("model_type").and_then(|v| v.as_str()) {
+            if t != "llama" {
+                return Err(LlmError::Format(format!(
+                    "config.json: model_type {t:?} (supported: llama)"
+                )));
+            }
+        }
+        let hidden = need(json_usize(&j, "hidden_size")?, "hidden_size")?;
+        let heads = need(
+            json_usize(&j, "num_attention_heads")?,
+            "num_attention_heads",
+        )?;
+        let kv_heads = json_usize(&j, "num_key_value_heads")?.unwrap_or(heads);
+        if heads == 0 || hidden % heads != 0 {
+            return Err(LlmError::Format(format!(
+                "config.json: hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
+            )));
+        }
+        let head_dim = json_usize(&j, "head_dim")?.unwrap_or(hidden / heads);
+        let rope_scaling = match j.get("rope_scaling") {
+            None | Some(serde_json::Value::Null) => None,
+            Some(r) => {
+                let kind = r
+                    .get("rope_type")
+                    .or_else(|| r.get("type"))
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("default");
+                match kind {
+                    "default" => None,
+                    "llama3" => {
+                        let f = |k: &str| -> Result<f32, LlmError> {
+                            Ok(need(json_f64(r, k)?, &format!("rope_scaling.{k}"))? as f32)
+                        };
+                        let s = Llama3Rope {
+                            factor: f("factor")?,
+                            low_freq_factor: f("low_freq_factor")?,
+                            high_freq_factor: f("high_freq_factor")?,
+                            original_max_positions: need(
+                                json_usize(r, "original_max_position_embeddings")?,
+                                "rope_scaling.original_max_position_embeddings",
+                            )?,
+                        };
+                        if !(s.factor > 0.0
+                            && s.high_freq_factor > s.low_freq_factor
+                            && s.low_freq_factor > 0.0)
+                        {
+                            return Err(LlmError::Format(format!(
+                                "config.json: rope_scaling {s:?} (need factor > 0 and high_freq_factor > low_freq_factor > 0)"
+                            )));
+                        }
+                        Some(s)
+                    }
+                    other => {
+                        return Err(LlmError::Format(format!(
+                            "config.json: rope_scaling type {other:?} (supported: default, llama3)"
+                        )))
+                    }
+                }
+            }
+        };
+        let cfg = LlamaConfig {
+            vocab: need(json_usize(&j, "vocab_size")?, "vocab_size")?,
+            hidden,
+            intermediate: need(json_usize(&j, "intermediate_size")?, "intermediate_size")?,
+            layers: need(json_usize(&j, "num_hidden_layers")?, "num_hidden_layers")?,
+            heads,
+            kv_heads,
+            head_dim,
+            rope_theta: json_f64(&j, "rope_theta")?.unwrap_or(10_000.0) as f32,
+            rope_scaling,
+            rms_eps: json_f64(&j, "rms_norm_eps")?.unwrap_or(1e-6),
+            max_positions: need(
+                json_usize(&j, "max_position_embeddings")?,
+                "max_position_embeddings",
+            )?,
+        };
+        let tied = j
+            .get("tie_word_embeddings")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        let mut files: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+            .map_err(|e| io(dir, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+            .collect();
+        files.sort();
+        if files.is_empty() {
+            return Err(LlmError::Format(format!(
+                "no *.safetensors in {}",
+                dir.display()
+            )));
+        }
+        let mut all = std::collections::HashMap::new();
+        let mut h: u64 = 0;
+        for f in &files {
+            let t = candle_core::safetensors::load(f, device)
+                .map_err(|e| LlmError::Format(format!("{}: {e}", f.display())))?;
+            all.extend(t);
+            h = (h ^ file_hash(f).map_err(|e| io(f, e))?).rotate_left(17);
+        }
+        let mut take = |name: &str| -> Result<Tensor, LlmError> {
+            all.remove(name)
+                .ok_or_else(|| LlmError::Format(format!("tensor {name} missing")))?
+                .to_dtype(DType::F32)
+                .map_err(LlmError::from)
+        };
+        let embed = take("model.embed_tokens.weight")?;
+        let mut blocks = Vec::with_capacity(cfg.layers);
+        for i in 0..cfg.layers {
+            let n = |x: &str| format!("model.layers.{i}.{x}.weight");
+            let q = take(&n("self_attn.q_proj"))?;
+            let k = take(&n("self_attn.k_proj"))?;
+            expect_dims(&n("self_attn.q_proj"), &q, &[heads * head_dim, hidden])?;
+            expect_dims(&n("self_attn.k_proj"), &k, &[kv_heads * head_dim, hidden])?;
+            blocks.push(Block {
+                attn_norm: take(&n("input_layernorm"))?,
+                q: hf_to_interleaved(&q, heads, head_dim)?,
+                k: hf_to_interleaved(&k, kv_heads, head_dim)?,
+                v: take(&n("self_attn.v_proj"))?,
+                o: take(&n("self_attn.o_proj"))?,
+                ffn_norm: take(&n("post_attention_layernorm"))?,
+                gate: take(&n("mlp.gate_proj"))?,
+                up: take(&n("mlp.up_proj"))?,
+                down: take(&n("mlp.down_proj"))?,
+            });
+        }
+        let norm = take("model.norm.weight")?;
+        let head = if tied {
+            None
+        } else {
+            match take("lm_head.weight") {
+                Ok(t) => Some(t),
+                Err(_) => None,
+            }
+        };
+        let name = j
+            .get("_name_or_path")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .unwrap_or_else(|| {
+                dir.file_name()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            });
+        let parts = Parts {
+            embed,
+            blocks,
+            norm,
+            head,
+            rope_freq_factors: None,
+        };
+        Self::assemble(cfg, parts, format!("{name} safetensors:{h:016x}"), device)
     }
 
     /// Model name plus a 64-bit hash of the weights file's bytes: part of every prefix
@@ -497,11 +804,36 @@ pub fn file_hash(path: &Path) -> std::io::Result<u64> {
     Ok(h ^ total.wrapping_mul(0xff51_afd7_ed55_8ccd))
 }
 
-fn rope_tables(c: &LlamaConfig, device: &Device) -> Result<(Tensor, Tensor), LlmError> {
+fn rope_tables(
+    c: &LlamaConfig,
+    freq_factors: Option<&[f32]>,
+    device: &Device,
+) -> Result<(Tensor, Tensor), LlmError> {
     let half = c.head_dim / 2;
-    let inv: Vec<f32> = (0..half)
+    let mut inv: Vec<f32> = (0..half)
         .map(|i| 1.0 / c.rope_theta.powf(2.0 * i as f32 / c.head_dim as f32))
         .collect();
+    if let Some(s) = &c.rope_scaling {
+        let old = s.original_max_positions as f32;
+        let (low_wl, high_wl) = (old / s.low_freq_factor, old / s.high_freq_factor);
+        for f in &mut inv {
+            let wl = 2.0 * std::f32::consts::PI / *f;
+            *f = if wl < high_wl {
+                *f
+            } else if wl > low_wl {
+                *f / s.factor
+            } else {
+                let smooth =
+                    (old / wl - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                (1.0 - smooth) * *f / s.factor + smooth * *f
+            };
+        }
+    }
+    if let Some(ff) = freq_factors {
+        for (f, d) in inv.iter_mut().zip(ff) {
+            *f /= d;
+        }
+    }
     let n = c.max_positions;
     let inv = Tensor::from_vec(inv, (1, half), device)?;
     let pos = Tensor::arange(0u32, n as u32, device)?

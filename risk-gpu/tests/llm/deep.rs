@@ -199,10 +199,32 @@ fn probes_round_trip_and_are_checked_against_the_model() {
     let p = LinearProbe {
         weight,
         bias: -0.25,
+        model: Some(shared_model().identity().to_owned()),
     };
-    p.save(&path).unwrap();
+    p.save_with(&path, serde_json::json!({ "note": "test" }))
+        .unwrap();
     let q = LinearProbe::load(&path).unwrap();
     assert_eq!(p, q);
+    // A probe fitted on other weights is refused.
+    let other = LinearProbe {
+        model: Some("SmolLM2 gguf:0000000000000000".into()),
+        ..q.clone()
+    };
+    let e = DeepScorer::new(
+        shared_model(),
+        tokenizer(),
+        PromptTemplate::parse(&template_text(), synth::schema()).unwrap(),
+        DeepHead::Probe(other),
+        DeepOptions::default(),
+        Arc::new(PrefixCache::new(4, 256 << 20)),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("fitted on model"), "{e}");
+    // The committed probe (examples/fit_probe) belongs to this model and loads.
+    let committed = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/models/deep_probe_smollm2.safetensors");
+    let cp = LinearProbe::load(&committed).unwrap();
+    assert_eq!(cp.model.as_deref(), Some(shared_model().identity()));
 
     let tok = tokenizer();
     let tpl = PromptTemplate::parse(&template_text(), synth::schema()).unwrap();
@@ -228,6 +250,7 @@ fn probes_round_trip_and_are_checked_against_the_model() {
     let short = LinearProbe {
         weight: vec![0.0; 10],
         bias: 0.0,
+        model: None,
     };
     let e = DeepScorer::new(
         shared_model(),
@@ -363,4 +386,38 @@ fn risk_toml_builds_the_llm_deep_tier_and_names_bad_keys() {
         "{err}"
     );
     std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn probe_fit_separates_a_linear_signal_and_folds_the_standardisation() {
+    // Rows with a known direction: label = x·u > 0 on shifted, scaled inputs.
+    let mut rng = risk_core::synth::Rng::new(5);
+    let k = 16;
+    let u: Vec<f64> = (0..k)
+        .map(|j| if j % 3 == 0 { 1.0 } else { -0.5 })
+        .collect();
+    let mut rows = Vec::new();
+    let mut labels = Vec::new();
+    for _ in 0..600 {
+        let r: Vec<f32> = (0..k)
+            .map(|j| (rng.range(-1.0, 1.0) * (j + 1) as f64 + 3.0) as f32)
+            .collect();
+        let z: f64 = r
+            .iter()
+            .zip(&u)
+            .enumerate()
+            .map(|(j, (&v, c))| (v as f64 - 3.0) / (j + 1) as f64 * c)
+            .sum();
+        labels.push(z > 0.0);
+        rows.push(r);
+    }
+    let p = LinearProbe::fit(&rows, &labels, risk_gpu::llm::ProbeFit::default()).unwrap();
+    let correct = rows
+        .iter()
+        .zip(&labels)
+        .filter(|(r, &y)| (p.apply(r) > 0.5) == y)
+        .count();
+    assert!(correct >= 570, "{correct}/600");
+    assert!(LinearProbe::fit(&rows, &vec![true; 600], Default::default()).is_err());
+    assert!(LinearProbe::fit(&rows[..2], &labels, Default::default()).is_err());
 }
