@@ -123,14 +123,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Chosen by validation log loss, so the probabilities stay calibrated (the engine's
     // feedback shift reads the score itself, not only its rank).
     let mut best = (f64::INFINITY, 0.0);
-    for l2 in [1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0] {
+    for l2 in [1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0, 3.0, 10.0] {
         let opts = ProbeFit {
             l2,
             ..ProbeFit::default()
         };
         let p = LinearProbe::fit(&hidden[..val], &labels[..val], opts)?;
         let s: Vec<f32> = hidden[val..cut].iter().map(|h| p.apply(h)).collect();
-        let (a, ll) = (auprc(&s, &labels[val..cut]), log_loss(&s, &labels[val..cut]));
+        let (a, ll) = (
+            auprc(&s, &labels[val..cut]),
+            log_loss(&s, &labels[val..cut]),
+        );
         println!("  l2 {l2:<6} validation AUPRC {a:.3}  log loss {ll:.4}");
         if ll < best.0 {
             best = (ll, l2);

@@ -112,6 +112,9 @@ fn bad_requests_and_files_are_typed_errors() {
     let bytes = std::fs::read(gguf()).unwrap();
     std::fs::write(&bad, &bytes[..4096]).unwrap();
     assert!(Llama::from_gguf(&bad, &Device::Cpu).is_err());
+    // Metadata intact, tensor data cut in the middle.
+    std::fs::write(&bad, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(Llama::from_gguf(&bad, &Device::Cpu).is_err());
     std::fs::write(&bad, b"not a gguf file at all").unwrap();
     assert!(matches!(
         Llama::from_gguf(&bad, &Device::Cpu),

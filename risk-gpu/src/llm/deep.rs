@@ -55,28 +55,59 @@ pub struct LinearProbe {
 /// Options of [`LinearProbe::fit`].
 #[derive(Debug, Clone, Copy)]
 pub struct ProbeFit {
-    /// L2 penalty on the standardised weights.
+    /// L2 penalty on the standardised weights (the intercept is not penalised).
     pub l2: f64,
-    /// Full-batch gradient steps.
-    pub epochs: usize,
-    /// Step size.
-    pub learning_rate: f64,
+    /// Most Newton steps.
+    pub max_iterations: usize,
 }
 
 impl Default for ProbeFit {
     fn default() -> Self {
         Self {
             l2: 1e-2,
-            epochs: 800,
-            learning_rate: 0.5,
+            max_iterations: 50,
         }
     }
 }
 
+/// Solves `a x = b` for a symmetric positive-definite `a` (`k × k`, row-major) by
+/// Cholesky; `None` if `a` is not positive definite.
+fn cholesky_solve(a: &[f64], b: &[f64], k: usize) -> Option<Vec<f64>> {
+    let mut l = vec![0f64; k * k];
+    for i in 0..k {
+        for j in 0..=i {
+            let mut sum = a[i * k + j];
+            for p in 0..j {
+                sum -= l[i * k + p] * l[j * k + p];
+            }
+            if i == j {
+                if sum <= 0.0 || !sum.is_finite() {
+                    return None;
+                }
+                l[i * k + i] = sum.sqrt();
+            } else {
+                l[i * k + j] = sum / l[j * k + j];
+            }
+        }
+    }
+    let mut y = vec![0f64; k];
+    for i in 0..k {
+        let s: f64 = (0..i).map(|p| l[i * k + p] * y[p]).sum();
+        y[i] = (b[i] - s) / l[i * k + i];
+    }
+    let mut x = vec![0f64; k];
+    for i in (0..k).rev() {
+        let s: f64 = (i + 1..k).map(|p| l[p * k + i] * x[p]).sum();
+        x[i] = (y[i] - s) / l[i * k + i];
+    }
+    Some(x)
+}
+
 impl LinearProbe {
-    /// Fits a logistic probe on hidden states (`rows`, each `[hidden]`) and labels:
-    /// inputs standardised, full-batch gradient descent with momentum and an L2 penalty,
-    /// the standardisation folded into the returned weights.
+    /// Fits a logistic probe on hidden states (`rows`, each `[hidden]`) and labels by
+    /// Newton's method (iteratively reweighted least squares) on standardised inputs with
+    /// an L2 penalty; the standardisation is folded into the returned weights. Newton
+    /// needs no step size, so strongly correlated hidden units cannot make it diverge.
     pub fn fit(rows: &[Vec<f32>], labels: &[bool], opts: ProbeFit) -> Result<Self, LlmError> {
         let n = rows.len();
         if n == 0 || n != labels.len() {
@@ -95,6 +126,9 @@ impl LinearProbe {
                 "labels need both classes to fit a probe".into(),
             ));
         }
+        if !(opts.l2 > 0.0) {
+            return Err(LlmError::Request("l2 must be positive".into()));
+        }
         let mut mean = vec![0f64; k];
         for r in rows {
             for (m, &v) in mean.iter_mut().zip(r) {
@@ -108,6 +142,8 @@ impl LinearProbe {
             }
         }
         sd.iter_mut().for_each(|s| *s = s.sqrt().max(1e-6));
+        // Standardised rows with a trailing 1 for the intercept: `d = k + 1` columns.
+        let d = k + 1;
         let x: Vec<f64> = rows
             .iter()
             .flat_map(|r| {
@@ -115,30 +151,56 @@ impl LinearProbe {
                     .zip(&mean)
                     .zip(&sd)
                     .map(|((&v, m), s)| (v as f64 - m) / s)
+                    .chain(std::iter::once(1.0))
             })
             .collect();
         let base = pos as f64 / n as f64;
-        let (mut w, mut b) = (vec![0f64; k], (base / (1.0 - base)).ln());
-        let (mut vw, mut vb) = (vec![0f64; k], 0.0);
-        let mut grad = vec![0f64; k];
-        for _ in 0..opts.epochs {
-            grad.iter_mut().for_each(|g| *g = 0.0);
-            let mut gb = 0.0;
-            for (row, &y) in x.chunks_exact(k).zip(labels) {
-                let z: f64 = row.iter().zip(&w).map(|(a, c)| a * c).sum::<f64>() + b;
-                let e = 1.0 / (1.0 + (-z).exp()) - y as u8 as f64;
-                for (g, a) in grad.iter_mut().zip(row) {
-                    *g += e * a;
+        let mut beta = vec![0f64; d];
+        beta[k] = (base / (1.0 - base)).ln();
+        let mut h = vec![0f64; d * d];
+        let mut g = vec![0f64; d];
+        for _ in 0..opts.max_iterations.max(1) {
+            h.iter_mut().for_each(|v| *v = 0.0);
+            g.iter_mut().for_each(|v| *v = 0.0);
+            for (row, &y) in x.chunks_exact(d).zip(labels) {
+                let z: f64 = row.iter().zip(&beta).map(|(a, b)| a * b).sum();
+                let p = 1.0 / (1.0 + (-z).exp());
+                let wt = (p * (1.0 - p)).max(1e-10);
+                let e = p - y as u8 as f64;
+                for i in 0..d {
+                    g[i] += e * row[i];
+                    let wi = wt * row[i];
+                    for j in 0..=i {
+                        h[i * d + j] += wi * row[j];
+                    }
                 }
-                gb += e;
             }
-            for j in 0..k {
-                vw[j] = 0.9 * vw[j] - opts.learning_rate * (grad[j] / n as f64 + opts.l2 * w[j]);
-                w[j] += vw[j];
+            for i in 0..d {
+                g[i] /= n as f64;
+                for j in 0..=i {
+                    h[i * d + j] /= n as f64;
+                    h[j * d + i] = h[i * d + j];
+                }
+                if i < k {
+                    g[i] += opts.l2 * beta[i];
+                    h[i * d + i] += opts.l2;
+                }
             }
-            vb = 0.9 * vb - opts.learning_rate * gb / n as f64;
-            b += vb;
+            // The unpenalised intercept keeps H positive definite through its own
+            // curvature; a tiny ridge guards against exact separation.
+            h[k * d + k] += 1e-9;
+            let step = cholesky_solve(&h, &g, d)
+                .ok_or_else(|| LlmError::Request("probe fit: singular Hessian".into()))?;
+            let mut change = 0f64;
+            for (b, s) in beta.iter_mut().zip(&step) {
+                *b -= s;
+                change = change.max(s.abs());
+            }
+            if change < 1e-8 {
+                break;
+            }
         }
+        let (w, b) = (&beta[..k], beta[k]);
         let weight: Vec<f32> = w.iter().zip(&sd).map(|(w, s)| (w / s) as f32).collect();
         let bias = b - w
             .iter()
