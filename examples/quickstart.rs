@@ -87,7 +87,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .rules(rules.clone())
         .fast(fast.clone())
         .deep(deep.clone())
-        .deep_config(deep_cfg.clone())
+        .deep_config(deep_cfg)
         .build()?;
     let verdicts = engine.subscribe();
 

@@ -126,7 +126,7 @@ impl LinearProbe {
                 "labels need both classes to fit a probe".into(),
             ));
         }
-        if !(opts.l2 > 0.0) {
+        if opts.l2.is_nan() || opts.l2 <= 0.0 {
             return Err(LlmError::Request("l2 must be positive".into()));
         }
         let mut mean = vec![0f64; k];

@@ -557,10 +557,7 @@ impl Llama {
         let head = if tied {
             None
         } else {
-            match take("lm_head.weight") {
-                Ok(t) => Some(t),
-                Err(_) => None,
-            }
+            take("lm_head.weight").ok()
         };
         let name = j
             .get("_name_or_path")
