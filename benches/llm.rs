@@ -51,6 +51,27 @@ pub fn prefill(c: &mut Criterion) {
     g.bench_function("prefill_cached_500_plus_400", |b| {
         b.iter(|| black_box(m.forward_hidden(suffix, &mut cached.clone()).unwrap()))
     });
+    // Peer: candle-transformers' quantized_llama on the same dequantized f32 weights
+    // (CANDLE_DEQUANTIZE_ALL), 400 tokens from scratch, against ours.
+    std::env::set_var("CANDLE_DEQUANTIZE_ALL", "1");
+    let mut f = std::fs::File::open(&gguf).unwrap();
+    let content = candle_core::quantized::gguf_file::Content::read(&mut f).unwrap();
+    let mut peer = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(
+        content,
+        &mut f,
+        &candle_core::Device::Cpu,
+    )
+    .unwrap();
+    let x = candle_core::Tensor::new(&tokens[..400], &candle_core::Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap();
+    g.bench_function("prefill_400_ours", |b| {
+        b.iter(|| black_box(m.forward(&tokens[..400], &mut KvCache::default()).unwrap()))
+    });
+    g.bench_function("prefill_400_candle_transformers", |b| {
+        b.iter(|| black_box(peer.forward(&x, 0).unwrap()))
+    });
     g.bench_function("suffixes_8_packed", |b| {
         b.iter(|| black_box(m.forward_packed(&sys, &refs).unwrap()))
     });
