@@ -166,6 +166,12 @@ impl ReasonCode {
     pub fn id(self) -> u32 {
         self.0
     }
+
+    /// The code with numeric id `id`, if one was interned (for codes that crossed an
+    /// FFI boundary as numbers).
+    pub fn from_id(id: u32) -> Option<Self> {
+        ((id as usize) < interner().read().names.len()).then_some(Self(id))
+    }
 }
 
 impl fmt::Debug for ReasonCode {

@@ -59,7 +59,7 @@ pub use parser::file::{HitPolicy, Outcome};
 pub use ruleset::{
     Expression, Hits, LoadError, Rule, RuleSet, Value, Verdict, MAX_RULES, MAX_SOURCE,
 };
-pub use scorer::{register, ReloadError, ReloadStats, RuleScorer, Watcher};
+pub use scorer::{register, scorer_from_spec, ReloadError, ReloadStats, RuleScorer, Watcher};
 
 /// The default rule set for the synthetic schema (`risk_core::synth::schema()`), as text.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.rules");

@@ -261,28 +261,36 @@ impl Scorer for RuleScorer {
     }
 }
 
+/// Builds the `rules` scorer of a `risk.toml` table: `path = "x.rules"` (relative to the
+/// config file), optional `watch_ms` to poll the file for changes. [`register`] uses it;
+/// embedders that also need the [`RuleScorer`] itself (to call `reload`) register their
+/// own factory around it.
+pub fn scorer_from_spec(spec: &risk_core::ScorerSpec) -> Result<Arc<RuleScorer>, ConfigError> {
+    let path = spec.path("path")?;
+    let scorer = RuleScorer::from_file(&path, Arc::clone(&spec.schema)).map_err(|e| {
+        ConfigError::Scorer {
+            key: spec.key.clone(),
+            message: e.to_string(),
+        }
+    })?;
+    let scorer = Arc::new(scorer);
+    if let Some(ms) = spec.f64("watch_ms")? {
+        if !(ms >= 10.0 && ms.is_finite()) {
+            return Err(ConfigError::invalid(
+                format!("{}.watch_ms", spec.key),
+                "must be at least 10",
+            ));
+        }
+        // Detached: the thread ends when the scorer is dropped.
+        scorer.watch(Duration::from_secs_f64(ms / 1e3)).detach();
+    }
+    Ok(scorer)
+}
+
 /// Registers the `rules` scorer kind: `[rules.scorer] kind = "rules"`, `path = "x.rules"`
 /// (relative to the config file), optional `watch_ms` to poll the file for changes.
 pub fn register(registry: &mut ScorerRegistry) {
     registry.register("rules", |spec| {
-        let path = spec.path("path")?;
-        let scorer = RuleScorer::from_file(&path, Arc::clone(&spec.schema)).map_err(|e| {
-            ConfigError::Scorer {
-                key: spec.key.clone(),
-                message: e.to_string(),
-            }
-        })?;
-        let scorer = Arc::new(scorer);
-        if let Some(ms) = spec.f64("watch_ms")? {
-            if !(ms >= 10.0 && ms.is_finite()) {
-                return Err(ConfigError::invalid(
-                    format!("{}.watch_ms", spec.key),
-                    "must be at least 10",
-                ));
-            }
-            // Detached: the thread ends when the scorer is dropped.
-            scorer.watch(Duration::from_secs_f64(ms / 1e3)).detach();
-        }
-        Ok(scorer as Arc<dyn Scorer>)
+        Ok(scorer_from_spec(spec)? as Arc<dyn Scorer>)
     });
 }
