@@ -4,6 +4,7 @@
 use criterion::{criterion_group, criterion_main};
 
 mod engine;
+mod ffi;
 mod llm;
 mod rules;
 mod trees;
@@ -12,7 +13,7 @@ criterion_group!(
     name = benches;
     config = engine::config();
     targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate,
-        trees::native_vs_ort
+        trees::native_vs_ort, ffi::overhead
 );
 criterion_group!(
     name = deep;

@@ -13,35 +13,66 @@
 // Reasons carried by a decision.
 #define RISK_MAX_REASONS 8
 
-// Actions.
+// `risk_decision::action`: approve.
 #define RISK_ACTION_APPROVE 0
 
-// Review.
+// `risk_decision::action`: send to manual review.
 #define RISK_ACTION_REVIEW 1
 
-// Decline.
+// `risk_decision::action`: decline.
 #define RISK_ACTION_DECLINE 2
 
-// Tiers.
+// `risk_decision::tier`: the rule tier decided (fast tier absent, failed or late, or a hard rule).
 #define RISK_TIER_RULES 0
 
-// The fast model decided.
+// `risk_decision::tier`: the fast model decided.
 #define RISK_TIER_FAST 1
 
-// The configured static action (even the rules failed).
+// `risk_decision::tier`: the configured static action (even the rules failed).
 #define RISK_TIER_STATIC 2
 
-// No fallback: the fast tier decided or none is configured to.
+// `risk_decision::fallback`: none (the fast tier answered, or a hard rule decided).
 #define RISK_FALLBACK_NONE 0
 
-// Escalation: none.
+// Fallback: the fast tier missed its deadline.
+#define RISK_FALLBACK_TIMEOUT 1
+
+// Fallback: the fast tier returned an error.
+#define RISK_FALLBACK_ERROR 2
+
+// Fallback: the fast tier panicked (caught).
+#define RISK_FALLBACK_PANIC 3
+
+// Fallback: NaN or out-of-range score.
+#define RISK_FALLBACK_INVALID_SCORE 4
+
+// Fallback: the circuit breaker is open.
+#define RISK_FALLBACK_CIRCUIT_OPEN 5
+
+// Fallback: no fast tier configured.
+#define RISK_FALLBACK_ABSENT 6
+
+// Fallback: every fast-tier worker was busy.
+#define RISK_FALLBACK_SATURATED 7
+
+// A tier, fallback, source or failure this header version does not know (a newer
+// library): treat as "other".
+#define RISK_CODE_UNKNOWN 255
+
+// `risk_decision::escalation`: not sent to the deep tier.
 #define RISK_ESCALATION_NONE 0
 
-// Escalation: queued to the deep tier (`ticket` set).
+// `risk_decision::escalation`: queued to the deep tier (`ticket` set).
 #define RISK_ESCALATION_ENQUEUED 1
 
-// Escalation: shed (queue full, no deep tier, shutting down).
+// `risk_decision::escalation`: in the gray zone but shed (queue full, no deep tier, shutting down).
 #define RISK_ESCALATION_SHED 2
+
+// Most features in one `risk_txn`.
+#define RISK_MAX_FEATURES 4096
+
+// Most transactions in one `risk_engine_decide_batch` call.
+#define RISK_MAX_BATCH 65536
 
 // Result codes. Stable numbers: new codes are only ever appended.
 enum risk_result
@@ -75,6 +106,9 @@ enum risk_result
   RISK_ERR_EMPTY = 11,
   // Rule reload failed or the engine has no rule file; the serving rules are unchanged.
   RISK_ERR_RELOAD = 12,
+  // No more items will ever come (a subscription whose engine has no deep tier or was
+  // shut down): stop polling.
+  RISK_ERR_CLOSED = 13,
 };
 #ifndef __cplusplus
 typedef uint32_t risk_result;
@@ -120,7 +154,7 @@ typedef struct risk_txn {
   uint64_t device;
   // Extra features.
   const struct risk_feature *features;
-  // Number of `features` (at most 4096).
+  // Number of `features` (at most 4096). Values are stored as `f32`.
   size_t n_features;
 } risk_txn;
 
@@ -151,7 +185,8 @@ typedef struct risk_decision {
   bool hard_rule;
   // Deep-tier ticket when enqueued, else 0.
   uint64_t ticket;
-  // The score the action was taken on.
+  // The combined score the thresholds were applied to (a hard rule sets the action
+  // directly; the score still reports the model's view).
   float score;
   // The rule tier's probability (NaN if the rule tier failed).
   float rule_score;
@@ -159,7 +194,7 @@ typedef struct risk_decision {
   float model_score;
   // Threshold shift from deep-tier feedback.
   float threshold_shift;
-  // Stage timings (ns).
+  // Rule tier time (ns).
   uint64_t rules_ns;
   // Fast tier time (ns).
   uint64_t fast_ns;
@@ -220,7 +255,8 @@ risk_result risk_engine_new_from_toml(const uint8_t *toml,
                                       struct risk_engine **out);
 
 // Releases an engine (shutting it down, abandoning queued deep work). NULL, or a handle
-// already freed, is ignored. Waits for calls in flight on the handle.
+// already freed, is ignored. Calls in flight on other threads finish safely (they hold
+// their own reference); later calls with the handle get `RISK_ERR_HANDLE`.
 //
 // # Safety
 // `e` is NULL or a pointer returned by `risk_engine_new_*`.
@@ -302,8 +338,9 @@ risk_result risk_engine_shutdown(const struct risk_engine *e,
 // `e` is live; `out` is writable.
 risk_result risk_engine_subscribe(const struct risk_engine *e, struct risk_subscription **out);
 
-// Waits up to `timeout_ms` for the next verdict: `RISK_OK` with `*out` set, or
-// `RISK_ERR_EMPTY`.
+// Waits up to `timeout_ms` for the next verdict: `RISK_OK` with `*out` set,
+// `RISK_ERR_EMPTY` when none came in time, or `RISK_ERR_CLOSED` (at once) when none ever
+// will. Several threads may poll one subscription; they take turns.
 //
 // # Safety
 // `s` is a live subscription; `out` is writable.

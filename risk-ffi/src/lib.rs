@@ -26,7 +26,7 @@ use risk_core::{
 };
 use risk_rules::RuleScorer;
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
@@ -63,6 +63,9 @@ pub enum risk_result {
     RISK_ERR_EMPTY = 11,
     /// Rule reload failed or the engine has no rule file; the serving rules are unchanged.
     RISK_ERR_RELOAD = 12,
+    /// No more items will ever come (a subscription whose engine has no deep tier or was
+    /// shut down): stop polling.
+    RISK_ERR_CLOSED = 13,
 }
 
 use risk_result::*;
@@ -129,90 +132,154 @@ pub struct risk_subscription {
     rx: Mutex<std::sync::mpsc::Receiver<risk_core::DeepVerdict>>,
 }
 
-/// Handle types, tagged in the live set so one kind is never taken for another.
-trait Handle {
-    const TAG: u8;
+/// Handle types. A handle is the address of a small token allocated for it and never
+/// freed or reused, so a stale handle can never alias a newer one; the registry maps
+/// tokens to reference-counted objects of the right type.
+trait Handle: Sized {
     const NAME: &'static str;
+    fn wrap(a: Arc<Self>) -> Entry;
+    fn unwrap(e: &Entry) -> Option<&Arc<Self>>;
+}
+
+enum Entry {
+    Engine(Arc<risk_engine>),
+    Subscription(Arc<risk_subscription>),
 }
 
 impl Handle for risk_engine {
-    const TAG: u8 = 1;
     const NAME: &'static str = "engine";
+    fn wrap(a: Arc<Self>) -> Entry {
+        Entry::Engine(a)
+    }
+    fn unwrap(e: &Entry) -> Option<&Arc<Self>> {
+        match e {
+            Entry::Engine(a) => Some(a),
+            Entry::Subscription(_) => None,
+        }
+    }
 }
 
 impl Handle for risk_subscription {
-    const TAG: u8 = 2;
     const NAME: &'static str = "subscription";
+    fn wrap(a: Arc<Self>) -> Entry {
+        Entry::Subscription(a)
+    }
+    fn unwrap(e: &Entry) -> Option<&Arc<Self>> {
+        match e {
+            Entry::Subscription(a) => Some(a),
+            Entry::Engine(_) => None,
+        }
+    }
 }
 
-/// Live handles (address, type tag). Calls hold the read lock while they use a handle;
-/// `_free` takes the write lock, so it waits for them and no call sees a freed handle.
-fn live() -> &'static RwLock<HashSet<(usize, u8)>> {
-    static L: OnceLock<RwLock<HashSet<(usize, u8)>>> = OnceLock::new();
-    L.get_or_init(|| RwLock::new(HashSet::new()))
+#[derive(Default)]
+struct Registry {
+    live: HashMap<usize, Entry>,
+    /// Every token ever handed out, kept allocated so its address is never reused.
+    tokens: Vec<Box<u64>>,
+}
+
+fn registry_lock() -> &'static RwLock<Registry> {
+    static R: OnceLock<RwLock<Registry>> = OnceLock::new();
+    R.get_or_init(|| RwLock::new(Registry::default()))
+}
+
+/// The object behind a live handle of type `T`. The registry lock is held only for the
+/// lookup: calls run on their own reference, so a long call (a poll, a drain) never
+/// blocks other handles, and `_free` never waits.
+fn lookup<T: Handle>(p: *const T) -> Result<Arc<T>, risk_result> {
+    if p.is_null() {
+        return Err(fail(RISK_ERR_NULL, format!("{} handle is NULL", T::NAME)));
+    }
+    let g = registry_lock().read().unwrap_or_else(|e| e.into_inner());
+    match g.live.get(&(p as usize)) {
+        Some(e) => T::unwrap(e).cloned().ok_or_else(|| {
+            fail(
+                RISK_ERR_HANDLE,
+                format!("the handle is not a {} handle", T::NAME),
+            )
+        }),
+        None => Err(fail(
+            RISK_ERR_HANDLE,
+            format!("not a live {} handle (freed, or never created)", T::NAME),
+        )),
+    }
 }
 
 fn with_handle<T: Handle>(p: *const T, f: impl FnOnce(&T) -> risk_result) -> risk_result {
-    if p.is_null() {
-        return fail(RISK_ERR_NULL, format!("{} handle is NULL", T::NAME));
+    match lookup(p) {
+        Ok(h) => f(&h),
+        Err(r) => r,
     }
-    let g = live().read().unwrap_or_else(|e| e.into_inner());
-    if !g.contains(&(p as usize, T::TAG)) {
-        return fail(
-            RISK_ERR_HANDLE,
-            format!("not a live {} handle (freed, or never created)", T::NAME),
-        );
-    }
-    // SAFETY: `p` is in the live set, so it came from `Box::into_raw` of a `T` in this
-    // library and has not been freed (freeing needs the write lock we exclude).
-    let h = unsafe { &*p };
-    f(h)
 }
 
-fn register_handle<T: Handle>(b: Box<T>) -> *mut T {
-    let p = Box::into_raw(b);
-    live()
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert((p as usize, T::TAG));
-    p
+fn register_handle<T: Handle>(obj: T) -> *mut T {
+    let token = Box::new(0u64);
+    let addr = &*token as *const u64 as usize;
+    let mut g = registry_lock().write().unwrap_or_else(|e| e.into_inner());
+    g.tokens.push(token);
+    g.live.insert(addr, T::wrap(Arc::new(obj)));
+    addr as *mut T
 }
 
-/// Removes `p` from the live set and returns ownership, or `None` if it was not live.
-fn unregister_handle<T: Handle>(p: *mut T) -> Option<Box<T>> {
+/// Removes a live handle of type `T`; `None` if it was not one.
+fn unregister_handle<T: Handle>(p: *mut T) -> Option<Arc<T>> {
     if p.is_null() {
         return None;
     }
-    let mut g = live().write().unwrap_or_else(|e| e.into_inner());
-    if !g.remove(&(p as usize, T::TAG)) {
+    let mut g = registry_lock().write().unwrap_or_else(|e| e.into_inner());
+    let addr = p as usize;
+    if T::unwrap(g.live.get(&addr)?).is_none() {
         return None;
     }
-    // SAFETY: `p` was live, so it came from `Box::into_raw` in `register_handle` and no
-    // other call holds it (we hold the write lock); it is now removed, so it is freed once.
-    Some(unsafe { Box::from_raw(p) })
+    g.live.remove(&addr).and_then(|e| T::unwrap(&e).cloned())
 }
 
 /// # Safety
 /// `p` is NULL or points to a NUL-terminated string.
 unsafe fn str_arg<'a>(p: *const c_char, what: &str) -> Result<&'a str, risk_result> {
+    // SAFETY: forwarded caller guarantee.
+    unsafe { str_arg_at(p, what, usize::MAX) }
+}
+
+/// [`str_arg`] for element `index` of an array argument (`usize::MAX`: not an array); the
+/// name is only formatted on failure, so the success path allocates nothing.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+unsafe fn str_arg_at<'a>(
+    p: *const c_char,
+    what: &str,
+    index: usize,
+) -> Result<&'a str, risk_result> {
+    let name = || {
+        if index == usize::MAX {
+            what.to_owned()
+        } else {
+            format!("features[{index}].{what}")
+        }
+    };
     if p.is_null() {
-        return Err(fail(RISK_ERR_NULL, format!("{what} is NULL")));
+        return Err(fail(RISK_ERR_NULL, format!("{} is NULL", name())));
     }
     // SAFETY: the caller guarantees a NUL-terminated string.
     let c = unsafe { CStr::from_ptr(p) };
     if c.to_bytes().len() > RISK_MAX_INPUT {
         return Err(fail(
             RISK_ERR_INVALID,
-            format!("{what} is longer than {RISK_MAX_INPUT} bytes"),
+            format!("{} is longer than {RISK_MAX_INPUT} bytes", name()),
         ));
     }
     c.to_str()
-        .map_err(|e| fail(RISK_ERR_UTF8, format!("{what} is not UTF-8: {e}")))
+        .map_err(|e| fail(RISK_ERR_UTF8, format!("{} is not UTF-8: {e}", name())))
 }
 
 /// # Safety
 /// `p` is NULL (then `len` must be 0) or points to `len` readable bytes.
 unsafe fn bytes_arg<'a>(p: *const u8, len: usize, what: &str) -> Result<&'a str, risk_result> {
+    if p.is_null() && len == 0 {
+        return Ok("");
+    }
     if p.is_null() {
         return Err(fail(RISK_ERR_NULL, format!("{what} is NULL")));
     }
@@ -253,7 +320,7 @@ fn new_engine(
         Err(e) => return config_err(e),
     };
     let rules = rules.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let p = register_handle(Box::new(risk_engine { engine, rules }));
+    let p = register_handle(risk_engine { engine, rules });
     // SAFETY: `out` was checked non-NULL by the caller of this function.
     unsafe { *out = p };
     RISK_OK
@@ -320,16 +387,18 @@ pub unsafe extern "C" fn risk_engine_new_from_toml(
 }
 
 /// Releases an engine (shutting it down, abandoning queued deep work). NULL, or a handle
-/// already freed, is ignored. Waits for calls in flight on the handle.
+/// already freed, is ignored. Calls in flight on other threads finish safely (they hold
+/// their own reference); later calls with the handle get `RISK_ERR_HANDLE`.
 ///
 /// # Safety
 /// `e` is NULL or a pointer returned by `risk_engine_new_*`.
 #[no_mangle]
 pub unsafe extern "C" fn risk_engine_free(e: *mut risk_engine) {
     let _ = guard(|| {
-        if let Some(b) = unregister_handle(e) {
-            b.engine.shutdown(Shutdown::Abandon);
-            drop(b);
+        if let Some(h) = unregister_handle(e) {
+            // Calls in flight keep their own reference and get `RISK_ERR_SHUT_DOWN` for
+            // new decisions; the engine is dropped with the last reference.
+            h.engine.shutdown(Shutdown::Abandon);
         }
         RISK_OK
     });
@@ -375,7 +444,7 @@ pub struct risk_txn {
     pub device: u64,
     /// Extra features.
     pub features: *const risk_feature,
-    /// Number of `features` (at most 4096).
+    /// Number of `features` (at most 4096). Values are stored as `f32`.
     pub n_features: usize,
 }
 
@@ -389,25 +458,42 @@ pub struct risk_reason {
     pub weight: f32,
 }
 
-/// Actions.
+/// `risk_decision::action`: approve.
 pub const RISK_ACTION_APPROVE: u8 = 0;
-/// Review.
+/// `risk_decision::action`: send to manual review.
 pub const RISK_ACTION_REVIEW: u8 = 1;
-/// Decline.
+/// `risk_decision::action`: decline.
 pub const RISK_ACTION_DECLINE: u8 = 2;
-/// Tiers.
+/// `risk_decision::tier`: the rule tier decided (fast tier absent, failed or late, or a hard rule).
 pub const RISK_TIER_RULES: u8 = 0;
-/// The fast model decided.
+/// `risk_decision::tier`: the fast model decided.
 pub const RISK_TIER_FAST: u8 = 1;
-/// The configured static action (even the rules failed).
+/// `risk_decision::tier`: the configured static action (even the rules failed).
 pub const RISK_TIER_STATIC: u8 = 2;
-/// No fallback: the fast tier decided or none is configured to.
+/// `risk_decision::fallback`: none (the fast tier answered, or a hard rule decided).
 pub const RISK_FALLBACK_NONE: u8 = 0;
-/// Escalation: none.
+/// Fallback: the fast tier missed its deadline.
+pub const RISK_FALLBACK_TIMEOUT: u8 = 1;
+/// Fallback: the fast tier returned an error.
+pub const RISK_FALLBACK_ERROR: u8 = 2;
+/// Fallback: the fast tier panicked (caught).
+pub const RISK_FALLBACK_PANIC: u8 = 3;
+/// Fallback: NaN or out-of-range score.
+pub const RISK_FALLBACK_INVALID_SCORE: u8 = 4;
+/// Fallback: the circuit breaker is open.
+pub const RISK_FALLBACK_CIRCUIT_OPEN: u8 = 5;
+/// Fallback: no fast tier configured.
+pub const RISK_FALLBACK_ABSENT: u8 = 6;
+/// Fallback: every fast-tier worker was busy.
+pub const RISK_FALLBACK_SATURATED: u8 = 7;
+/// A tier, fallback, source or failure this header version does not know (a newer
+/// library): treat as "other".
+pub const RISK_CODE_UNKNOWN: u8 = 255;
+/// `risk_decision::escalation`: not sent to the deep tier.
 pub const RISK_ESCALATION_NONE: u8 = 0;
-/// Escalation: queued to the deep tier (`ticket` set).
+/// `risk_decision::escalation`: queued to the deep tier (`ticket` set).
 pub const RISK_ESCALATION_ENQUEUED: u8 = 1;
-/// Escalation: shed (queue full, no deep tier, shutting down).
+/// `risk_decision::escalation`: in the gray zone but shed (queue full, no deep tier, shutting down).
 pub const RISK_ESCALATION_SHED: u8 = 2;
 
 /// A decision, every field of `Decision`.
@@ -431,7 +517,8 @@ pub struct risk_decision {
     pub hard_rule: bool,
     /// Deep-tier ticket when enqueued, else 0.
     pub ticket: u64,
-    /// The score the action was taken on.
+    /// The combined score the thresholds were applied to (a hard rule sets the action
+    /// directly; the score still reports the model's view).
     pub score: f32,
     /// The rule tier's probability (NaN if the rule tier failed).
     pub rule_score: f32,
@@ -439,7 +526,7 @@ pub struct risk_decision {
     pub model_score: f32,
     /// Threshold shift from deep-tier feedback.
     pub threshold_shift: f32,
-    /// Stage timings (ns).
+    /// Rule tier time (ns).
     pub rules_ns: u64,
     /// Fast tier time (ns).
     pub fast_ns: u64,
@@ -511,7 +598,24 @@ fn to_c(d: &Decision) -> risk_decision {
     out
 }
 
-const MAX_FEATURES: usize = 4096;
+/// Most features in one `risk_txn`.
+pub const RISK_MAX_FEATURES: usize = 4096;
+/// Most transactions in one `risk_engine_decide_batch` call.
+pub const RISK_MAX_BATCH: usize = 65_536;
+const MAX_FEATURES: usize = RISK_MAX_FEATURES;
+
+/// Features are stored as `f32`: a finite value outside its range is an error, not an
+/// infinity.
+fn to_f32(name: &str, v: f64) -> Result<f32, risk_result> {
+    let f = v as f32;
+    if v.is_finite() && !f.is_finite() {
+        return Err(fail(
+            RISK_ERR_TRANSACTION,
+            format!("feature {name:?}: {v} is outside the f32 range features are stored in"),
+        ));
+    }
+    Ok(f)
+}
 
 /// # Safety
 /// `t` points to a valid `risk_txn` whose pointers follow its documentation.
@@ -551,7 +655,7 @@ unsafe fn build_txn(e: &Engine, t: &risk_txn) -> Result<Transaction, risk_result
         // SAFETY: the caller guarantees `n_features` readable `risk_feature`s.
         let fs = unsafe { std::slice::from_raw_parts(t.features, t.n_features) };
         for (i, f) in fs.iter().enumerate() {
-            let name = unsafe { str_arg(f.name, &format!("features[{i}].name")) }?;
+            let name = unsafe { str_arg_at(f.name, "name", i) }?;
             b = if f.category.is_null() {
                 if f.value.is_nan() {
                     // Missing: the slot stays unset (required fields are still checked).
@@ -563,12 +667,10 @@ unsafe fn build_txn(e: &Engine, t: &risk_txn) -> Result<Transaction, risk_result
                     }
                     b
                 } else {
-                    b.numeric(name, f.value as f32)
+                    b.numeric(name, to_f32(name, f.value)?)
                 }
             } else {
-                b.categorical(name, unsafe {
-                    str_arg(f.category, &format!("features[{i}].category"))
-                }?)
+                b.categorical(name, unsafe { str_arg_at(f.category, "category", i) }?)
             };
         }
     }
@@ -634,13 +736,16 @@ pub unsafe extern "C" fn risk_engine_decide_batch(
 ) -> risk_result {
     guard(|| {
         if n == 0 {
-            return RISK_OK;
+            return with_handle(e, |_| RISK_OK);
         }
         if txns.is_null() || out.is_null() || results.is_null() {
             return fail(RISK_ERR_NULL, "txns, out or results is NULL");
         }
-        if n > 65_536 {
-            return fail(RISK_ERR_INVALID, format!("batch of {n} is more than 65536"));
+        if n > RISK_MAX_BATCH {
+            return fail(
+                RISK_ERR_INVALID,
+                format!("batch of {n} is more than {RISK_MAX_BATCH}"),
+            );
         }
         with_handle(e, |h| {
             // SAFETY: the caller guarantees `n` elements behind each pointer.
@@ -765,7 +870,9 @@ fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_result> {
         })?;
         for (k, v) in f {
             b = match v {
-                serde_json::Value::Number(n) => b.numeric(k, n.as_f64().unwrap_or(f64::NAN) as f32),
+                serde_json::Value::Number(n) => {
+                    b.numeric(k, to_f32(k, n.as_f64().unwrap_or(f64::NAN))?)
+                }
                 serde_json::Value::String(c) => b.categorical(k, c),
                 serde_json::Value::Null => {
                     if e.schema().slot(k).is_none() {
@@ -1026,7 +1133,7 @@ pub unsafe extern "C" fn risk_engine_subscribe(
         // Registered after `with_handle` released the live set's read lock (registering
         // takes the write lock).
         if let Some(rx) = rx {
-            let s = register_handle(Box::new(risk_subscription { rx: Mutex::new(rx) }));
+            let s = register_handle(risk_subscription { rx: Mutex::new(rx) });
             // SAFETY: `out` is non-NULL and writable per the caller.
             unsafe { *out = s };
         }
@@ -1034,8 +1141,9 @@ pub unsafe extern "C" fn risk_engine_subscribe(
     })
 }
 
-/// Waits up to `timeout_ms` for the next verdict: `RISK_OK` with `*out` set, or
-/// `RISK_ERR_EMPTY`.
+/// Waits up to `timeout_ms` for the next verdict: `RISK_OK` with `*out` set,
+/// `RISK_ERR_EMPTY` when none came in time, or `RISK_ERR_CLOSED` (at once) when none ever
+/// will. Several threads may poll one subscription; they take turns.
 ///
 /// # Safety
 /// `s` is a live subscription; `out` is writable.
@@ -1078,7 +1186,13 @@ pub unsafe extern "C" fn risk_subscription_poll(
                     unsafe { *out = c };
                     RISK_OK
                 }
-                Err(_) => fail(RISK_ERR_EMPTY, "no verdict within the timeout"),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    fail(RISK_ERR_EMPTY, "no verdict within the timeout")
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => fail(
+                    RISK_ERR_CLOSED,
+                    "no more verdicts: the engine has no deep tier or was shut down",
+                ),
             }
         })
     })

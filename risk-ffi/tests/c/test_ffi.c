@@ -79,13 +79,20 @@ int main(int argc, char **argv) {
   EXPECT(risk_engine_new_from_toml((const uint8_t *)toml, strlen(toml), NULL, &e), RISK_ERR_CONFIG);
   CHECK(strstr(risk_last_error(), "gray.band") != NULL, "error names the key");
   EXPECT(risk_engine_new_from_toml((const uint8_t *)bad_utf8, 3, NULL, &e), RISK_ERR_UTF8);
-  EXPECT(risk_engine_new_from_toml(NULL, 0, NULL, &e), RISK_ERR_NULL);
+  EXPECT(risk_engine_new_from_toml(NULL, 1, NULL, &e), RISK_ERR_NULL);
+  EXPECT(risk_engine_new_from_toml(NULL, 0, NULL, &e), RISK_ERR_CONFIG); /* empty text: no schema */
   /* the same text with a valid band builds an engine */
   const char *good =
       "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
       "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n";
   EXPECT(risk_engine_new_from_toml((const uint8_t *)good, strlen(good), NULL, &e), RISK_OK);
   EXPECT(risk_engine_reload_rules(e), RISK_ERR_RELOAD); /* no rule file */
+  /* no deep tier: a subscription is closed at once, never a spin on EMPTY */
+  risk_subscription *closed = NULL;
+  EXPECT(risk_engine_subscribe(e, &closed), RISK_OK);
+  risk_verdict cv;
+  EXPECT(risk_subscription_poll(closed, 1000, &cv), RISK_ERR_CLOSED);
+  risk_subscription_free(closed);
   risk_engine_free(e);
   EXPECT(risk_engine_new_from_toml((const uint8_t *)toml, (size_t)1 << 40, NULL, &e), RISK_ERR_INVALID);
 
@@ -141,6 +148,10 @@ int main(int argc, char **argv) {
   risk_feature nan_feature[1] = {{"txn_count_1h", NAN, NULL}};
   t = base_txn(2, nan_feature, 1);
   EXPECT(risk_engine_decide(engine, &t, &d), RISK_OK); /* NaN = missing, allowed */
+  risk_feature huge[1] = {{"txn_count_1h", 1e300, NULL}};
+  t = base_txn(2, huge, 1);
+  EXPECT(risk_engine_decide(engine, &t, &d), RISK_ERR_TRANSACTION);
+  CHECK(strstr(risk_last_error(), "f32 range") != NULL, "range message: %s", risk_last_error());
   t = base_txn(2, NULL, 5);
   EXPECT(risk_engine_decide(engine, &t, &d), RISK_ERR_NULL);
   t = base_txn(2, f, 1000000);
@@ -180,6 +191,7 @@ int main(int argc, char **argv) {
   CHECK(out[3].txn == 103, "batch order");
   EXPECT(risk_engine_decide_batch(engine, batch, 4, NULL, codes), RISK_ERR_NULL);
   EXPECT(risk_engine_decide_batch(engine, batch, 0, NULL, NULL), RISK_OK);
+  EXPECT(risk_engine_decide_batch(NULL, batch, 0, NULL, NULL), RISK_ERR_NULL);
   EXPECT(risk_engine_decide_batch(engine, batch, 1u << 20, out, codes), RISK_ERR_INVALID);
 
   /* metrics */
@@ -198,7 +210,8 @@ int main(int argc, char **argv) {
   risk_subscription *s = NULL;
   EXPECT(risk_engine_subscribe(engine, &s), RISK_OK);
   risk_verdict v;
-  EXPECT(risk_subscription_poll(s, 0, &v), RISK_ERR_EMPTY);
+  /* examples/risk.toml has no deep tier: closed, at once */
+  EXPECT(risk_subscription_poll(s, 0, &v), RISK_ERR_CLOSED);
   EXPECT(risk_subscription_poll(s, 0, NULL), RISK_ERR_NULL);
   /* a subscription is not an engine, and the other way round */
   EXPECT(risk_engine_decide((const risk_engine *)s, &t, &d), RISK_ERR_HANDLE);

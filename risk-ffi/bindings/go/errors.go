@@ -1,0 +1,114 @@
+package risk
+
+import "fmt"
+
+// Error is a failure reported by the risk library (or by this binding, for input it cannot
+// pass to C, such as a string containing a NUL byte).
+//
+// Code is the C ABI's risk_result number and Name its constant name (e.g.
+// "RISK_ERR_TRANSACTION"); Message is the library's thread-local message
+// (risk_last_error), captured inside the same cgo call as the failing function.
+//
+// Compare with the sentinels using errors.Is, which matches on Code:
+//
+//	if errors.Is(err, risk.ErrTransaction) { ... }
+type Error struct {
+	Code    int
+	Name    string
+	Message string
+}
+
+// Error implements error.
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return "risk: " + e.Name
+	}
+	return "risk: " + e.Name + ": " + e.Message
+}
+
+// Is reports whether target is an *Error with the same Code, so that
+// errors.Is(err, risk.ErrShutDown) works for any message.
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t != nil && e != nil && t.Code == e.Code
+}
+
+// Result codes of the C ABI (enum risk_result in risk.h). Stable numbers.
+const (
+	codeOK             = 0
+	codeNull           = 1
+	codeUTF8           = 2
+	codeInvalid        = 3
+	codeConfig         = 4
+	codeTransaction    = 5
+	codeShutDown       = 6
+	codePanic          = 7
+	codeBufferTooSmall = 8
+	codeJSON           = 9
+	codeHandle         = 10
+	codeEmpty          = 11
+	codeReload         = 12
+)
+
+var codeNames = [...]string{
+	codeOK:             "RISK_OK",
+	codeNull:           "RISK_ERR_NULL",
+	codeUTF8:           "RISK_ERR_UTF8",
+	codeInvalid:        "RISK_ERR_INVALID",
+	codeConfig:         "RISK_ERR_CONFIG",
+	codeTransaction:    "RISK_ERR_TRANSACTION",
+	codeShutDown:       "RISK_ERR_SHUT_DOWN",
+	codePanic:          "RISK_ERR_PANIC",
+	codeBufferTooSmall: "RISK_ERR_BUFFER_TOO_SMALL",
+	codeJSON:           "RISK_ERR_JSON",
+	codeHandle:         "RISK_ERR_HANDLE",
+	codeEmpty:          "RISK_ERR_EMPTY",
+	codeReload:         "RISK_ERR_RELOAD",
+}
+
+// CodeName returns the risk.h name of a result code ("RISK_ERR_JSON"), or
+// "RISK_ERR_UNKNOWN(n)" for a code this binding does not know (codes are only ever
+// appended, so a newer library may return one).
+func CodeName(code int) string {
+	if code >= 0 && code < len(codeNames) {
+		return codeNames[code]
+	}
+	return fmt.Sprintf("RISK_ERR_UNKNOWN(%d)", code)
+}
+
+func newError(code int, msg string) *Error {
+	return &Error{Code: code, Name: CodeName(code), Message: msg}
+}
+
+// Sentinels, one per risk_result failure code, for errors.Is.
+var (
+	// ErrNull: a required pointer was NULL.
+	ErrNull = newError(codeNull, "")
+	// ErrUTF8: a string was not valid UTF-8.
+	ErrUTF8 = newError(codeUTF8, "")
+	// ErrInvalid: an argument was out of range (a length, a code, an option), or a string
+	// holds a NUL byte.
+	ErrInvalid = newError(codeInvalid, "")
+	// ErrConfig: the configuration could not build an engine.
+	ErrConfig = newError(codeConfig, "")
+	// ErrTransaction: the transaction was rejected (the message names the field).
+	ErrTransaction = newError(codeTransaction, "")
+	// ErrShutDown: the engine was shut down.
+	ErrShutDown = newError(codeShutDown, "")
+	// ErrPanic: a Rust panic was caught inside the library (a bug).
+	ErrPanic = newError(codePanic, "")
+	// ErrBufferTooSmall: internal; the binding retries with a larger buffer.
+	ErrBufferTooSmall = newError(codeBufferTooSmall, "")
+	// ErrJSON: malformed transaction JSON.
+	ErrJSON = newError(codeJSON, "")
+	// ErrHandle: a closed (freed) engine or subscription.
+	ErrHandle = newError(codeHandle, "")
+	// ErrEmpty: nothing to return yet (not returned by Poll, which reports false instead).
+	ErrEmpty = newError(codeEmpty, "")
+	// ErrReload: the rule reload failed or the engine has no rule file.
+	ErrReload = newError(codeReload, "")
+)
+
+// ErrClosed is returned by methods of a closed Engine or Subscription. It is an
+// RISK_ERR_HANDLE error: errors.Is(err, ErrHandle) holds too.
+var ErrClosed = newError(codeHandle, "closed")

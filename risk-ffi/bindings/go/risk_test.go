@@ -1,0 +1,687 @@
+package risk
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// configPath is examples/risk.toml of the repository (RISK_CONFIG overrides it).
+func configPath(tb testing.TB) string {
+	tb.Helper()
+	p := os.Getenv("RISK_CONFIG")
+	if p == "" {
+		p = filepath.Join("..", "..", "..", "examples", "risk.toml")
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := os.Stat(abs); err != nil {
+		tb.Fatalf("engine config: %v (set RISK_CONFIG)", err)
+	}
+	return abs
+}
+
+func openEngine(tb testing.TB) *Engine {
+	tb.Helper()
+	e, err := NewFromPath(configPath(tb))
+	if err != nil {
+		tb.Fatalf("NewFromPath: %v", err)
+	}
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+var epoch = time.UnixMilli(1767571200000)
+
+func baseTxn(id uint64) Txn {
+	return Txn{
+		ID:       id,
+		Entity:   1000 + id%97,
+		Time:     epoch.Add(time.Duration(id) * time.Second),
+		Amount:   42.5,
+		Currency: "USD",
+		MCC:      5411,
+		Country:  "US",
+		Channel:  ChannelPOS,
+		Device:   7,
+		Features: map[string]Feature{
+			"txn_count_1h": Num(3),
+			"hour":         Num(23),
+			"device_new":   Num(1),
+		},
+	}
+}
+
+// wantCode checks that err is an *Error with want's code (errors.Is and errors.As).
+func wantCode(t *testing.T, what string, err error, want *Error) *Error {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("%s: got %v, want %s", what, err, want.Name)
+	}
+	var re *Error
+	if !errors.As(err, &re) || re.Code != want.Code || re.Name != want.Name {
+		t.Fatalf("%s: errors.As gave %#v", what, re)
+	}
+	return re
+}
+
+func checkDecision(t *testing.T, d Decision, id uint64) {
+	t.Helper()
+	if d.TxnID != id {
+		t.Errorf("TxnID = %d, want %d", d.TxnID, id)
+	}
+	switch d.Action {
+	case ActionApprove, ActionReview, ActionDecline:
+	default:
+		t.Errorf("Action = %q", d.Action)
+	}
+	switch d.Tier {
+	case TierRules, TierFast, TierStatic:
+	default:
+		t.Errorf("Tier = %q", d.Tier)
+	}
+	switch d.Escalation {
+	case EscalationNone, EscalationEnqueued, EscalationShed:
+	default:
+		t.Errorf("Escalation = %q", d.Escalation)
+	}
+	if strings.HasPrefix(string(d.Fallback), "unknown") {
+		t.Errorf("Fallback = %q", d.Fallback)
+	}
+	if !(d.Score >= 0 && d.Score <= 1) {
+		t.Errorf("Score = %v", d.Score)
+	}
+	if len(d.Reasons) > 8 {
+		t.Errorf("%d reasons", len(d.Reasons))
+	}
+	for _, r := range d.Reasons {
+		if r.Code == "" || strings.HasPrefix(r.Code, "reason#") {
+			t.Errorf("reason code %q", r.Code)
+		}
+	}
+	if d.TotalTime <= 0 {
+		t.Errorf("TotalTime = %v", d.TotalTime)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	if v := Version(); v == "" {
+		t.Fatal("empty version")
+	}
+}
+
+func TestDecideOne(t *testing.T) {
+	e := openEngine(t)
+	d, err := e.Decide(baseTxn(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecision(t, d, 1)
+	if d.Entity != 1000+1%97 {
+		t.Errorf("Entity = %d", d.Entity)
+	}
+	if d.Fallback == FallbackNone && math.IsNaN(float64(d.ModelScore)) {
+		t.Errorf("fast tier decided without a model score: %+v", d)
+	}
+	t.Logf("decision: %+v", d)
+
+	// Optional fields unset, a categorical feature and an explicitly missing one.
+	d, err = e.Decide(Txn{ID: 2, Amount: 10, Currency: "EUR", Features: map[string]Feature{
+		"hour": Missing(), "country": Cat("DE"),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecision(t, d, 2)
+}
+
+const goodJSON = `{"id": 9, "entity": 5, "timestamp_ms": 1767571200000, "amount": 12.5,
+	"currency": "GBP", "country": "GB", "channel": "ecom",
+	"features": {"txn_count_1h": 1, "hour": null}}`
+
+func TestDecideJSON(t *testing.T) {
+	e := openEngine(t)
+	d, err := e.DecideJSON(goodJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecision(t, d, 9)
+	if d.Entity != 5 {
+		t.Errorf("Entity = %d", d.Entity)
+	}
+}
+
+func TestDecideBatch(t *testing.T) {
+	e := openEngine(t)
+	txns := make([]Txn, 4)
+	for i := range txns {
+		txns[i] = baseTxn(100 + uint64(i))
+	}
+	txns[2].Amount = -1
+	decs, errs := e.DecideBatch(txns)
+	if len(decs) != 4 || len(errs) != 4 {
+		t.Fatalf("lengths %d %d", len(decs), len(errs))
+	}
+	for i := range txns {
+		if i == 2 {
+			re := wantCode(t, "item 2", errs[i], ErrTransaction)
+			if !strings.Contains(re.Message, "amount") {
+				t.Errorf("item 2 message %q does not name amount", re.Message)
+			}
+			if decs[i].TxnID != 0 {
+				t.Errorf("failed item has a decision: %+v", decs[i])
+			}
+			continue
+		}
+		if errs[i] != nil {
+			t.Fatalf("item %d: %v", i, errs[i])
+		}
+		checkDecision(t, decs[i], 100+uint64(i))
+	}
+
+	// Several failures, one caught by the binding (NUL byte) and two by the library.
+	txns = []Txn{baseTxn(200), baseTxn(201), baseTxn(202), baseTxn(203)}
+	txns[0].Currency = "US\x00D"
+	txns[1].Currency = "ZZZZ"
+	txns[3].Amount = math.NaN()
+	decs, errs = e.DecideBatch(txns)
+	wantCode(t, "NUL item", errs[0], ErrInvalid)
+	wantCode(t, "ZZZZ item", errs[1], ErrTransaction)
+	wantCode(t, "NaN item", errs[3], ErrTransaction)
+	if errs[2] != nil {
+		t.Fatalf("good item: %v", errs[2])
+	}
+	checkDecision(t, decs[2], 202)
+
+	decs, errs = e.DecideBatch(nil)
+	if len(decs) != 0 || len(errs) != 0 {
+		t.Fatalf("empty batch: %v %v", decs, errs)
+	}
+}
+
+func TestBadInputs(t *testing.T) {
+	e := openEngine(t)
+	bad := func(name string, want *Error, mutate func(*Txn), mention string) {
+		t.Run(name, func(t *testing.T) {
+			tx := baseTxn(2)
+			mutate(&tx)
+			d, err := e.Decide(tx)
+			re := wantCode(t, name, err, want)
+			if mention != "" && !strings.Contains(re.Message, mention) {
+				t.Errorf("message %q does not mention %q", re.Message, mention)
+			}
+			if d.TxnID != 0 || d.Action != "" {
+				t.Errorf("decision on failure: %+v", d)
+			}
+		})
+	}
+	bad("nan amount", ErrTransaction, func(t *Txn) { t.Amount = math.NaN() }, "amount")
+	bad("negative amount", ErrTransaction, func(t *Txn) { t.Amount = -5 }, "amount")
+	bad("currency ZZZZ", ErrTransaction, func(t *Txn) { t.Currency = "ZZZZ" }, "")
+	bad("empty currency", ErrTransaction, func(t *Txn) { t.Currency = "" }, "")
+	bad("currency not utf8", ErrUTF8, func(t *Txn) { t.Currency = "\xff" }, "currency")
+	bad("currency NUL", ErrInvalid, func(t *Txn) { t.Currency = "US\x00" }, "NUL")
+	bad("channel", ErrTransaction, func(t *Txn) { t.Channel = "carrier-pigeon" }, "")
+	bad("unknown feature", ErrTransaction, func(t *Txn) {
+		t.Features = map[string]Feature{"no_such_field": Num(1)}
+	}, "no_such_field")
+	bad("unknown missing feature", ErrTransaction, func(t *Txn) {
+		t.Features = map[string]Feature{"no_such_field": Missing()}
+	}, "no_such_field")
+	bad("too many features", ErrInvalid, func(t *Txn) {
+		t.Features = make(map[string]Feature, 5000)
+		for i := range 5000 {
+			t.Features[fmt.Sprintf("f%d", i)] = Num(1)
+		}
+	}, "n_features")
+
+	t.Run("nan feature is missing", func(t *testing.T) {
+		tx := baseTxn(3)
+		tx.Features["txn_count_1h"] = Num(math.NaN())
+		if _, err := e.Decide(tx); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	for i, js := range []string{
+		"{", "[]", "", `{"amount": 1}`, `{"amount": 1, "currency": "USD", "bogus": 1}`,
+		`{"amount": "x", "currency": "USD"}`,
+		`{"amount": 1, "currency": "USD", "features": {"hour": [1]}}`,
+	} {
+		_, err := e.DecideJSON(js)
+		wantCode(t, fmt.Sprintf("malformed JSON %d %q", i, js), err, ErrJSON)
+	}
+	_, err := e.DecideJSON(`{"amount": 1, "currency": "ZZZZ"}`)
+	wantCode(t, "JSON currency ZZZZ", err, ErrTransaction)
+	_, err = e.DecideJSON("{\"amount\": 1, \"currency\": \"\xff\"}")
+	wantCode(t, "JSON not UTF-8", err, ErrUTF8)
+
+	// One byte over RISK_MAX_INPUT (a valid JSON prefix padded with spaces).
+	huge := `{"amount": 1, "currency": "USD"}` + strings.Repeat(" ", MaxInput)
+	_, err = e.DecideJSON(huge)
+	re := wantCode(t, "oversized JSON", err, ErrInvalid)
+	t.Logf("oversized: %s", re.Message)
+	// Exactly RISK_MAX_INPUT bytes is accepted.
+	atMax := `{"amount": 1, "currency": "USD"}`
+	atMax += strings.Repeat(" ", MaxInput-len(atMax))
+	if _, err := e.DecideJSON(atMax); err != nil {
+		t.Fatalf("JSON of exactly MaxInput bytes: %v", err)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	_, err := NewFromPath("/nonexistent/risk.toml")
+	re := wantCode(t, "missing file", err, ErrConfig)
+	if !strings.Contains(re.Message, "/nonexistent/risk.toml") {
+		t.Errorf("message %q does not name the file", re.Message)
+	}
+	_, err = NewFromPath("a\x00b")
+	wantCode(t, "NUL path", err, ErrInvalid)
+
+	const schema = "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n" +
+		"[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n"
+	_, err = NewFromTOML(schema+"[gray]\nband = [0.7, 0.3]\n", "")
+	re = wantCode(t, "bad band", err, ErrConfig)
+	if !strings.Contains(re.Message, "gray.band") {
+		t.Errorf("message %q does not name the key", re.Message)
+	}
+	_, err = NewFromTOML("", "")
+	wantCode(t, "empty TOML", err, ErrConfig)
+
+	e, err := NewFromTOML(schema, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	wantCode(t, "reload without a rule file", e.ReloadRules(), ErrReload)
+	d, err := e.Decide(Txn{ID: 5, Amount: 1, Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDecision(t, d, 5)
+	if d.Action != ActionApprove || d.Tier != TierRules {
+		t.Errorf("constant 0.1 rules engine: %+v", d)
+	}
+
+	// The example config as text, relative paths resolved against its directory.
+	path := configPath(t)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2, err := NewFromTOML(string(text), filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if _, err := e2.Decide(baseTxn(6)); err != nil {
+		t.Fatal(err)
+	}
+	if err := e2.ReloadRules(); err != nil {
+		t.Fatalf("ReloadRules: %v", err)
+	}
+}
+
+func TestMetricsAndReload(t *testing.T) {
+	e := openEngine(t)
+	for i := range 10 {
+		if _, err := e.Decide(baseTxn(uint64(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := m["decisions"].(float64); n != 10 {
+		t.Errorf("decisions = %v in %v", m["decisions"], m)
+	}
+	if _, ok := m["latency"].(map[string]any); !ok {
+		t.Errorf("no latency in %v", m)
+	}
+	if err := e.ReloadRules(); err != nil {
+		t.Fatalf("ReloadRules: %v", err)
+	}
+}
+
+func TestUseAfterClose(t *testing.T) {
+	e, err := NewFromPath(configPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	stale := e.rawHandle()
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.Decide(baseTxn(1))
+	wantCode(t, "Decide", err, ErrHandle)
+	if !errors.Is(err, ErrClosed) {
+		t.Errorf("Decide after Close: %v is not ErrClosed", err)
+	}
+	_, err = e.DecideJSON(goodJSON)
+	wantCode(t, "DecideJSON", err, ErrHandle)
+	_, errs := e.DecideBatch([]Txn{baseTxn(1), baseTxn(2)})
+	wantCode(t, "DecideBatch[0]", errs[0], ErrHandle)
+	wantCode(t, "DecideBatch[1]", errs[1], ErrHandle)
+	_, err = e.Metrics()
+	wantCode(t, "Metrics", err, ErrHandle)
+	wantCode(t, "ReloadRules", e.ReloadRules(), ErrHandle)
+	_, _, err = e.Shutdown(0)
+	wantCode(t, "Shutdown", err, ErrHandle)
+	_, err = e.Subscribe()
+	wantCode(t, "Subscribe", err, ErrHandle)
+
+	// The library itself refuses the freed pointer.
+	re := wantCode(t, "freed handle in C", decideRaw(stale, baseTxn(1)), ErrHandle)
+	if !strings.Contains(re.Message, "not a live engine") {
+		t.Errorf("message %q", re.Message)
+	}
+
+	// A subscription of a closed engine reports the shutdown instead of waiting.
+	_, ok, err := sub.Poll(time.Hour)
+	if ok {
+		t.Fatal("verdict after Close")
+	}
+	wantCode(t, "Poll after engine Close", err, ErrShutDown)
+}
+
+func TestDoubleClose(t *testing.T) {
+	e, err := NewFromPath(configPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := e.Close(); err != nil {
+			t.Fatalf("Close #%d: %v", i+1, err)
+		}
+	}
+}
+
+func TestShutdown(t *testing.T) {
+	e := openEngine(t)
+	if _, err := e.Decide(baseTxn(1)); err != nil {
+		t.Fatal(err)
+	}
+	drained, abandoned, err := e.Shutdown(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("drained %d, abandoned %d", drained, abandoned)
+	_, err = e.Decide(baseTxn(2))
+	wantCode(t, "Decide after Shutdown", err, ErrShutDown)
+	_, err = e.DecideJSON(goodJSON)
+	wantCode(t, "DecideJSON after Shutdown", err, ErrShutDown)
+	if _, _, err := e.Shutdown(time.Millisecond); err != nil {
+		t.Fatalf("second Shutdown: %v", err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestConcurrentDecide(t *testing.T) {
+	e := openEngine(t)
+	const goroutines, perG = 64, 500
+	var wg sync.WaitGroup
+	errc := make(chan error, goroutines)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			base := uint64(g+1) * 1_000_000
+			tx := baseTxn(base)
+			for i := range uint64(perG) {
+				tx.ID = base + i
+				tx.Features["txn_count_1h"] = Num(float64(i % 7))
+				d, err := e.Decide(tx)
+				if err != nil {
+					errc <- fmt.Errorf("goroutine %d item %d: %w", g, i, err)
+					return
+				}
+				if d.TxnID != tx.ID {
+					errc <- fmt.Errorf("goroutine %d: got txn %d, want %d", g, d.TxnID, tx.ID)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	m, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := m["decisions"].(float64); n != goroutines*perG {
+		t.Errorf("decisions = %v, want %d", m["decisions"], goroutines*perG)
+	}
+	t.Logf("by_tier %v fallbacks %v", m["by_tier"], m["fallbacks"])
+}
+
+// Close while goroutines are deciding: every call either succeeds or reports ErrClosed.
+func TestCloseDuringDecides(t *testing.T) {
+	e, err := NewFromPath(configPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	started := make(chan struct{}, 8)
+	errc := make(chan error, 8)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var once sync.Once
+			ready := func() { once.Do(func() { started <- struct{}{} }) }
+			defer ready()
+			tx := baseTxn(uint64(g))
+			for i := 0; ; i++ {
+				_, err := e.Decide(tx)
+				if i == 10 {
+					ready()
+				}
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 8 {
+		<-started
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+}
+
+func TestSubscriptionPoll(t *testing.T) {
+	e := openEngine(t)
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, ok, err := sub.Poll(0)
+	if err != nil || ok {
+		t.Fatalf("Poll(0) = %+v, %v, %v; want nothing", v, ok, err)
+	}
+	// This engine has no deep tier: a long Poll returns at once instead of spinning.
+	res := make(chan error, 1)
+	go func() {
+		_, ok, err := sub.Poll(time.Hour)
+		if ok {
+			err = errors.New("verdict without a deep tier")
+		}
+		res <- err
+	}()
+	select {
+	case err := <-res:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Poll(1h) on an engine without a deep tier did not return")
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := sub.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	_, _, err = sub.Poll(0)
+	wantCode(t, "Poll after Close", err, ErrHandle)
+}
+
+// deepCfg has a deep tier that always answers (fast score 0.5 is in the gray band).
+const deepCfg = `
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+[fast.scorer]
+kind = "constant"
+probability = 0.5
+[gray]
+band = [0.3, 0.7]
+[deep.scorer]
+kind = "constant"
+probability = 0.9
+`
+
+// A deep tier that always answers: a gray-zone decision is enqueued and its verdict
+// arrives on the subscription (Poll blocks until then, bounded by its timeout).
+func TestSubscriptionVerdict(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	d, err := e.Decide(Txn{ID: 77, Entity: 8, Amount: 5, Currency: "USD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Escalation != EscalationEnqueued || d.Ticket == 0 {
+		t.Fatalf("not escalated: %+v", d)
+	}
+	v, ok, err := sub.Poll(30 * time.Second)
+	if err != nil || !ok {
+		t.Fatalf("Poll: %v %v", ok, err)
+	}
+	if v.Ticket != d.Ticket || v.TxnID != 77 || v.Entity != 8 {
+		t.Errorf("verdict %+v for decision %+v", v, d)
+	}
+	if v.Source != SourceModel || v.Failure != FailureNone || math.Abs(float64(v.Score)-0.9) > 1e-6 {
+		t.Errorf("verdict %+v", v)
+	}
+	t.Logf("verdict: %+v", v)
+	drained, abandoned, err := e.Shutdown(time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("shutdown: drained %d abandoned %d", drained, abandoned)
+}
+
+// Closing a subscription interrupts a Poll waiting on it (whichever runs first, the Poll
+// reports ErrClosed).
+func TestSubscriptionCloseInterruptsPoll(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() {
+		_, _, err := sub.Poll(time.Hour)
+		res <- err
+	}()
+	if err := sub.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		wantCode(t, "Poll interrupted by Close", err, ErrHandle)
+	case <-time.After(30 * time.Second):
+		t.Fatal("Poll(1h) kept waiting after Close")
+	}
+}
+
+func TestMillis(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want uint64
+	}{
+		{-time.Second, 0}, {0, 0}, {time.Nanosecond, 1}, {time.Millisecond, 1},
+		{1500 * time.Microsecond, 2}, {time.Second, 1000}, {100 * 24 * time.Hour, math.MaxUint32},
+	} {
+		if got := uint64(millis(c.d)); got != c.want {
+			t.Errorf("millis(%v) = %d, want %d", c.d, got, c.want)
+		}
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	e := openEngine(b)
+	tx := baseTxn(1)
+	var engineNs time.Duration
+	n := 0
+	for b.Loop() {
+		d, err := e.Decide(tx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		engineNs += d.TotalTime
+		n++
+	}
+	b.ReportMetric(float64(engineNs.Nanoseconds())/float64(n), "engine-ns/op")
+}
+
+func BenchmarkDecideJSON(b *testing.B) {
+	e := openEngine(b)
+	js := `{"id": 1, "entity": 1001, "timestamp_ms": 1767571201000, "amount": 42.5,
+		"currency": "USD", "mcc": 5411, "country": "US", "channel": "pos", "device": 7,
+		"features": {"txn_count_1h": 3, "hour": 23, "device_new": 1}}`
+	var engineNs time.Duration
+	n := 0
+	for b.Loop() {
+		d, err := e.DecideJSON(js)
+		if err != nil {
+			b.Fatal(err)
+		}
+		engineNs += d.TotalTime
+		n++
+	}
+	b.ReportMetric(float64(engineNs.Nanoseconds())/float64(n), "engine-ns/op")
+}

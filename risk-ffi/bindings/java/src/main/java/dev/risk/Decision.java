@@ -1,0 +1,54 @@
+package dev.risk;
+
+import java.util.List;
+
+/**
+ * A decision ({@code risk_decision}), immutable. Ids and tickets are unsigned 64-bit values
+ * in a {@code long} (print with {@link Long#toUnsignedString(long)}). {@code ruleScore} is
+ * NaN when the rule tier failed, {@code modelScore} NaN when the fast tier gave no valid
+ * answer. Timings are nanoseconds.
+ */
+public record Decision(
+        long txnId,
+        long entity,
+        Action action,
+        Tier tier,
+        Fallback fallback,
+        Escalation escalation,
+        boolean hardRule,
+        long ticket,
+        float score,
+        float ruleScore,
+        float modelScore,
+        float thresholdShift,
+        long rulesNs,
+        long fastNs,
+        long totalNs,
+        List<Reason> reasons) {
+
+    public Decision {
+        reasons = List.copyOf(reasons);
+    }
+
+    /** Whether the fast tier answered validly. */
+    public boolean hasModelScore() {
+        return !Float.isNaN(modelScore);
+    }
+
+    // Layout written by risk_jni.c (put_decision): keep the two in step.
+    static Decision fromLongs(long[] a, int o) {
+        int n = (int) Math.min(Math.max(a[o + 15], 0), 8);
+        Reason[] rs = new Reason[n];
+        for (int i = 0; i < n; i++) {
+            int code = (int) a[o + 16 + 2 * i];
+            rs[i] = new Reason(code, ReasonNames.of(code), Float.intBitsToFloat((int) a[o + 17 + 2 * i]));
+        }
+        return new Decision(
+            a[o], a[o + 1],
+            Action.of((int) a[o + 2]), Tier.of((int) a[o + 3]), Fallback.of((int) a[o + 4]),
+            Escalation.of((int) a[o + 5]), a[o + 6] != 0, a[o + 7],
+            Float.intBitsToFloat((int) a[o + 8]), Float.intBitsToFloat((int) a[o + 9]),
+            Float.intBitsToFloat((int) a[o + 10]), Float.intBitsToFloat((int) a[o + 11]),
+            a[o + 12], a[o + 13], a[o + 14], List.of(rs));
+    }
+}

@@ -1,0 +1,25 @@
+package dev.risk;
+
+/** {@code risk_decision::fallback}: why the fast tier did not decide ({@code risk_fallback_name}). */
+public enum Fallback {
+    NONE("none"), TIMEOUT("timeout"), ERROR("error"), PANIC("panic"), INVALID_SCORE("invalid_score"),
+    CIRCUIT_OPEN("circuit_open"), ABSENT("absent"), SATURATED("saturated"),
+    /** A code this binding does not know (the library writes 255 for a newer cause). */
+    UNKNOWN("unknown");
+
+    private final String cName;
+
+    Fallback(String cName) {
+        this.cName = cName;
+    }
+
+    /** The library's name ({@code risk_fallback_name}). */
+    public String cName() {
+        return cName;
+    }
+
+    static Fallback of(int code) {
+        Fallback[] v = values();
+        return code >= 0 && code < v.length - 1 ? v[code] : UNKNOWN;
+    }
+}

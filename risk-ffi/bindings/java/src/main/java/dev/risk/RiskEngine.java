@@ -1,0 +1,315 @@
+package dev.risk;
+
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.StampedLock;
+import java.util.function.LongFunction;
+
+/**
+ * A risk engine ({@code risk_engine *}). Thread-safe: any number of threads may call
+ * {@link #decide} and the other methods concurrently.
+ *
+ * <h2>Closing</h2>
+ * {@link #close()} frees the native engine; it is idempotent. Every call holds a read lock
+ * of a {@link StampedLock} for its whole native call and {@code close} takes the write lock,
+ * so {@code close} waits for calls in flight and no call ever passes a freed pointer; a call
+ * after close throws {@link IllegalStateException}.
+ *
+ * <p>Why a Java lock and not only the library's handle registry (which refuses freed
+ * handles with {@code RISK_ERR_HANDLE}): the registry keys handles by address, so once an
+ * engine is freed a new engine may be allocated at the same address and a stale handle
+ * would then silently reach the <em>new</em> engine. The read lock makes that impossible.
+ *
+ * <p>Closing the engine also closes the {@link Subscription}s it handed out.
+ */
+public final class RiskEngine implements AutoCloseable {
+    private final StampedLock lock = new StampedLock();
+    /** The {@code risk_engine *}; 0 once closed. Written only under the write lock. */
+    private long handle;
+    private final Set<Subscription> subscriptions = ConcurrentHashMap.newKeySet();
+
+    private RiskEngine(long handle) {
+        this.handle = handle;
+    }
+
+    /** The library version ({@code risk_version}). */
+    public static String version() {
+        return RiskNative.version();
+    }
+
+    /** Builds an engine from a {@code risk.toml} file (relative paths resolve against its directory). */
+    public static RiskEngine fromPath(Path path) {
+        if (path == null) {
+            throw new IllegalArgumentException("path is null");
+        }
+        return fromPath(path.toString());
+    }
+
+    /** Builds an engine from a {@code risk.toml} file. */
+    public static RiskEngine fromPath(String path) {
+        if (path == null) {
+            throw new IllegalArgumentException("path is null");
+        }
+        return new RiskEngine(RiskNative.engineNewFromPath(Utf8.z(path, "path")));
+    }
+
+    /**
+     * Builds an engine from {@code risk.toml} text; relative paths resolve against
+     * {@code baseDir} (null: the process's current directory).
+     */
+    public static RiskEngine fromToml(String toml, Path baseDir) {
+        if (toml == null) {
+            throw new IllegalArgumentException("toml is null");
+        }
+        byte[] dir = baseDir == null ? null : Utf8.z(baseDir.toString(), "baseDir");
+        return new RiskEngine(RiskNative.engineNewFromToml(Utf8.text(toml, "toml"), dir));
+    }
+
+    /** Decides one transaction. */
+    public Decision decide(Transaction t) {
+        if (t == null) {
+            throw new IllegalArgumentException("transaction is null");
+        }
+        long[] out = new long[RiskNative.DECISION_LONGS];
+        long stamp = lock.readLock();
+        try {
+            RiskNative.decide(live(), t.id(), t.entity(), t.timestampMs(), t.amount(), t.mcc(), t.device(),
+                t.strings, t.offsets, t.featureValues, out);
+        } finally {
+            lock.unlockRead(stamp);
+        }
+        return Decision.fromLongs(out, 0);
+    }
+
+    /**
+     * Decides a transaction given as JSON ({@code {"id", "entity", "timestamp_ms", "amount",
+     * "currency", "mcc", "country", "channel", "device", "features": {...}}}).
+     */
+    public Decision decideJson(String json) {
+        if (json == null) {
+            throw new IllegalArgumentException("json is null");
+        }
+        byte[] b = Utf8.text(json, "json");
+        long[] out = new long[RiskNative.DECISION_LONGS];
+        long stamp = lock.readLock();
+        try {
+            RiskNative.decideJson(live(), b, out);
+        } finally {
+            lock.unlockRead(stamp);
+        }
+        return Decision.fromLongs(out, 0);
+    }
+
+    /**
+     * Decides a list of transactions, one {@link BatchItem} per transaction in order. An
+     * item's failure does not fail the batch; a failure of the call itself (engine shut
+     * down, ...) throws. Lists longer than the C limit (65,536) are split into several calls.
+     */
+    public List<BatchItem> decideBatch(List<Transaction> txns) {
+        if (txns == null) {
+            throw new IllegalArgumentException("transactions list is null");
+        }
+        List<BatchItem> all = new ArrayList<>(txns.size());
+        for (int from = 0; from < txns.size(); from += RiskNative.MAX_BATCH) {
+            decideChunk(txns.subList(from, Math.min(txns.size(), from + RiskNative.MAX_BATCH)), from, all);
+        }
+        return Collections.unmodifiableList(all);
+    }
+
+    private void decideChunk(List<Transaction> txns, int base, List<BatchItem> into) {
+        int n = txns.size();
+        long[] headers = new long[n * RiskNative.TXN_HEADER_LONGS];
+        double[] amounts = new double[n];
+        int[] mccs = new int[n];
+        int[] offsetStart = new int[n + 1];
+        int nStrings = 0;
+        int nOffsets = 0;
+        for (int i = 0; i < n; i++) {
+            Transaction t = txns.get(i);
+            if (t == null) {
+                throw new IllegalArgumentException("transaction " + (base + i) + " is null");
+            }
+            nStrings += t.strings.length;
+            nOffsets += t.offsets.length;
+        }
+        byte[] strings = new byte[nStrings];
+        int[] offsets = new int[nOffsets];
+        double[] values = new double[(nOffsets - RiskNative.TXN_FIXED_STRINGS * n) / 2];
+        int s = 0;
+        int o = 0;
+        int v = 0;
+        for (int i = 0; i < n; i++) {
+            Transaction t = txns.get(i);
+            headers[4 * i] = t.id();
+            headers[4 * i + 1] = t.entity();
+            headers[4 * i + 2] = t.timestampMs();
+            headers[4 * i + 3] = t.device();
+            amounts[i] = t.amount();
+            mccs[i] = t.mcc();
+            offsetStart[i] = o;
+            for (int k = 0; k < t.offsets.length; k++) {
+                offsets[o + k] = t.offsets[k] < 0 ? -1 : t.offsets[k] + s;
+            }
+            System.arraycopy(t.strings, 0, strings, s, t.strings.length);
+            System.arraycopy(t.featureValues, 0, values, v, t.featureValues.length);
+            s += t.strings.length;
+            o += t.offsets.length;
+            v += t.featureValues.length;
+        }
+        offsetStart[n] = o;
+        long[] out = new long[n * RiskNative.DECISION_LONGS];
+        int[] codes = new int[n];
+        byte[] lastError;
+        long stamp = lock.readLock();
+        try {
+            lastError = RiskNative.decideBatch(live(), n, headers, amounts, mccs, strings, offsets, offsetStart,
+                values, out, codes);
+        } finally {
+            lock.unlockRead(stamp);
+        }
+        int failed = 0;
+        for (int c : codes) {
+            if (c != RiskException.OK) {
+                failed++;
+            }
+        }
+        String message = Utf8.decode(lastError);
+        for (int i = 0; i < n; i++) {
+            if (codes[i] == RiskException.OK) {
+                into.add(new BatchItem(base + i, Decision.fromLongs(out, i * RiskNative.DECISION_LONGS), null));
+            } else {
+                String detail = failed == 1 && message != null ? message
+                    : "batch item " + (base + i) + " failed; the C ABI keeps one message per call and "
+                        + failed + " items failed (last message: " + message + ")";
+                into.add(new BatchItem(base + i, null, new RiskException(codes[i], detail)));
+            }
+        }
+    }
+
+    /** Every metric as JSON text. */
+    public String metricsJson() {
+        return Utf8.decode(withHandle(RiskNative::metricsJson));
+    }
+
+    /**
+     * Reloads the rule file; on failure ({@code RISK_ERR_RELOAD}) the serving rules are
+     * unchanged.
+     */
+    public void reloadRules() {
+        withHandle(h -> {
+            RiskNative.reloadRules(h);
+            return null;
+        });
+    }
+
+    /**
+     * Shuts the engine down: later decides throw {@code RISK_ERR_SHUT_DOWN}. A positive
+     * {@code drain} waits up to that long (clamped to 2^31-1 ms) for queued deep-tier work;
+     * zero abandons it. The engine must still be {@link #close() closed}.
+     */
+    public ShutdownReport shutdown(Duration drain) {
+        if (drain == null) {
+            throw new IllegalArgumentException("drain is null");
+        }
+        if (drain.isNegative()) {
+            throw new IllegalArgumentException("drain is negative: " + drain);
+        }
+        int ms = clampMillis(drain);
+        long[] r = withHandle(h -> RiskNative.shutdown(h, ms));
+        return new ShutdownReport(r[0], r[1]);
+    }
+
+    /** Subscribes to deep-tier verdicts from now on. */
+    public Subscription subscribe() {
+        long stamp = lock.readLock();
+        try {
+            Subscription s = new Subscription(RiskNative.subscribe(live()), this);
+            subscriptions.add(s);
+            return s;
+        } finally {
+            lock.unlockRead(stamp);
+        }
+    }
+
+    void forget(Subscription s) {
+        subscriptions.remove(s);
+    }
+
+    /** Whether {@link #close()} was called. */
+    public boolean isClosed() {
+        long stamp = lock.readLock();
+        try {
+            return handle == 0;
+        } finally {
+            lock.unlockRead(stamp);
+        }
+    }
+
+    /**
+     * Frees the engine (shutting it down and abandoning queued deep work) and closes its
+     * subscriptions. Waits for calls in flight; idempotent; safe from any thread.
+     */
+    @Override
+    public void close() {
+        long stamp = lock.writeLock();
+        try {
+            long h = handle;
+            if (h == 0) {
+                return;
+            }
+            handle = 0;
+            for (Subscription s : List.copyOf(subscriptions)) {
+                s.close();
+            }
+            RiskNative.engineFree(h);
+        } finally {
+            lock.unlockWrite(stamp);
+        }
+    }
+
+    private long live() {
+        long h = handle;
+        if (h == 0) {
+            throw new IllegalStateException("RiskEngine is closed");
+        }
+        return h;
+    }
+
+    private <T> T withHandle(LongFunction<T> f) {
+        long stamp = lock.readLock();
+        try {
+            return f.apply(live());
+        } finally {
+            lock.unlockRead(stamp);
+        }
+    }
+
+    static int clampMillis(Duration d) {
+        long ms;
+        try {
+            ms = d.toMillis();
+            if (ms == 0 && !d.isZero()) {
+                ms = 1; // round a sub-millisecond wait up rather than to "no wait"
+            }
+        } catch (ArithmeticException overflow) {
+            ms = Integer.MAX_VALUE;
+        }
+        return (int) Math.min(ms, Integer.MAX_VALUE);
+    }
+
+    @Override
+    public String toString() {
+        return isClosed() ? "RiskEngine[closed]" : "RiskEngine[open]";
+    }
+
+    static {
+        RiskNative.ensureLoaded();
+        Objects.requireNonNull(RiskNative.version(), "risk_version");
+    }
+}

@@ -1,0 +1,79 @@
+package dev.risk;
+
+/**
+ * The JNI entry points (src/main/c/risk_jni.c). Package-private: {@link RiskEngine} and
+ * {@link Subscription} own the handles and the locking.
+ *
+ * <p>Every method either succeeds or throws: a non-OK {@code risk_result} becomes a
+ * {@link RiskException} carrying {@code risk_last_error()}; a glue-level misuse (null array,
+ * bad offsets, negative timeout) becomes an {@link IllegalArgumentException}. Strings travel
+ * as NUL-terminated standard UTF-8 {@code byte[]} produced by {@link Utf8}, never as
+ * {@code GetStringUTFChars}' <em>modified</em> UTF-8 (which encodes U+0000 and non-BMP
+ * characters in ways the library rightly rejects as invalid UTF-8).
+ */
+final class RiskNative {
+    /** longs per decision in the {@code out} arrays (layout in risk_jni.c). */
+    static final int DECISION_LONGS = 32;
+    /** longs per verdict. */
+    static final int VERDICT_LONGS = 8;
+    /** longs per transaction header in a batch: id, entity, timestamp_ms, device. */
+    static final int TXN_HEADER_LONGS = 4;
+    /** strings per transaction before its features: currency, country, channel. */
+    static final int TXN_FIXED_STRINGS = 3;
+    /** {@code risk_engine_decide_batch}'s limit. */
+    static final int MAX_BATCH = 65_536;
+
+    static {
+        String path = System.getProperty("risk.jni.path");
+        if (path == null || path.isEmpty()) {
+            throw new UnsatisfiedLinkError(
+                "system property risk.jni.path is not set: point it at librisk_jni.so "
+                    + "(built by risk-ffi/bindings/java/run_tests.sh)");
+        }
+        System.load(java.nio.file.Path.of(path).toAbsolutePath().toString());
+    }
+
+    private RiskNative() {}
+
+    /** Forces the class (and so the library) to load. */
+    static void ensureLoaded() {}
+
+    static native String version();
+
+    static native long engineNewFromPath(byte[] pathZ);
+
+    static native long engineNewFromToml(byte[] toml, byte[] baseDirZ);
+
+    static native void engineFree(long engine);
+
+    static native void decide(long engine, long id, long entity, long timestampMs, double amount,
+                              int mcc, long device, byte[] strings, int[] offsets,
+                              double[] featureValues, long[] out);
+
+    static native void decideJson(long engine, byte[] json, long[] out);
+
+    /**
+     * Returns {@code risk_last_error()} after the call when at least one item failed (the C
+     * ABI keeps a single message per call), else null.
+     */
+    static native byte[] decideBatch(long engine, int n, long[] headers, double[] amounts,
+                                     int[] mccs, byte[] strings, int[] offsets, int[] offsetStart,
+                                     double[] featureValues, long[] out, int[] codes);
+
+    static native byte[] reasonName(int code);
+
+    static native String fallbackName(int code);
+
+    static native byte[] metricsJson(long engine);
+
+    static native void reloadRules(long engine);
+
+    static native long[] shutdown(long engine, int drainMs);
+
+    static native long subscribe(long engine);
+
+    /** True with {@code out} filled, false on {@code RISK_ERR_EMPTY}. */
+    static native boolean poll(long subscription, int timeoutMs, long[] out);
+
+    static native void subscriptionFree(long subscription);
+}

@@ -1,0 +1,578 @@
+package dev.risk;
+
+import static org.junit.jupiter.api.Assertions.assertAll;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.function.Executable;
+
+class RiskEngineTest {
+    static final String CONSTANT_TOML =
+        "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
+            + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n";
+
+    /** Every decision lands in the gray band and goes to a (constant) deep tier. */
+    static final String DEEP_TOML =
+        "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
+            + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.5\n"
+            + "[fast.scorer]\nkind = \"constant\"\nprobability = 0.5\n"
+            + "[gray]\nband = [0.3, 0.7]\n"
+            + "[deep.scorer]\nkind = \"constant\"\nprobability = 0.9\n";
+
+    static Path toml;
+    static RiskEngine engine;
+
+    @BeforeAll
+    static void open() {
+        String p = System.getProperty("risk.example.toml");
+        assertNotNull(p, "system property risk.example.toml");
+        toml = Path.of(p).toAbsolutePath().normalize();
+        assertTrue(Files.isRegularFile(toml), "missing " + toml);
+        engine = RiskEngine.fromPath(toml);
+    }
+
+    @AfterAll
+    static void shut() {
+        engine.close();
+    }
+
+    static Transaction.Builder base(long id) {
+        return Transaction.builder()
+            .id(id)
+            .entity(1000 + id % 97)
+            .timestampMs(1_767_571_200_000L + id * 1000)
+            .amount(42.5, "USD")
+            .mcc(5411)
+            .country("US")
+            .channel("pos")
+            .device(7)
+            .feature("txn_count_1h", 3)
+            .feature("hour", 23)
+            .feature("device_new", 1);
+    }
+
+    static RiskException riskError(int code, Executable e) {
+        RiskException ex = assertThrows(RiskException.class, e);
+        assertEquals(code, ex.code(), () -> "wrong code: " + ex);
+        assertEquals(RiskException.codeName(code), ex.codeName());
+        return ex;
+    }
+
+    static void checkDecision(Decision d, long id) {
+        assertAll(
+            () -> assertEquals(id, d.txnId()),
+            () -> assertEquals(1000 + id % 97, d.entity()),
+            () -> assertTrue(d.action() != Action.UNKNOWN, "action"),
+            () -> assertTrue(d.tier() != Tier.UNKNOWN, "tier"),
+            () -> assertTrue(d.fallback() != Fallback.UNKNOWN, "fallback"),
+            () -> assertTrue(d.score() >= 0f && d.score() <= 1f, "score " + d.score()),
+            () -> assertTrue(d.reasons().size() <= 8),
+            () -> assertTrue(d.totalNs() > 0, "total_ns"));
+    }
+
+    // ----- basics -----
+
+    @Test
+    void version() {
+        assertFalse(RiskEngine.version().isBlank());
+    }
+
+    @Test
+    void decideOne() {
+        Decision d = engine.decide(base(1).build());
+        checkDecision(d, 1);
+        for (Reason r : d.reasons()) {
+            assertFalse(r.name().isBlank(), "reason " + r.code() + " has a name");
+            assertEquals(r.name(), ReasonNames.of(r.code()));
+        }
+        assertEquals(d.escalation() == Escalation.ENQUEUED, d.ticket() != 0, "ticket iff enqueued");
+    }
+
+    @Test
+    void theSameTransactionDecidesTwice() {
+        Transaction t = base(2).build();
+        checkDecision(engine.decide(t), 2);
+        checkDecision(engine.decide(t), 2);
+    }
+
+    @Test
+    void reasonNamesAndFallbackNamesComeFromTheLibrary() {
+        for (Fallback f : Fallback.values()) {
+            if (f != Fallback.UNKNOWN) {
+                assertEquals(f.cName(), RiskNative.fallbackName(f.ordinal()));
+            }
+        }
+        assertEquals("unknown", RiskNative.fallbackName(200));
+        assertThrows(IllegalArgumentException.class, () -> RiskNative.fallbackName(256));
+        riskError(RiskException.ERR_INVALID, () -> RiskNative.reasonName(0xFFFFFFF0));
+    }
+
+    @Test
+    void missingNumericFeatureIsAllowed() {
+        checkDecision(engine.decide(base(3).missing("amount_ratio").build()), 3);
+    }
+
+    @Test
+    void decideJson() {
+        Decision d = engine.decideJson("{\"id\": 9, \"entity\": 5, \"timestamp_ms\": 1767571200000, \"amount\": 12.5, "
+            + "\"currency\": \"GBP\", \"country\": \"GB\", \"channel\": \"ecom\", "
+            + "\"features\": {\"txn_count_1h\": 1, \"hour\": null}}");
+        assertEquals(9, d.txnId());
+        assertEquals(5, d.entity());
+        assertTrue(d.score() >= 0f && d.score() <= 1f);
+    }
+
+    @Test
+    void nonAsciiTextIsRealUtf8BothWays() {
+        // A non-BMP character: GetStringUTFChars' modified UTF-8 would make this RISK_ERR_UTF8.
+        RiskException e = riskError(RiskException.ERR_TRANSACTION,
+            () -> engine.decideJson("{\"amount\": 1, \"currency\": \"USD\", \"country\": \"\uD83D\uDE00\"}"));
+        assertTrue(e.detail().contains("\uD83D\uDE00"), e.getMessage());
+        e = riskError(RiskException.ERR_TRANSACTION, () -> engine.decide(base(4).country("\u00C9\u00C9").build()));
+        assertTrue(e.detail().contains("\u00C9\u00C9"), e.getMessage());
+    }
+
+    // ----- batch -----
+
+    @Test
+    void batchWithABadItem() {
+        List<Transaction> batch = new ArrayList<>();
+        for (int i = 0; i < 4; i++) {
+            batch.add((i == 2 ? base(100 + i).amount(-1.0, "USD") : base(100 + i)).build());
+        }
+        List<BatchItem> out = engine.decideBatch(batch);
+        assertEquals(4, out.size());
+        for (int i = 0; i < 4; i++) {
+            BatchItem it = out.get(i);
+            assertEquals(i, it.index());
+            if (i == 2) {
+                assertFalse(it.isOk());
+                assertNull(it.decision());
+                assertEquals(RiskException.ERR_TRANSACTION, it.error().code());
+                assertTrue(it.error().detail().contains("amount"), it.error().getMessage());
+                assertThrows(RiskException.class, it::orThrow);
+            } else {
+                assertTrue(it.isOk(), () -> "item " + it);
+                checkDecision(it.orThrow(), 100 + i);
+            }
+        }
+    }
+
+    @Test
+    void batchWithSeveralBadItemsSaysTheMessageIsLost() {
+        List<BatchItem> out = engine.decideBatch(List.of(
+            base(110).amount(Double.NaN, "USD").build(),
+            base(111).build(),
+            base(112).amount(1, "ZZZZ").build()));
+        assertEquals(RiskException.ERR_TRANSACTION, out.get(0).error().code());
+        assertTrue(out.get(1).isOk());
+        assertEquals(RiskException.ERR_TRANSACTION, out.get(2).error().code());
+        assertTrue(out.get(0).error().detail().contains("2 items failed"), out.get(0).error().getMessage());
+    }
+
+    @Test
+    void batchEdgeCases() {
+        assertTrue(engine.decideBatch(List.of()).isEmpty());
+        List<Transaction> withNull = new ArrayList<>();
+        withNull.add(base(120).build());
+        withNull.add(null);
+        assertThrows(IllegalArgumentException.class, () -> engine.decideBatch(withNull));
+        assertThrows(IllegalArgumentException.class, () -> engine.decideBatch(null));
+        // Items with different feature counts and categorical features in one call.
+        List<BatchItem> out = engine.decideBatch(List.of(
+            Transaction.builder().id(121).amount(5, "EUR").build(),
+            base(122).feature("currency", "GBP").feature("secs_since_last", 12).build(),
+            Transaction.builder().id(123).entity(1000 + 123 % 97).amount(7, "USD").feature("hour", 1).build()));
+        out.forEach(i -> assertTrue(i.isOk(), () -> "item " + i));
+        assertEquals(121, out.get(0).orThrow().txnId());
+        assertEquals(122, out.get(1).orThrow().txnId());
+        assertEquals(123, out.get(2).orThrow().txnId());
+    }
+
+    @Test
+    void batchLongerThanTheCLimitIsSplit() {
+        int n = RiskNative.MAX_BATCH + 3;
+        List<Transaction> txns = new ArrayList<>(n);
+        for (int i = 0; i < n; i++) {
+            txns.add(Transaction.builder().id(i).amount(i == n - 2 ? -1 : 1, "USD").build());
+        }
+        try (RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+            List<BatchItem> out = e.decideBatch(txns);
+            assertEquals(n, out.size());
+            assertEquals(RiskNative.MAX_BATCH, out.get(RiskNative.MAX_BATCH).index());
+            assertEquals(RiskNative.MAX_BATCH, out.get(RiskNative.MAX_BATCH).orThrow().txnId());
+            assertEquals(RiskException.ERR_TRANSACTION, out.get(n - 2).error().code());
+            assertTrue(out.get(n - 2).error().detail().contains("amount"), out.get(n - 2).error().getMessage());
+            assertEquals(n - 1, out.get(n - 1).orThrow().txnId());
+        }
+    }
+
+    // ----- bad inputs -----
+
+    @Test
+    void nanAmount() {
+        RiskException e = riskError(RiskException.ERR_TRANSACTION,
+            () -> engine.decide(base(5).amount(Double.NaN, "USD").build()));
+        assertTrue(e.detail().contains("amount"), e.getMessage());
+    }
+
+    @Test
+    void badCurrency() {
+        RiskException e = riskError(RiskException.ERR_TRANSACTION,
+            () -> engine.decide(base(6).amount(10, "ZZZZ").build()));
+        assertTrue(e.detail().contains("currency"), e.getMessage());
+    }
+
+    @Test
+    void unknownFeature() {
+        RiskException e = riskError(RiskException.ERR_TRANSACTION,
+            () -> engine.decide(base(7).feature("no_such_field", 1.0).build()));
+        assertTrue(e.detail().contains("no_such_field"), e.getMessage());
+        riskError(RiskException.ERR_TRANSACTION, () -> engine.decide(base(7).missing("no_such_field").build()));
+    }
+
+    @Test
+    void badChannel() {
+        riskError(RiskException.ERR_TRANSACTION, () -> engine.decide(base(8).channel("carrier-pigeon").build()));
+    }
+
+    @Test
+    void malformedJson() {
+        for (String bad : new String[] {"{", "[]", "", "{\"amount\": 1}",
+                "{\"amount\": 1, \"currency\": \"USD\", \"bogus\": 1}",
+                "{\"amount\": 1, \"currency\": \"USD\", \"features\": {\"hour\": [1]}}"}) {
+            riskError(RiskException.ERR_JSON, () -> engine.decideJson(bad));
+        }
+        assertThrows(IllegalArgumentException.class, () -> engine.decideJson("{\"amount\": \"\uD800\"}"));
+    }
+
+    @Test
+    void nullArguments() {
+        assertThrows(IllegalArgumentException.class, () -> engine.decide(null));
+        assertThrows(IllegalArgumentException.class, () -> engine.decideJson(null));
+        assertThrows(IllegalArgumentException.class, () -> engine.shutdown(null));
+        assertThrows(IllegalArgumentException.class, () -> RiskEngine.fromPath((String) null));
+        assertThrows(IllegalArgumentException.class, () -> RiskEngine.fromPath((Path) null));
+        assertThrows(IllegalArgumentException.class, () -> RiskEngine.fromToml(null, null));
+        assertThrows(IllegalArgumentException.class, () -> Transaction.builder().feature(null, 1.0));
+        assertThrows(IllegalArgumentException.class, () -> Transaction.builder().feature("x", (String) null));
+        // A null currency goes to C as NULL: the library's RISK_ERR_NULL.
+        RiskException e = riskError(RiskException.ERR_NULL,
+            () -> engine.decide(Transaction.builder().amount(1, null).build()));
+        assertTrue(e.detail().contains("currency"), e.getMessage());
+        // The glue passes Java nulls on as C NULL where the ABI takes a pointer...
+        riskError(RiskException.ERR_NULL, () -> RiskNative.engineNewFromPath(null));
+        riskError(RiskException.ERR_NULL, () -> RiskNative.engineNewFromToml(null, null));
+        riskError(RiskException.ERR_NULL, () -> RiskNative.decideJson(0, new byte[] {'{', '}'}, new long[32]));
+        riskError(RiskException.ERR_NULL, () -> RiskNative.metricsJson(0));
+        // ...and refuses nulls and malformed arrays it needs itself.
+        assertThrows(IllegalArgumentException.class,
+            () -> RiskNative.decide(0, 1, 1, 1, 1.0, 0, 0, null, new int[3], new double[0], new long[32]));
+        assertThrows(IllegalArgumentException.class,
+            () -> RiskNative.decide(0, 1, 1, 1, 1.0, 0, 0, new byte[] {'U'}, new int[] {0, -1, -1}, new double[0],
+                new long[32]));
+        assertThrows(IllegalArgumentException.class,
+            () -> RiskNative.decide(0, 1, 1, 1, 1.0, 0, 0, new byte[] {'U', 0}, new int[] {5, -1, -1},
+                new double[0], new long[32]));
+        assertThrows(IllegalArgumentException.class,
+            () -> RiskNative.decideJson(0, new byte[] {'{', '}'}, new long[3]));
+        assertThrows(IllegalArgumentException.class, () -> RiskNative.engineNewFromPath(new byte[] {'a'}));
+    }
+
+    @Test
+    void whatCCannotCarryIsRefusedInJava() {
+        assertThrows(IllegalArgumentException.class, () -> base(9).amount(1, "US\0D").build());
+        assertThrows(IllegalArgumentException.class, () -> base(9).country("\uDC00").build());
+        assertThrows(IllegalArgumentException.class, () -> base(9).mcc(70_000));
+        assertThrows(IllegalArgumentException.class, () -> base(9).mcc(-1));
+        assertThrows(IllegalArgumentException.class, () -> RiskEngine.fromPath("a\0b"));
+    }
+
+    @Test
+    void tooManyFeaturesIsTheLibrarysInvalid() {
+        Transaction.Builder b = base(10);
+        for (int i = 0; i < Transaction.MAX_FEATURES + 1; i++) {
+            b.feature("hour", 1);
+        }
+        riskError(RiskException.ERR_INVALID, () -> engine.decide(b.build()));
+    }
+
+    // ----- construction, metrics, reload -----
+
+    @Test
+    void configErrors() {
+        RiskException e = riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromPath("/nonexistent/risk.toml"));
+        assertTrue(e.detail().contains("/nonexistent/risk.toml"), e.getMessage());
+        e = riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromToml(CONSTANT_TOML + "[gray]\nband = [0.7, 0.3]\n", null));
+        assertTrue(e.detail().contains("gray.band"), e.getMessage());
+        riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromToml("not toml [", null));
+    }
+
+    @Test
+    void fromTomlTextWithBaseDir() throws IOException {
+        String text = Files.readString(toml, StandardCharsets.UTF_8);
+        try (RiskEngine e = RiskEngine.fromToml(text, toml.getParent())) {
+            checkDecision(e.decide(base(11).build()), 11);
+            e.reloadRules();
+        }
+        // Without the base dir the relative rule/model paths do not resolve (unless the
+        // current directory happens to be examples/).
+        if (!Path.of("").toAbsolutePath().equals(toml.getParent())) {
+            riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromToml(text, Path.of("/nonexistent-dir")));
+        }
+    }
+
+    @Test
+    void reloadWithoutARuleFileIsReloadError() {
+        try (RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+            riskError(RiskException.ERR_RELOAD, e::reloadRules);
+            Decision d = e.decide(Transaction.builder().id(12).amount(3, "USD").build());
+            assertEquals(12, d.txnId());
+        }
+    }
+
+    @Test
+    void reloadRules() {
+        assertDoesNotThrow(engine::reloadRules);
+    }
+
+    @Test
+    void metricsJson() {
+        engine.decide(base(13).build());
+        String m = engine.metricsJson();
+        assertTrue(m.startsWith("{") && m.endsWith("}"), m);
+        assertTrue(m.contains("\"decisions\""), m);
+        assertTrue(m.contains("\"latency\""), m);
+    }
+
+    // ----- lifecycle -----
+
+    @Test
+    void shutdownThenDecideIsShutDown() {
+        try (RiskEngine e = RiskEngine.fromPath(toml)) {
+            checkDecision(e.decide(base(14).build()), 14);
+            ShutdownReport r = e.shutdown(Duration.ZERO);
+            assertTrue(r.drained() >= 0 && r.abandoned() >= 0);
+            riskError(RiskException.ERR_SHUT_DOWN, () -> e.decide(base(15).build()));
+            assertFalse(e.isClosed());
+        }
+    }
+
+    @Test
+    void useAfterClose() {
+        RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null);
+        Transaction t = Transaction.builder().amount(1, "USD").build();
+        e.decide(t);
+        e.close();
+        assertTrue(e.isClosed());
+        assertThrows(IllegalStateException.class, () -> e.decide(t));
+        assertThrows(IllegalStateException.class, () -> e.decideJson("{\"amount\": 1, \"currency\": \"USD\"}"));
+        assertThrows(IllegalStateException.class, () -> e.decideBatch(List.of(t)));
+        assertThrows(IllegalStateException.class, e::metricsJson);
+        assertThrows(IllegalStateException.class, e::reloadRules);
+        assertThrows(IllegalStateException.class, () -> e.shutdown(Duration.ZERO));
+        assertThrows(IllegalStateException.class, e::subscribe);
+    }
+
+    @Test
+    void doubleClose() {
+        RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null);
+        Subscription s = e.subscribe();
+        e.close();
+        assertDoesNotThrow(e::close);
+        assertDoesNotThrow(s::close);
+        assertTrue(e.isClosed());
+    }
+
+    @Test
+    void freedHandleIsRefusedByTheLibrary() {
+        long h = RiskNative.engineNewFromToml(CONSTANT_TOML.getBytes(StandardCharsets.UTF_8), null);
+        assertTrue(h != 0);
+        RiskNative.engineFree(h);
+        RiskNative.engineFree(h); // documented: harmless
+        RiskNative.engineFree(0);
+        riskError(RiskException.ERR_HANDLE, () -> RiskNative.metricsJson(h));
+        riskError(RiskException.ERR_HANDLE, () -> RiskNative.decideJson(h, "{}".getBytes(StandardCharsets.UTF_8), new long[32]));
+    }
+
+    // ----- subscriptions -----
+
+    @Test
+    void subscriptionPollWithZeroTimeoutIsEmpty() {
+        try (Subscription s = engine.subscribe()) {
+            assertEquals(Optional.empty(), s.poll(Duration.ZERO));
+            assertThrows(IllegalArgumentException.class, () -> s.poll(Duration.ofMillis(-1)));
+            assertThrows(IllegalArgumentException.class, () -> s.poll(null));
+        }
+    }
+
+    @Test
+    void subscriptionLifecycle() {
+        RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null);
+        Subscription s1 = e.subscribe();
+        Subscription s2 = e.subscribe();
+        s1.close();
+        s1.close();
+        assertThrows(IllegalStateException.class, () -> s1.poll(Duration.ZERO));
+        assertEquals(Optional.empty(), s2.poll(Duration.ZERO));
+        e.close(); // closes s2 too
+        assertThrows(IllegalStateException.class, () -> s2.poll(Duration.ZERO));
+    }
+
+    @Test
+    void pollOnAShutDownEngineReturnsWithoutWaitingOut() {
+        try (RiskEngine e = RiskEngine.fromPath(toml); Subscription s = e.subscribe()) {
+            e.shutdown(Duration.ZERO);
+            // Whatever the library does with the channel after shutdown, poll must end by its deadline.
+            long t0 = System.nanoTime();
+            Optional<Verdict> v = s.poll(Duration.ofMillis(200));
+            assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(5));
+            v.ifPresent(x -> assertTrue(x.ticket() != 0));
+        }
+    }
+
+    @Test
+    void deepVerdictArrivesOnTheSubscription() {
+        try (RiskEngine e = RiskEngine.fromToml(DEEP_TOML, null); Subscription s = e.subscribe()) {
+            Decision d = e.decide(Transaction.builder().id(31).entity(8).amount(5, "USD").build());
+            assertEquals(Escalation.ENQUEUED, d.escalation());
+            assertTrue(d.ticket() != 0);
+            Verdict v = s.poll(Duration.ofSeconds(30)).orElseThrow(() -> new AssertionError("no verdict in 30 s"));
+            assertEquals(d.ticket(), v.ticket());
+            assertEquals(31, v.txnId());
+            assertEquals(8, v.entity());
+            assertEquals(0.9f, v.score(), 1e-6);
+            assertEquals(0, v.failure());
+            assertEquals(Optional.empty(), s.poll(Duration.ZERO));
+        }
+    }
+
+    @Test
+    void aLongPollDoesNotStallTheRestOfTheProcess() throws Exception {
+        // The library holds its process-wide handle lock for a whole native poll, and a
+        // waiting writer (engine new/free, subscribe) blocks every other call. Subscription
+        // polls in short slices, so a 3 s poll must not hold up building another engine.
+        try (RiskEngine e = RiskEngine.fromToml(DEEP_TOML, null); Subscription s = e.subscribe()) {
+            CountDownLatch polling = new CountDownLatch(1);
+            ExecutorService one = Executors.newSingleThreadExecutor();
+            try {
+                Future<Optional<Verdict>> f = one.submit(() -> {
+                    polling.countDown();
+                    return s.poll(Duration.ofSeconds(3));
+                });
+                assertTrue(polling.await(1, TimeUnit.MINUTES));
+                long t0 = System.nanoTime();
+                try (RiskEngine other = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+                    other.decide(Transaction.builder().amount(1, "USD").build());
+                }
+                long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
+                assertTrue(ms < 1500, "building and using another engine during a poll took " + ms + " ms");
+                assertEquals(Optional.empty(), f.get(1, TimeUnit.MINUTES));
+            } finally {
+                one.shutdownNow();
+            }
+        }
+    }
+
+    // ----- threads -----
+
+    @Test
+    void sixteenThreadsShareOneEngine() throws Exception {
+        int threads = 16;
+        int perThread = 2000;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        CountDownLatch start = new CountDownLatch(1);
+        try {
+            List<Future<Long>> fs = new ArrayList<>();
+            for (int k = 0; k < threads; k++) {
+                long first = 1_000_000L * (k + 1);
+                fs.add(pool.submit(() -> {
+                    start.await();
+                    long ok = 0;
+                    for (int i = 0; i < perThread; i++) {
+                        long id = first + i;
+                        Decision d = engine.decide(base(id).build());
+                        if (d.txnId() != id || d.action() == Action.UNKNOWN) {
+                            throw new AssertionError("bad decision for " + id + ": " + d);
+                        }
+                        ok++;
+                    }
+                    return ok;
+                }));
+            }
+            start.countDown();
+            long total = 0;
+            for (Future<Long> f : fs) {
+                total += f.get(5, TimeUnit.MINUTES);
+            }
+            assertEquals((long) threads * perThread, total);
+        } finally {
+            pool.shutdownNow();
+        }
+        assertTrue(engine.metricsJson().contains("\"decisions\""));
+    }
+
+    @Test
+    void closeWaitsForCallsInFlightAndLaterCallsFailCleanly() throws Exception {
+        RiskEngine e = RiskEngine.fromPath(toml);
+        int threads = 8;
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        CountDownLatch running = new CountDownLatch(threads);
+        AtomicLong decided = new AtomicLong();
+        try {
+            List<Future<String>> fs = new ArrayList<>();
+            for (int k = 0; k < threads; k++) {
+                long first = 10_000_000L * (k + 1);
+                fs.add(pool.submit(() -> {
+                    for (long i = 0; ; i++) {
+                        try {
+                            e.decide(base(first + i).build());
+                            decided.incrementAndGet();
+                        } catch (IllegalStateException closed) {
+                            return "closed";
+                        } catch (RiskException re) {
+                            // Shutdown races close: the engine may report RISK_ERR_SHUT_DOWN first.
+                            if (re.code() != RiskException.ERR_SHUT_DOWN) {
+                                throw re;
+                            }
+                        }
+                        if (i == 0) {
+                            running.countDown();
+                        }
+                    }
+                }));
+            }
+            assertTrue(running.await(2, TimeUnit.MINUTES));
+            e.close();
+            for (Future<String> f : fs) {
+                assertEquals("closed", f.get(2, TimeUnit.MINUTES));
+            }
+            assertTrue(decided.get() >= threads);
+        } finally {
+            pool.shutdownNow();
+            e.close();
+        }
+    }
+}

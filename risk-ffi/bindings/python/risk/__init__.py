@@ -1,0 +1,53 @@
+"""Python binding of the risk SDK's C ABI (``risk-ffi/include/risk.h``), via ctypes.
+
+    from risk import RiskEngine
+    with RiskEngine.from_path("examples/risk.toml") as engine:
+        d = engine.decide(amount=42.5, currency="USD", country="US", channel="pos",
+                          features={"txn_count_1h": 3, "hour": 23})
+        print(d.action, d.tier, d.score, d.reason_names)
+
+The shared library is found through ``RISK_FFI_LIB`` (a file), ``RISK_FFI_LIB_DIR`` (a
+directory), ``<repo>/target/release``, then the system loader; see ``risk._ffi``.
+"""
+
+from ._engine import (
+    DEFAULT_BATCH_SIZE,
+    FRAME_COLUMNS,
+    TXN_FIELDS,
+    Decision,
+    Reason,
+    RiskEngine,
+    RiskError,
+    RiskTypeError,
+    RiskValueError,
+    ShutdownReport,
+    Subscription,
+    Verdict,
+    fallback_name,
+    reason_name,
+    version,
+)
+from ._ffi import RESULT_NAMES, RiskLibraryNotFound, library_path
+
+__all__ = [
+    "RiskEngine",
+    "Decision",
+    "Reason",
+    "Verdict",
+    "Subscription",
+    "ShutdownReport",
+    "RiskError",
+    "RiskTypeError",
+    "RiskValueError",
+    "RiskLibraryNotFound",
+    "RESULT_NAMES",
+    "TXN_FIELDS",
+    "FRAME_COLUMNS",
+    "DEFAULT_BATCH_SIZE",
+    "fallback_name",
+    "reason_name",
+    "version",
+    "library_path",
+]
+
+__version__ = "0.1.0"

@@ -1,0 +1,797 @@
+"""The Pythonic layer over the C ABI: RiskEngine, Decision, Verdict, Subscription, RiskError."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+import numbers
+import operator
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from . import _ffi as F
+
+__all__ = [
+    "RiskEngine",
+    "Decision",
+    "Reason",
+    "Verdict",
+    "Subscription",
+    "ShutdownReport",
+    "RiskError",
+    "RiskTypeError",
+    "RiskValueError",
+    "TXN_FIELDS",
+    "FRAME_COLUMNS",
+    "version",
+]
+
+TXN_FIELDS = (
+    "id",
+    "entity",
+    "timestamp_ms",
+    "amount",
+    "currency",
+    "mcc",
+    "country",
+    "channel",
+    "device",
+    "features",
+)
+
+FRAME_COLUMNS = [
+    "txn",
+    "action",
+    "tier",
+    "score",
+    "rule_score",
+    "model_score",
+    "fallback",
+    "escalation",
+    "threshold_shift",
+    "hard_rule",
+    "total_ns",
+    "reasons",
+]
+
+_U64_MAX = (1 << 64) - 1
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_U32_MAX = (1 << 32) - 1
+
+# Transactions per risk_engine_decide_batch call (see RiskEngine.decide_batch).
+DEFAULT_BATCH_SIZE = 64
+
+# Longest single library poll (see Subscription.poll).
+POLL_SLICE_MS = 20
+
+
+# ----- errors -----
+
+
+class RiskError(Exception):
+    """A failure reported by the library (or caught before calling it, with the code the
+    library would use). ``code`` is the ``risk_result`` number, ``name`` its C name
+    (``"RISK_ERR_TRANSACTION"``), ``message`` the text of ``risk_last_error()``."""
+
+    def __init__(self, code: int, message: str = ""):
+        self.code = int(code)
+        self.name = F.RESULT_NAMES.get(self.code, f"RISK_ERR_UNKNOWN_{self.code}")
+        self.message = message or F.RESULT_DESCRIPTIONS.get(self.code, "unknown error")
+        super().__init__(self.code, self.message)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.code}): {self.message}"
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.code}, {self.message!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, RiskError)
+            and (self.code, self.message) == (other.code, other.message)
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.code, self.message))
+
+    def __reduce__(self):
+        return (type(self), (self.code, self.message))
+
+
+class RiskTypeError(RiskError, TypeError):
+    """An argument of the wrong Python type (code ``RISK_ERR_INVALID``); also a TypeError."""
+
+    def __init__(self, message: str, code: int = F.RISK_ERR_INVALID):
+        super().__init__(code, message)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.code))
+
+
+class RiskValueError(RiskError, ValueError):
+    """An argument out of range for its C type; also a ValueError."""
+
+    def __init__(self, message: str, code: int = F.RISK_ERR_INVALID):
+        super().__init__(code, message)
+
+    def __reduce__(self):
+        return (type(self), (self.message, self.code))
+
+
+def _last_error(code: int) -> RiskError:
+    """The error for ``code`` with the calling thread's last message (read at once: it is
+    valid only until this thread's next call into the library)."""
+    raw = F.lib().risk_last_error()
+    msg = raw.decode("utf-8", "replace") if raw else ""
+    return RiskError(code, msg)
+
+
+def _check(code: int) -> None:
+    if code != F.RISK_OK:
+        raise _last_error(code)
+
+
+# ----- argument conversion -----
+
+
+def _c_str(value: Any, what: str, *, path: bool = False) -> bytes:
+    """A str as NUL-terminated UTF-8 for a ``const char *`` argument.
+
+    Lone surrogates are passed through as the (invalid) bytes they stand for, so the
+    library itself reports ``RISK_ERR_UTF8``; an embedded NUL would silently cut the
+    string in C, so it is refused here."""
+    if path and isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if isinstance(value, str):
+        try:
+            b = value.encode("utf-8")
+        except UnicodeEncodeError:
+            # Paths from os.fsdecode carry undecodable bytes as surrogateescape.
+            try:
+                b = value.encode("utf-8", "surrogateescape" if path else "surrogatepass")
+            except UnicodeEncodeError:
+                b = value.encode("utf-8", "surrogatepass")
+    elif path and isinstance(value, bytes):
+        b = value
+    else:
+        raise RiskTypeError(f"{what} must be a str, not {type(value).__name__}")
+    if b"\0" in b:
+        raise RiskValueError(f"{what} contains a NUL character")
+    return b
+
+
+def _c_buf(value: Any, what: str) -> bytes:
+    """str or bytes-like for a ``(const uint8_t *, size_t)`` argument (no NUL needed)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    raise RiskTypeError(f"{what} must be str or bytes, not {type(value).__name__}")
+
+
+def _is_missing(v: Any) -> bool:
+    if v is None:
+        return True
+    if isinstance(v, float) and math.isnan(v):
+        return True
+    # pandas.NA / NaT and numpy NaN, without importing pandas.
+    try:
+        return bool(v != v)
+    except (TypeError, ValueError):
+        return type(v).__name__ in ("NAType", "NaTType")
+
+
+def _int(v: Any, what: str, lo: int, hi: int, *, lenient_float: bool = False) -> int:
+    if isinstance(v, bool):
+        raise RiskTypeError(f"{what} must be an integer, not bool")
+    try:
+        i = operator.index(v)
+    except TypeError:
+        if lenient_float and isinstance(v, numbers.Real) and float(v).is_integer():
+            i = int(v)
+        else:
+            raise RiskTypeError(f"{what} must be an integer, not {type(v).__name__}") from None
+    if not lo <= i <= hi:
+        raise RiskValueError(f"{what} {i} is out of range [{lo}, {hi}]")
+    return i
+
+
+def _float(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise RiskTypeError(f"{what} must be a number, not {type(v).__name__}")
+    return float(v)
+
+
+class _TxnArgs:
+    """A risk_txn and the Python objects its pointers borrow from (kept alive with it)."""
+
+    __slots__ = ("txn", "keep")
+
+    def __init__(self) -> None:
+        self.txn = F.risk_txn()
+        self.keep: list = []
+
+
+def _fill_txn(t: F.risk_txn, keep: list, d: Mapping[str, Any], *, lenient: bool = False) -> None:
+    """Fills ``t`` from the mapping ``d`` (fields of TXN_FIELDS). ``lenient`` (DataFrame
+    rows): integral floats are accepted for integer fields and missing values mean unset."""
+    for k in d:
+        if k not in TXN_FIELDS:
+            raise RiskValueError(
+                f"unknown transaction field {k!r} (fields: {', '.join(TXN_FIELDS)}; "
+                "schema features go in 'features')",
+                code=F.RISK_ERR_TRANSACTION,
+            )
+
+    def get(k):
+        v = d.get(k)
+        return None if (lenient and v is not None and _is_missing(v)) else v
+
+    v = get("id")
+    t.id = 0 if v is None else _int(v, "id", 0, _U64_MAX, lenient_float=lenient)
+    v = get("entity")
+    t.entity = 0 if v is None else _int(v, "entity", 0, _U64_MAX, lenient_float=lenient)
+    v = get("timestamp_ms")
+    t.timestamp_ms = 0 if v is None else _int(v, "timestamp_ms", _I64_MIN, _I64_MAX, lenient_float=lenient)
+    v = d.get("amount")  # NaN passes through: the library rejects it and names the field
+    t.amount = math.nan if v is None else _float(v, "amount")
+    v = get("currency")
+    if v is not None:  # NULL: the library answers RISK_ERR_NULL
+        b = _c_str(v, "currency")
+        keep.append(b)
+        t.currency = b
+    v = get("mcc")
+    t.mcc = 0 if v is None else _int(v, "mcc", 0, 0xFFFF, lenient_float=lenient)
+    for k in ("country", "channel"):
+        v = get(k)
+        if v is not None:
+            b = _c_str(v, k)
+            keep.append(b)
+            setattr(t, k, b)
+    v = get("device")
+    t.device = 0 if v is None else _int(v, "device", 0, _U64_MAX, lenient_float=lenient)
+    feats = d.get("features")
+    if feats is not None:
+        if not isinstance(feats, Mapping):
+            raise RiskTypeError(f"features must be a mapping name -> value, not {type(feats).__name__}")
+        n = len(feats)
+        if n:
+            arr = (F.risk_feature * n)()
+            for i, (name, val) in enumerate(feats.items()):
+                nb = _c_str(name, f"feature name {name!r}")
+                keep.append(nb)
+                f = arr[i]
+                f.name = nb
+                if isinstance(val, str):
+                    cb = _c_str(val, f"feature {name!r}")
+                    keep.append(cb)
+                    f.category = cb
+                    f.value = math.nan
+                elif _is_missing(val):
+                    f.value = math.nan
+                elif isinstance(val, numbers.Real) or type(val).__name__ == "bool_":
+                    f.value = float(val)
+                else:
+                    raise RiskTypeError(
+                        f"feature {name!r} must be a number, a str (categorical) or None "
+                        f"(missing), not {type(val).__name__}"
+                    )
+            keep.append(arr)
+            t.features = ctypes.cast(arr, ctypes.POINTER(F.risk_feature))
+            t.n_features = n
+
+
+def _txn_args(txn: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> _TxnArgs:
+    if txn is None:
+        d = kwargs
+    elif isinstance(txn, Mapping):
+        d = {**txn, **kwargs} if kwargs else txn
+    else:
+        raise RiskTypeError(f"a transaction is a mapping of {', '.join(TXN_FIELDS)}, not {type(txn).__name__}")
+    a = _TxnArgs()
+    _fill_txn(a.txn, a.keep, d)
+    return a
+
+
+# ----- results -----
+
+_reason_names: dict[int, str] = {}
+
+
+def reason_name(code: int) -> str:
+    """The name of an interned reason code (``risk_reason_name``), cached."""
+    name = _reason_names.get(code)
+    if name is not None:
+        return name
+    L = F.lib()
+    n = ctypes.c_size_t(0)
+    cap = 64
+    while True:
+        buf = ctypes.create_string_buffer(cap)
+        r = L.risk_reason_name(code, buf, cap, ctypes.byref(n))
+        if r == F.RISK_ERR_BUFFER_TOO_SMALL:
+            cap = n.value + 1
+            continue
+        _check(r)
+        name = buf.raw[: n.value].decode("utf-8", "replace")
+        _reason_names[code] = name
+        return name
+
+
+_fallback_names: dict[int, str] = {}
+
+
+def fallback_name(code: int) -> str:
+    """The name of a ``risk_decision.fallback`` code (``risk_fallback_name``)."""
+    name = _fallback_names.get(code)
+    if name is None:
+        name = F.lib().risk_fallback_name(code).decode("utf-8", "replace")
+        _fallback_names[code] = name
+    return name
+
+
+def version() -> str:
+    """The library version (``risk_version``)."""
+    return F.lib().risk_version().decode()
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One reason carried by a decision: its name, interned code and weight."""
+
+    name: str
+    weight: float
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Every field of ``risk_decision``, with names instead of codes.
+
+    ``action``: approve / review / decline; ``tier``: rules / fast / static;
+    ``fallback``: none / timeout / error / panic / invalid_score / circuit_open / absent /
+    saturated; ``escalation``: none / enqueued / shed. ``rule_score`` and ``model_score``
+    are NaN when that tier gave no valid score."""
+
+    txn: int
+    entity: int
+    action: str
+    tier: str
+    fallback: str
+    escalation: str
+    hard_rule: bool
+    ticket: int
+    score: float
+    rule_score: float
+    model_score: float
+    threshold_shift: float
+    rules_ns: int
+    fast_ns: int
+    total_ns: int
+    reasons: tuple[Reason, ...] = field(default=())
+
+    @property
+    def reason_names(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.reasons)
+
+    @classmethod
+    def _from_c(cls, d: F.risk_decision) -> "Decision":
+        n = min(d.n_reasons, F.RISK_MAX_REASONS)
+        reasons = tuple(
+            Reason(reason_name(r.code), float(r.weight), int(r.code)) for r in d.reasons[:n]
+        )
+        return cls(
+            txn=d.txn,
+            entity=d.entity,
+            action=F.enum_name(F.ACTION_NAMES, d.action),
+            tier=F.enum_name(F.TIER_NAMES, d.tier),
+            fallback=fallback_name(d.fallback),
+            escalation=F.enum_name(F.ESCALATION_NAMES, d.escalation),
+            hard_rule=bool(d.hard_rule),
+            ticket=d.ticket,
+            score=float(d.score),
+            rule_score=float(d.rule_score),
+            model_score=float(d.model_score),
+            threshold_shift=float(d.threshold_shift),
+            rules_ns=d.rules_ns,
+            fast_ns=d.fast_ns,
+            total_ns=d.total_ns,
+            reasons=reasons,
+        )
+
+    def to_row(self) -> dict:
+        """The row of :meth:`RiskEngine.decide_frame` (FRAME_COLUMNS)."""
+        return {
+            "txn": self.txn,
+            "action": self.action,
+            "tier": self.tier,
+            "score": self.score,
+            "rule_score": self.rule_score,
+            "model_score": self.model_score,
+            "fallback": self.fallback,
+            "escalation": self.escalation,
+            "threshold_shift": self.threshold_shift,
+            "hard_rule": self.hard_rule,
+            "total_ns": self.total_ns,
+            "reasons": list(self.reason_names),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """A deep-tier verdict (``risk_verdict``). ``source``: model / cached_average /
+    global_prior; ``failure``: none / timeout / error / saturated."""
+
+    ticket: int
+    txn: int
+    entity: int
+    score: float
+    fast_score: float
+    source: str
+    failure: str
+    latency_ns: int
+
+    @classmethod
+    def _from_c(cls, v: F.risk_verdict) -> "Verdict":
+        return cls(
+            ticket=v.ticket,
+            txn=v.txn,
+            entity=v.entity,
+            score=float(v.score),
+            fast_score=float(v.fast_score),
+            source=F.enum_name(F.VERDICT_SOURCE_NAMES, v.source),
+            failure=F.enum_name(F.VERDICT_FAILURE_NAMES, v.failure),
+            latency_ns=v.latency_ns,
+        )
+
+
+class ShutdownReport(NamedTuple):
+    drained: int
+    abandoned: int
+
+
+# ----- handles -----
+
+
+class _Handle:
+    """An opaque library handle, freed once. Calls take a use-count so that ``close()`` from
+    another thread waits for them before freeing, and never lets a call use an address
+    that was freed (and possibly reused by a new handle)."""
+
+    _kind = "handle"
+
+    def __init__(self, ptr: int, free_fn_name: str):
+        self._ptr: int | None = ptr
+        self._users = 0
+        self._cond = threading.Condition(threading.Lock())
+        # Frees the handle if the object is collected without close().
+        self._finalizer = weakref.finalize(self, _free_handle, free_fn_name, ptr)
+
+    def _acquire(self) -> int:
+        with self._cond:
+            if self._ptr is None:
+                raise RiskError(F.RISK_ERR_HANDLE, f"the {self._kind} is closed")
+            self._users += 1
+            return self._ptr
+
+    def _release(self) -> None:
+        with self._cond:
+            self._users -= 1
+            if self._users == 0:
+                self._cond.notify_all()
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self) -> None:
+        """Releases the handle (idempotent). Waits for calls in flight on it."""
+        with self._cond:
+            if self._ptr is None:
+                return
+            self._ptr = None
+            while self._users:
+                self._cond.wait()
+        self._finalizer()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _free_handle(free_fn_name: str, ptr: int) -> None:
+    getattr(F.lib(), free_fn_name)(ptr)
+
+
+class _Use:
+    """``with _Use(handle) as ptr:`` around one library call."""
+
+    __slots__ = ("h", "ptr")
+
+    def __init__(self, h: _Handle):
+        self.h = h
+
+    def __enter__(self) -> int:
+        self.ptr = self.h._acquire()
+        return self.ptr
+
+    def __exit__(self, *exc) -> None:
+        self.h._release()
+
+
+class Subscription(_Handle):
+    """Deep-tier verdicts from the moment of :meth:`RiskEngine.subscribe` (bounded: a slow
+    reader loses verdicts rather than blocking the engine). Close it, or use ``with``."""
+
+    _kind = "subscription"
+
+    def __init__(self, ptr: int):
+        super().__init__(ptr, "risk_subscription_free")
+
+    def poll(self, timeout_ms: int = 0) -> Verdict | None:
+        """The next verdict, waiting up to ``timeout_ms``; None when none came.
+
+        The wait is made of library polls of at most ``POLL_SLICE_MS`` each: a poll in the C
+        ABI holds the library's process-wide handle-registry lock for its whole wait, which
+        stalls every engine/subscription creation and free in the process (and, behind
+        those, every other call). When the engine has no deep tier or is gone the library
+        answers at once; that ends the wait too (as the C call would)."""
+        timeout_ms = _int(timeout_ms, "timeout_ms", 0, _U32_MAX)
+        out = F.risk_verdict()
+        L = F.lib()
+        deadline = time.monotonic() + timeout_ms / 1000
+        remaining = timeout_ms
+        while True:
+            step = min(remaining, POLL_SLICE_MS)
+            t0 = time.monotonic()
+            with _Use(self) as p:
+                r = L.risk_subscription_poll(p, step, ctypes.byref(out))
+                if r == F.RISK_OK:
+                    return Verdict._from_c(out)
+                if r != F.RISK_ERR_EMPTY:
+                    raise _last_error(r)
+            now = time.monotonic()
+            if step == 0 or now - t0 < step / 2000:  # no wait happened: channel closed
+                return None
+            remaining = int((deadline - now) * 1000)
+            if remaining <= 0:
+                return None
+
+    def __repr__(self) -> str:
+        return f"<risk.Subscription {'closed' if self.closed else 'open'}>"
+
+
+class RiskEngine(_Handle):
+    """An engine built from a ``risk.toml``. Thread-safe: share one across threads.
+
+    >>> with RiskEngine.from_path("examples/risk.toml") as eng:
+    ...     d = eng.decide(amount=42.5, currency="USD", country="US", channel="pos")
+    """
+
+    _kind = "engine"
+
+    def __init__(self, path: str | os.PathLike):
+        """Same as :meth:`from_path`."""
+        p = _c_str(path, "path", path=True)
+        out = F.risk_engine_p()
+        _check(F.lib().risk_engine_new_from_path(p, ctypes.byref(out)))
+        super().__init__(out.value, "risk_engine_free")
+
+    @classmethod
+    def from_path(cls, path: str | os.PathLike) -> "RiskEngine":
+        """Builds an engine from a ``risk.toml`` file (relative paths inside resolve against
+        its directory). Raises RiskError(RISK_ERR_CONFIG) naming the file or key."""
+        return cls(path)
+
+    @classmethod
+    def from_toml(cls, text: str | bytes, base_dir: str | os.PathLike | None = None) -> "RiskEngine":
+        """Builds an engine from ``risk.toml`` text; relative paths resolve against
+        ``base_dir`` (None: the process's current directory)."""
+        b = _c_buf(text, "toml")
+        d = None if base_dir is None else _c_str(base_dir, "base_dir", path=True)
+        out = F.risk_engine_p()
+        _check(F.lib().risk_engine_new_from_toml(b, len(b), d, ctypes.byref(out)))
+        self = cls.__new__(cls)
+        _Handle.__init__(self, out.value, "risk_engine_free")
+        return self
+
+    def __repr__(self) -> str:
+        return f"<risk.RiskEngine {'closed' if self.closed else 'open'}>"
+
+    # ----- decisions -----
+
+    def decide(self, txn: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Decision:
+        """Decides one transaction given as a mapping and/or keywords: ``id``, ``entity``,
+        ``timestamp_ms``, ``amount``, ``currency``, ``mcc``, ``country``, ``channel``,
+        ``device``, ``features`` ({name: float | str | None}; None or NaN = missing)."""
+        a = _txn_args(txn, kwargs)
+        out = F.risk_decision()
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_decide(p, ctypes.byref(a.txn), ctypes.byref(out)))
+        return Decision._from_c(out)
+
+    def decide_json(self, text: str | bytes | Mapping[str, Any]) -> Decision:
+        """Decides a transaction given as JSON text (str or bytes, passed as is) or as a
+        mapping (serialised with ``json.dumps``)."""
+        if isinstance(text, Mapping):
+            try:
+                text = json.dumps(text, allow_nan=False)
+            except (TypeError, ValueError) as e:  # NaN/inf or an object JSON cannot hold
+                raise RiskValueError(f"transaction JSON: {e}", code=F.RISK_ERR_JSON) from e
+        b = _c_buf(text, "json")
+        out = F.risk_decision()
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_decide_json(p, b, len(b), ctypes.byref(out)))
+        return Decision._from_c(out)
+
+    def decide_batch(
+        self, txns: Iterable[Mapping[str, Any]], *, batch_size: int = DEFAULT_BATCH_SIZE,
+        _lenient: bool = False,
+    ) -> list:
+        """Decides many transactions with ``risk_engine_decide_batch``, ``batch_size`` per
+        call (1..65,536). Returns, in order, a Decision or a RiskError for each (items that
+        fail Python-side checks are not sent).
+
+        Why the default is small: the engine gives one library batch a single fast-tier
+        deadline (``[fast] deadline_ms``, from the start of the call), all or nothing. A
+        batch whose model time exceeds it falls back to the rule tier for every item
+        (``fallback == "timeout"``): with examples/risk.toml on a 2-core machine that
+        happens from ~150-300 items. Each item's ``total_ns`` is also the time since the
+        start of its batch, not its own."""
+        batch_size = _int(batch_size, "batch_size", 1, F.RISK_MAX_BATCH)
+        txns = list(txns)
+        results: list = [None] * len(txns)
+        arr = (F.risk_txn * len(txns))()
+        keep: list = []
+        sent: list[int] = []
+        for i, t in enumerate(txns):
+            if not isinstance(t, Mapping):
+                results[i] = RiskTypeError(f"item {i}: a transaction is a mapping, not {type(t).__name__}")
+                continue
+            try:
+                _fill_txn(arr[len(sent)], keep, t, lenient=_lenient)
+            except RiskError as e:
+                results[i] = e
+                arr[len(sent)] = F.risk_txn()
+                continue
+            sent.append(i)
+        with _Use(self) as p:
+            L = F.lib()
+            for lo in range(0, len(sent), batch_size):
+                n = min(batch_size, len(sent) - lo)
+                base = ctypes.cast(
+                    ctypes.addressof(arr) + lo * ctypes.sizeof(F.risk_txn), ctypes.POINTER(F.risk_txn)
+                )
+                out = (F.risk_decision * n)()
+                codes = (F.risk_result * n)()
+                _check(L.risk_engine_decide_batch(p, base, n, out, codes))
+                failed = [j for j in range(n) if codes[j] != F.RISK_OK]
+                # The ABI keeps one message per thread: it is exact only when one item failed.
+                last = L.risk_last_error().decode("utf-8", "replace") if failed else ""
+                for j in range(n):
+                    i = sent[lo + j]
+                    c = codes[j]
+                    if c == F.RISK_OK:
+                        results[i] = Decision._from_c(out[j])
+                    elif len(failed) == 1:
+                        results[i] = RiskError(c, f"item {i}: {last}")
+                    else:
+                        results[i] = RiskError(
+                            c,
+                            f"item {i}: {F.RESULT_DESCRIPTIONS.get(c, 'failed')} (the C ABI keeps "
+                            f"one message per batch call; last: {last})",
+                        )
+        return results
+
+    def decide_frame(self, frame, *, errors: str = "raise", batch_size: int = DEFAULT_BATCH_SIZE):
+        """Decides every row of a pandas DataFrame and returns a DataFrame of decisions
+        (columns FRAME_COLUMNS, same index). Columns named like a transaction field
+        (``id``, ``amount``, ``currency``, ...) fill that field; every other column is a
+        schema feature (numbers numeric, strings categorical, NaN/None missing).
+
+        ``errors="raise"``: the first failing row raises its RiskError (message names the
+        row). ``errors="keep"``: failing rows get NaN/None decisions and an ``error`` column
+        holds the RiskError (None for rows that succeeded). ``batch_size``: as in
+        :meth:`decide_batch`."""
+        import pandas as pd
+
+        if errors not in ("raise", "keep"):
+            raise RiskValueError(f"errors must be 'raise' or 'keep', not {errors!r}")
+        if not isinstance(frame, pd.DataFrame):
+            raise RiskTypeError(f"decide_frame takes a pandas DataFrame, not {type(frame).__name__}")
+        cols = [str(c) for c in frame.columns]
+        if len(set(cols)) != len(cols):
+            raise RiskValueError("DataFrame column names must be unique")
+        if "features" in cols:
+            raise RiskValueError("a 'features' column is not supported: give each feature its own column")
+        std = [c for c in cols if c in TXN_FIELDS]
+        feat = [c for c in cols if c not in TXN_FIELDS]
+        txns = []
+        for row in frame.itertuples(index=False, name=None):
+            d = {}
+            fs = {}
+            for c, v in zip(cols, row):
+                if c in std:
+                    if not _is_missing(v):  # missing: unset (amount: NaN, which the library refuses)
+                        d[c] = v
+                else:
+                    fs[c] = None if _is_missing(v) else v
+            if feat:
+                d["features"] = fs
+            txns.append(d)
+        results = self.decide_batch(txns, batch_size=batch_size, _lenient=True)
+        rows = []
+        errs = []
+        for label, r in zip(frame.index, results):
+            if isinstance(r, Decision):
+                rows.append(r.to_row())
+                errs.append(None)
+            else:
+                if errors == "raise":
+                    raise RiskError(r.code, f"row {label!r}: {r.message}")
+                rows.append({c: None for c in FRAME_COLUMNS})
+                errs.append(r)
+        out = pd.DataFrame(rows, index=frame.index, columns=FRAME_COLUMNS)
+        for c in ("score", "rule_score", "model_score", "threshold_shift"):
+            out[c] = out[c].astype("float64")
+        if any(e is not None for e in errs):  # nullable dtypes for the failed rows
+            out = out.astype({"txn": "UInt64", "total_ns": "UInt64", "hard_rule": "boolean"})
+        else:
+            out = out.astype({"txn": "uint64", "total_ns": "uint64", "hard_rule": "bool"})
+        if errors == "keep":
+            out["error"] = errs
+        return out
+
+    # ----- operations -----
+
+    def metrics(self) -> dict:
+        """Every metric (``risk_engine_metrics_json``) as a dict: decisions, by_action,
+        by_tier, fallbacks, latency {rules, fast, total, deep: {count, p50_ns, p99_ns,
+        p999_ns, max_ns}}, gray, fast_circuit, ..."""
+        n = ctypes.c_size_t(0)
+        cap = 4096
+        with _Use(self) as p:
+            L = F.lib()
+            # The size can grow between a size query and the copy (decides run concurrently),
+            # so retry with slack.
+            for _ in range(16):
+                buf = ctypes.create_string_buffer(cap)
+                r = L.risk_engine_metrics_json(p, buf, cap, ctypes.byref(n))
+                if r == F.RISK_ERR_BUFFER_TOO_SMALL:
+                    cap = n.value + 1 + 256
+                    continue
+                _check(r)
+                return json.loads(buf.raw[: n.value])
+        raise RiskError(F.RISK_ERR_BUFFER_TOO_SMALL, "metrics kept growing while being read")
+
+    def reload_rules(self) -> None:
+        """Reloads the rule file; on a compile error the serving rules stay and
+        RiskError(RISK_ERR_RELOAD) is raised."""
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_reload_rules(p))
+
+    def shutdown(self, drain_ms: int = 0) -> ShutdownReport:
+        """Stops the engine: later decides raise RiskError(RISK_ERR_SHUT_DOWN). ``drain_ms``
+        > 0 waits that long for queued deep-tier work, 0 abandons it. The engine stays open
+        (metrics still work) until :meth:`close`."""
+        drain_ms = _int(drain_ms, "drain_ms", 0, _U32_MAX)
+        drained = ctypes.c_uint64(0)
+        abandoned = ctypes.c_uint64(0)
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_shutdown(p, drain_ms, ctypes.byref(drained), ctypes.byref(abandoned)))
+        return ShutdownReport(drained.value, abandoned.value)
+
+    def subscribe(self) -> Subscription:
+        """A subscription to deep-tier verdicts from now on."""
+        out = F.risk_subscription_p()
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_subscribe(p, ctypes.byref(out)))
+        return Subscription(out.value)

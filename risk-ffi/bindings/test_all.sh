@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Builds the C ABI library once and runs each binding's own test runner against it
+# (Python: pytest, Go: go test, Java: Maven + JUnit 5). Part of the README's test command.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+cargo build --release -p risk-ffi
+export RISK_FFI_LIB_DIR="$root/target/release"
+test -f "$RISK_FFI_LIB_DIR/librisk_ffi.so" || { echo "librisk_ffi.so missing in $RISK_FFI_LIB_DIR"; exit 1; }
+for lang in python go java; do
+  echo "==> bindings/$lang"
+  bash "$root/risk-ffi/bindings/$lang/run_tests.sh"
+done
