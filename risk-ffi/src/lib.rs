@@ -175,7 +175,9 @@ impl Handle for risk_subscription {
 #[derive(Default)]
 struct Registry {
     live: HashMap<usize, Entry>,
-    /// Every token ever handed out, kept allocated so its address is never reused.
+    /// Every token ever handed out, kept allocated so its address is never reused (boxed:
+    /// each token needs its own stable address, which a `Vec<u64>` would move).
+    #[allow(clippy::vec_box)]
     tokens: Vec<Box<u64>>,
 }
 
@@ -229,9 +231,7 @@ fn unregister_handle<T: Handle>(p: *mut T) -> Option<Arc<T>> {
     }
     let mut g = registry_lock().write().unwrap_or_else(|e| e.into_inner());
     let addr = p as usize;
-    if T::unwrap(g.live.get(&addr)?).is_none() {
-        return None;
-    }
+    T::unwrap(g.live.get(&addr)?)?;
     g.live.remove(&addr).and_then(|e| T::unwrap(&e).cloned())
 }
 
