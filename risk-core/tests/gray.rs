@@ -296,3 +296,29 @@ fn slow_subscriber_does_not_block_the_deep_tier() {
     assert_eq!(m.gray.completed, 10);
     assert_eq!(m.gray.subscriber_dropped, 8);
 }
+
+#[test]
+fn subscriptions_close_at_shutdown_after_their_buffered_verdicts() {
+    let clock = ManualClock::new();
+    let deep = Scripted::new(Act::Value(0.9), Latency::Unbounded);
+    let e = gray_engine(clock, Arc::new(ConstantScorer::new(0.5)), deep, 64);
+    let verdicts = e.subscribe();
+    let s = e.schema().clone();
+    e.decide(&txn(&s, 1, 1)).unwrap();
+    let report = e.shutdown(Shutdown::Drain {
+        timeout: Duration::from_secs(30),
+    });
+    assert_eq!(report.abandoned, 0);
+    // The drained verdict is still delivered, then the channel reports closed.
+    let v = verdicts.recv_timeout(Duration::from_secs(30)).unwrap();
+    assert_eq!(v.txn, TxnId(1));
+    assert!(matches!(
+        verdicts.recv_timeout(Duration::from_secs(30)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+    ));
+    // Subscribing after shutdown gives a closed channel, not one that waits forever.
+    assert!(matches!(
+        e.subscribe().recv_timeout(Duration::from_secs(30)),
+        Err(std::sync::mpsc::RecvTimeoutError::Disconnected)
+    ));
+}

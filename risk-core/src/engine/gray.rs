@@ -166,9 +166,13 @@ impl GrayZone {
         Ok(ticket)
     }
 
+    /// A verdict channel; after shutdown the channel is closed (disconnected) at once.
     pub(crate) fn subscribe(&self) -> Receiver<DeepVerdict> {
         let (tx, rx) = std::sync::mpsc::sync_channel(self.shared.cfg.subscriber_capacity);
-        self.shared.subscribers.lock().push(tx);
+        let mut subs = self.shared.subscribers.lock();
+        if !self.shared.stop.load(Ordering::Acquire) {
+            subs.push(tx);
+        }
         rx
     }
 
@@ -200,6 +204,9 @@ impl GrayZone {
         s.stop.store(true, Ordering::Release);
         s.notify.notify();
         s.pool.shutdown();
+        // No verdict will come after this: subscribers read what is buffered, then see
+        // their channel closed.
+        s.subscribers.lock().clear();
         ShutdownReport {
             drained: verdicts() - before,
             abandoned,

@@ -48,6 +48,7 @@ const (
 	codeHandle         = 10
 	codeEmpty          = 11
 	codeReload         = 12
+	codeClosed         = 13
 )
 
 var codeNames = [...]string{
@@ -64,6 +65,7 @@ var codeNames = [...]string{
 	codeHandle:         "RISK_ERR_HANDLE",
 	codeEmpty:          "RISK_ERR_EMPTY",
 	codeReload:         "RISK_ERR_RELOAD",
+	codeClosed:         "RISK_ERR_CLOSED",
 }
 
 // CodeName returns the risk.h name of a result code ("RISK_ERR_JSON"), or
@@ -101,14 +103,23 @@ var (
 	ErrBufferTooSmall = newError(codeBufferTooSmall, "")
 	// ErrJSON: malformed transaction JSON.
 	ErrJSON = newError(codeJSON, "")
-	// ErrHandle: a closed (freed) engine or subscription.
+	// ErrHandle: a closed (freed) engine or subscription. Methods of an Engine or
+	// Subscription after its Close return an ErrHandle error.
 	ErrHandle = newError(codeHandle, "")
-	// ErrEmpty: nothing to return yet (not returned by Poll, which reports false instead).
+	// ErrEmpty: nothing to return yet, a poll that timed out (not returned by Poll, which
+	// reports ok=false with a nil error instead: poll again).
 	ErrEmpty = newError(codeEmpty, "")
 	// ErrReload: the rule reload failed or the engine has no rule file.
 	ErrReload = newError(codeReload, "")
+	// ErrClosed (RISK_ERR_CLOSED): no more verdicts will ever come to a Subscription,
+	// because its engine has no deep tier or was freed. Poll returns it, at once, once the
+	// verdicts already buffered have been read: stop polling. Not to be confused with using
+	// a closed Engine or Subscription, which is ErrHandle.
+	ErrClosed = newError(codeClosed, "")
 )
 
-// ErrClosed is returned by methods of a closed Engine or Subscription. It is an
-// RISK_ERR_HANDLE error: errors.Is(err, ErrHandle) holds too.
-var ErrClosed = newError(codeHandle, "closed")
+// Errors of methods called after Close (RISK_ERR_HANDLE; errors.Is(err, ErrHandle)).
+var (
+	errEngineClosed       = newError(codeHandle, "the engine is closed")
+	errSubscriptionClosed = newError(codeHandle, "the subscription is closed")
+)

@@ -138,8 +138,17 @@ import (
 // MaxInput is the largest JSON or TOML input the library accepts (RISK_MAX_INPUT).
 const MaxInput = C.RISK_MAX_INPUT
 
-// MaxBatch is the largest batch one C call takes; DecideBatch splits larger ones.
-const MaxBatch = 65536
+// MaxBatch is the largest batch one C call takes (RISK_MAX_BATCH); DecideBatch splits
+// larger ones.
+const MaxBatch = C.RISK_MAX_BATCH
+
+// MaxFeatures is the most features one transaction may carry (RISK_MAX_FEATURES).
+const MaxFeatures = C.RISK_MAX_FEATURES
+
+// CodeUnknown (RISK_CODE_UNKNOWN) is the tier, fallback, verdict source or failure code a
+// newer library writes for a value this header version does not know; it maps to
+// TierUnknown, FallbackUnknown, SourceUnknown and FailureUnknown.
+const CodeUnknown = C.RISK_CODE_UNKNOWN
 
 // Version is the library version (risk_version).
 func Version() string { return C.GoString(C.risk_version()) }
@@ -342,6 +351,8 @@ var escalationNames = [...]Escalation{EscalationNone, EscalationEnqueued, Escala
 var fallbackNames = [...]Fallback{FallbackNone, FallbackTimeout, FallbackError, FallbackPanic,
 	FallbackInvalidScore, FallbackCircuitOpen, FallbackAbsent, FallbackSaturated}
 
+// enumName maps a code to its name; codes past the table are "unknown(n)" (the header
+// defines no "unknown" code for actions and escalations).
 func enumName[T ~string](names []T, code uint8) T {
 	if int(code) < len(names) {
 		return names[code]
@@ -349,11 +360,27 @@ func enumName[T ~string](names []T, code uint8) T {
 	return T(fmt.Sprintf("unknown(%d)", code))
 }
 
-func fallbackName(code uint8) Fallback {
-	if int(code) < len(fallbackNames) {
-		return fallbackNames[code]
+// orUnknown maps a code to its name; CodeUnknown (255), or any other code past the table,
+// is unknown.
+func orUnknown[T ~string](names []T, code uint8, unknown T) T {
+	if int(code) < len(names) {
+		return names[code]
 	}
-	return Fallback(C.GoString(C.risk_fallback_name(C.uint8_t(code)))) // "unknown"
+	return unknown
+}
+
+func tierName(code uint8) Tier { return orUnknown(tierNames[:], code, TierUnknown) }
+
+func fallbackName(code uint8) Fallback {
+	return orUnknown(fallbackNames[:], code, FallbackUnknown)
+}
+
+func sourceName(code uint8) VerdictSource {
+	return orUnknown(sourceNames[:], code, SourceUnknown)
+}
+
+func failureName(code uint8) VerdictFailure {
+	return orUnknown(failureNames[:], code, FailureUnknown)
 }
 
 // reasonNames caches risk_reason_name: codes are interned for the process's lifetime.
@@ -387,7 +414,7 @@ func fromC(d *C.risk_decision) Decision {
 		TxnID:          uint64(d.txn),
 		Entity:         uint64(d.entity),
 		Action:         enumName(actionNames[:], uint8(d.action)),
-		Tier:           enumName(tierNames[:], uint8(d.tier)),
+		Tier:           tierName(uint8(d.tier)),
 		Fallback:       fallbackName(uint8(d.fallback)),
 		Escalation:     enumName(escalationNames[:], uint8(d.escalation)),
 		Ticket:         uint64(d.ticket),
@@ -417,7 +444,6 @@ func fromC(d *C.risk_decision) Decision {
 type Engine struct {
 	mu      sync.RWMutex // read: a call in flight; write: Close
 	h       unsafe.Pointer
-	closed  atomic.Bool
 	cleanup runtime.Cleanup
 	// metricsHint is the last metrics JSON size, to size the next buffer.
 	metricsHint atomic.Int64
@@ -460,8 +486,9 @@ func NewFromTOML(text, baseDir string) (*Engine, error) {
 	return newEngine(r)
 }
 
-// emptyByte backs the data pointer of empty inputs: the library refuses a NULL pointer
-// (RISK_ERR_NULL) even with a length of 0.
+// emptyByte backs the data pointer of empty inputs. The library accepts NULL with a length
+// of 0 as empty text; older versions refused it (RISK_ERR_NULL), so a valid pointer is
+// passed either way.
 var emptyByte = C.CString("")
 
 // nonNil returns a pointer to s's bytes, read by C during the call only. s holds no Go
@@ -473,19 +500,22 @@ func nonNil(s string) *C.char {
 	return (*C.char)(unsafe.Pointer(unsafe.StringData(s)))
 }
 
-// acquire takes the engine's read lock and returns its handle, or ErrClosed.
+// acquire takes the engine's read lock and returns its handle, or an ErrHandle error
+// once the engine is closed.
 func (e *Engine) acquire() (unsafe.Pointer, error) {
 	e.mu.RLock()
 	if e.h == nil {
 		e.mu.RUnlock()
-		return nil, ErrClosed
+		return nil, errEngineClosed
 	}
 	return e.h, nil
 }
 
 // Close shuts the engine down (abandoning queued deep-tier work) and frees it. It waits
-// for calls in flight. Calling it again is a no-op. Subscriptions stay valid but receive
-// nothing more.
+// for this Engine's calls in flight (so that none runs once Close returns; the library
+// would not need it: it refuses freed handles, and a call in flight finishes on its own
+// reference). Calling it again is a no-op. Later method calls return an ErrHandle error.
+// Subscriptions stay valid: Poll returns the verdicts already buffered, then ErrClosed.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -495,7 +525,6 @@ func (e *Engine) Close() error {
 	e.cleanup.Stop()
 	C.gorisk_engine_free(e.h)
 	e.h = nil
-	e.closed.Store(true)
 	return nil
 }
 
@@ -709,30 +738,34 @@ func (e *Engine) Subscribe() (*Subscription, error) {
 
 // Subscription receives deep-tier verdicts. It is safe for concurrent use.
 type Subscription struct {
-	mu      sync.RWMutex
-	h       unsafe.Pointer
+	mu sync.RWMutex
+	h  unsafe.Pointer
+	// eng keeps the engine reachable (an unreachable one is freed by its cleanup, which
+	// would end the verdicts) while the subscription is.
 	eng     *Engine
 	cleanup runtime.Cleanup
 }
 
-// pollSlice bounds each risk_subscription_poll call. The library holds its global handle
-// registry's read lock for the whole call, so a long poll stalls every engine creation,
-// subscription and free in the process, and (the lock being writer-preferring) every
-// other call queued behind them. Polling in slices bounds that stall and lets Close
-// interrupt a waiting Poll.
+// pollSlice bounds each risk_subscription_poll call. The library itself blocks nothing
+// else during a poll; the slices only let Close (which waits for this Subscription's calls
+// in flight) interrupt a waiting Poll promptly.
 const pollSlice = 20 * time.Millisecond
 
-// Poll waits up to timeout (0 = do not wait) for the next verdict. It returns ok=false
-// with a nil error when none came in time, or at once when the engine cannot produce
-// verdicts (no deep tier). Once the engine is closed, buffered verdicts are still
-// returned, then an ErrShutDown error. Closing the subscription makes a waiting Poll
-// return ErrClosed.
+// Poll waits up to timeout (0 = only look) for the next verdict:
+//
+//   - (v, true, nil): a verdict;
+//   - (Verdict{}, false, nil): none came in time (RISK_ERR_EMPTY): poll again;
+//   - (Verdict{}, false, err) with errors.Is(err, ErrClosed): none ever will (RISK_ERR_CLOSED,
+//     returned at once): the engine has no deep tier, or was closed and the verdicts it had
+//     already delivered have been read. Stop polling;
+//   - (Verdict{}, false, err) with errors.Is(err, ErrHandle): the Subscription was closed
+//     (also what a Poll waiting in another goroutine returns when Close interrupts it).
 func (s *Subscription) Poll(timeout time.Duration) (v Verdict, ok bool, err error) {
 	deadline := time.Now().Add(max(timeout, 0))
 	for {
 		wait := min(max(time.Until(deadline), 0), pollSlice)
-		v, ok, done, err := s.pollOnce(wait)
-		if ok || err != nil || done {
+		v, ok, err := s.pollOnce(wait)
+		if ok || err != nil || wait <= 0 {
 			return v, ok, err
 		}
 		if time.Until(deadline) <= 0 {
@@ -741,41 +774,29 @@ func (s *Subscription) Poll(timeout time.Duration) (v Verdict, ok bool, err erro
 	}
 }
 
-// pollOnce makes one risk_subscription_poll call of at most wait. done reports that
-// waiting longer is pointless: the call returned empty well before its timeout, which is
-// how the library answers for a disconnected channel (an engine without a deep tier, or
-// freed): risk_subscription_poll reports that as RISK_ERR_EMPTY too.
-func (s *Subscription) pollOnce(wait time.Duration) (v Verdict, ok, done bool, err error) {
+// pollOnce makes one risk_subscription_poll call of at most wait (rounded up to whole
+// milliseconds).
+func (s *Subscription) pollOnce(wait time.Duration) (v Verdict, ok bool, err error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.h == nil {
-		return Verdict{}, false, true, ErrClosed
+		return Verdict{}, false, errSubscriptionClosed
 	}
-	engineClosed := s.eng.closed.Load()
-	if engineClosed {
-		wait = 0
-	}
-	ms := millis(wait)
 	var cv C.risk_verdict
-	start := time.Now()
-	r := C.gorisk_poll(s.h, ms, &cv)
+	r := C.gorisk_poll(s.h, millis(wait), &cv)
 	switch r.rc {
 	case C.RISK_OK:
-		return verdictFromC(&cv), true, true, nil
+		return verdictFromC(&cv), true, nil
 	case C.RISK_ERR_EMPTY:
 		takeMsg(r)
-		if engineClosed {
-			return Verdict{}, false, true, newError(codeShutDown, "the engine is closed: no more verdicts")
-		}
-		early := ms > 0 && time.Since(start) < time.Duration(ms)*time.Millisecond/2
-		return Verdict{}, false, early, nil
-	default:
-		return Verdict{}, false, true, errorOf(r)
+		return Verdict{}, false, nil
+	default: // RISK_ERR_CLOSED included
+		return Verdict{}, false, errorOf(r)
 	}
 }
 
-// Close releases the subscription; a Poll waiting in another goroutine returns ErrClosed
-// (within about 20 ms). Calling it again is a no-op.
+// Close releases the subscription; a Poll waiting in another goroutine returns an
+// ErrHandle error (within about 20 ms). Calling it again is a no-op.
 func (s *Subscription) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -798,8 +819,8 @@ func verdictFromC(v *C.risk_verdict) Verdict {
 		Entity:    uint64(v.entity),
 		Score:     float32(v.score),
 		FastScore: float32(v.fast_score),
-		Source:    enumName(sourceNames[:], uint8(v.source)),
-		Failure:   enumName(failureNames[:], uint8(v.failure)),
+		Source:    sourceName(uint8(v.source)),
+		Failure:   failureName(uint8(v.failure)),
 		Latency:   time.Duration(v.latency_ns),
 	}
 }
@@ -810,6 +831,23 @@ func (e *Engine) rawHandle() unsafe.Pointer {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.h
+}
+
+// libFallbackName is risk_fallback_name itself (for the test that the binding's names
+// match the library's).
+func libFallbackName(code uint8) string {
+	return C.GoString(C.risk_fallback_name(C.uint8_t(code)))
+}
+
+// pollRaw makes one risk_subscription_poll call of ms milliseconds, not sliced (for the
+// test that a long library poll blocks nothing else), and returns its result code.
+func (s *Subscription) pollRaw(ms uint32) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var cv C.risk_verdict
+	r := C.gorisk_poll(s.h, C.uint32_t(ms), &cv)
+	takeMsg(r)
+	return int(r.rc)
 }
 
 func decideRaw(h unsafe.Pointer, t Txn) error {

@@ -236,6 +236,12 @@ func TestBadInputs(t *testing.T) {
 	bad("unknown missing feature", ErrTransaction, func(t *Txn) {
 		t.Features = map[string]Feature{"no_such_field": Missing()}
 	}, "no_such_field")
+	bad("feature above the float32 range", ErrTransaction, func(t *Txn) {
+		t.Features["hour"] = Num(1e39)
+	}, "hour")
+	bad("feature below the float32 range", ErrTransaction, func(t *Txn) {
+		t.Features["hour"] = Num(-math.MaxFloat64)
+	}, "hour")
 	bad("too many features", ErrInvalid, func(t *Txn) {
 		t.Features = make(map[string]Feature, 5000)
 		for i := range 5000 {
@@ -368,8 +374,8 @@ func TestUseAfterClose(t *testing.T) {
 	}
 	_, err = e.Decide(baseTxn(1))
 	wantCode(t, "Decide", err, ErrHandle)
-	if !errors.Is(err, ErrClosed) {
-		t.Errorf("Decide after Close: %v is not ErrClosed", err)
+	if errors.Is(err, ErrClosed) {
+		t.Errorf("Decide after Close: %v is ErrClosed (RISK_ERR_CLOSED is for subscriptions)", err)
 	}
 	_, err = e.DecideJSON(goodJSON)
 	wantCode(t, "DecideJSON", err, ErrHandle)
@@ -390,12 +396,23 @@ func TestUseAfterClose(t *testing.T) {
 		t.Errorf("message %q", re.Message)
 	}
 
-	// A subscription of a closed engine reports the shutdown instead of waiting.
+	// Another engine created since is not reached through the stale handle either.
+	e2 := openEngine(t)
+	wantCode(t, "freed handle after a new engine", decideRaw(stale, baseTxn(1)), ErrHandle)
+	if _, err := e2.Decide(baseTxn(2)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A subscription of a closed engine: RISK_ERR_CLOSED at once instead of waiting.
+	start := time.Now()
 	_, ok, err := sub.Poll(time.Hour)
 	if ok {
 		t.Fatal("verdict after Close")
 	}
-	wantCode(t, "Poll after engine Close", err, ErrShutDown)
+	wantCode(t, "Poll after engine Close", err, ErrClosed)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Poll after engine Close took %v", d)
+	}
 }
 
 func TestDoubleClose(t *testing.T) {
@@ -473,7 +490,7 @@ func TestConcurrentDecide(t *testing.T) {
 	t.Logf("by_tier %v fallbacks %v", m["by_tier"], m["fallbacks"])
 }
 
-// Close while goroutines are deciding: every call either succeeds or reports ErrClosed.
+// Close while goroutines are deciding: every call either succeeds or reports ErrHandle.
 func TestCloseDuringDecides(t *testing.T) {
 	e, err := NewFromPath(configPath(t))
 	if err != nil {
@@ -495,7 +512,7 @@ func TestCloseDuringDecides(t *testing.T) {
 				if i == 10 {
 					ready()
 				}
-				if errors.Is(err, ErrClosed) {
+				if errors.Is(err, ErrHandle) {
 					return
 				}
 				if err != nil {
@@ -524,11 +541,18 @@ func TestSubscriptionPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// This engine has no deep tier: RISK_ERR_CLOSED, at once even for a long Poll.
 	v, ok, err := sub.Poll(0)
-	if err != nil || ok {
-		t.Fatalf("Poll(0) = %+v, %v, %v; want nothing", v, ok, err)
+	if ok {
+		t.Fatalf("Poll(0) = %+v", v)
 	}
-	// This engine has no deep tier: a long Poll returns at once instead of spinning.
+	re := wantCode(t, "Poll(0) without a deep tier", err, ErrClosed)
+	if re.Name != "RISK_ERR_CLOSED" || re.Code != 13 || re.Message == "" {
+		t.Errorf("ErrClosed error %#v", re)
+	}
+	if errors.Is(err, ErrHandle) || errors.Is(err, ErrEmpty) {
+		t.Errorf("%v matches ErrHandle or ErrEmpty", err)
+	}
 	res := make(chan error, 1)
 	go func() {
 		_, ok, err := sub.Poll(time.Hour)
@@ -539,9 +563,7 @@ func TestSubscriptionPoll(t *testing.T) {
 	}()
 	select {
 	case err := <-res:
-		if err != nil {
-			t.Fatal(err)
-		}
+		wantCode(t, "Poll(1h) without a deep tier", err, ErrClosed)
 	case <-time.After(30 * time.Second):
 		t.Fatal("Poll(1h) on an engine without a deep tier did not return")
 	}
@@ -610,8 +632,179 @@ func TestSubscriptionVerdict(t *testing.T) {
 	t.Logf("shutdown: drained %d abandoned %d", drained, abandoned)
 }
 
+// Nothing in time is ok=false with a nil error, after waiting out the timeout.
+func TestSubscriptionPollTimeout(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if v, ok, err := sub.Poll(0); ok || err != nil {
+		t.Fatalf("Poll(0) = %+v, %v, %v; want nothing", v, ok, err)
+	}
+	start := time.Now()
+	if v, ok, err := sub.Poll(120 * time.Millisecond); ok || err != nil {
+		t.Fatalf("Poll(120ms) = %+v, %v, %v; want nothing", v, ok, err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Errorf("Poll(120ms) returned after %v", d)
+	}
+}
+
+// Verdicts delivered before the engine is closed are still read, then ErrClosed.
+func TestSubscriptionBufferedThenClosed(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	d, err := e.Decide(Txn{ID: 78, Entity: 9, Amount: 5, Currency: "USD"})
+	if err != nil || d.Escalation != EscalationEnqueued {
+		t.Fatalf("Decide: %+v, %v", d, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		m, err := e.Metrics()
+		if err != nil {
+			t.Fatal(err)
+		}
+		deep := m["latency"].(map[string]any)["deep"].(map[string]any)
+		if deep["count"].(float64) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no deep verdict within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// (a timeout, not 0: the deep worker counts the verdict just before it sends it)
+	v, ok, err := sub.Poll(10 * time.Second)
+	if !ok || err != nil || v.Ticket != d.Ticket {
+		t.Fatalf("buffered verdict: %+v, %v, %v", v, ok, err)
+	}
+	_, ok, err = sub.Poll(time.Second)
+	if ok {
+		t.Fatal("second verdict")
+	}
+	wantCode(t, "Poll after the buffered verdict", err, ErrClosed)
+}
+
+// After Shutdown (the engine not yet closed) a Poll ends by its deadline: nothing, or
+// ErrClosed (the header's contract; this library version still answers "empty").
+func TestPollAfterShutdown(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if _, _, err := e.Shutdown(0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, ok, err := sub.Poll(200 * time.Millisecond)
+	if ok || (err != nil && !errors.Is(err, ErrClosed)) {
+		t.Fatalf("Poll after Shutdown: %v, %v", ok, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("Poll(200ms) after Shutdown took %v", d)
+	}
+}
+
+// A long poll straight through the C ABI (not sliced) holds up nothing else: the library
+// takes no global lock during calls.
+func TestLongLibraryPollBlocksNothing(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	res := make(chan int, 1)
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		res <- sub.pollRaw(2000)
+	}()
+	<-started
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	other, err := NewFromPath(configPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := other.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Decide(baseTxn(1)); err != nil {
+		t.Fatal(err)
+	}
+	_ = s2.Close()
+	_ = other.Close()
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("building, using and freeing an engine during a 2 s poll took %v", d)
+	}
+	if rc := <-res; rc != codeEmpty {
+		t.Errorf("raw poll: %s", CodeName(rc))
+	}
+}
+
+func TestUnknownCodes(t *testing.T) {
+	if CodeUnknown != 255 || MaxFeatures != 4096 || MaxBatch != 65536 {
+		t.Fatalf("constants %d %d %d", CodeUnknown, MaxFeatures, MaxBatch)
+	}
+	if got := tierName(CodeUnknown); got != TierUnknown {
+		t.Errorf("tier 255 = %q", got)
+	}
+	if got := fallbackName(CodeUnknown); got != FallbackUnknown {
+		t.Errorf("fallback 255 = %q", got)
+	}
+	if got := sourceName(CodeUnknown); got != SourceUnknown {
+		t.Errorf("source 255 = %q", got)
+	}
+	if got := failureName(CodeUnknown); got != FailureUnknown {
+		t.Errorf("failure 255 = %q", got)
+	}
+	// The binding's fallback names are the library's (risk_fallback_name), 255 included.
+	for code := range uint8(8) {
+		if got, want := fallbackName(code), Fallback(libFallbackName(code)); got != want {
+			t.Errorf("fallback %d = %q, library says %q", code, got, want)
+		}
+	}
+	if got := libFallbackName(CodeUnknown); got != string(FallbackUnknown) {
+		t.Errorf("library fallback 255 = %q", got)
+	}
+	if tierName(2) != TierStatic || sourceName(2) != SourceGlobalPrior || failureName(3) != FailureSaturated {
+		t.Error("known codes")
+	}
+	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_UNKNOWN(14)" {
+		t.Errorf("CodeName: %q %q", CodeName(13), CodeName(14))
+	}
+}
+
 // Closing a subscription interrupts a Poll waiting on it (whichever runs first, the Poll
-// reports ErrClosed).
+// reports an ErrHandle error).
 func TestSubscriptionCloseInterruptsPoll(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -652,9 +845,38 @@ func TestMillis(t *testing.T) {
 	}
 }
 
+// benchTxn is the transaction of the Rust criterion bench (benches/ffi.rs), so that the
+// numbers compare: BenchmarkDecide ~ ffi/c_abi_decide, BenchmarkDecideJSON ~
+// ffi/c_abi_decide_json, same engine (examples/risk.toml, unchanged).
+func benchTxn() Txn {
+	return Txn{
+		ID:       7,
+		Entity:   42,
+		Time:     time.UnixMilli(1767571200000),
+		Amount:   42.5,
+		Currency: "USD",
+		MCC:      5411,
+		Country:  "US",
+		Channel:  ChannelPOS,
+		Device:   9,
+		Features: map[string]Feature{
+			"txn_count_1h": Num(3),
+			"hour":         Num(14),
+			"device_new":   Num(0),
+		},
+	}
+}
+
+const benchJSON = `{"id": 7, "entity": 42, "timestamp_ms": 1767571200000, "amount": 42.5, ` +
+	`"currency": "USD", "mcc": 5411, "country": "US", "channel": "pos", "device": 9, ` +
+	`"features": {"txn_count_1h": 3, "hour": 14, "device_new": 0}}`
+
+// Both benchmarks report engine-ns/op, the engine's own mean total time per call
+// (Decision.TotalTime), so the binding's and the C ABI's overhead is ns/op - engine-ns/op.
+
 func BenchmarkDecide(b *testing.B) {
 	e := openEngine(b)
-	tx := baseTxn(1)
+	tx := benchTxn()
 	var engineNs time.Duration
 	n := 0
 	for b.Loop() {
@@ -670,13 +892,10 @@ func BenchmarkDecide(b *testing.B) {
 
 func BenchmarkDecideJSON(b *testing.B) {
 	e := openEngine(b)
-	js := `{"id": 1, "entity": 1001, "timestamp_ms": 1767571201000, "amount": 42.5,
-		"currency": "USD", "mcc": 5411, "country": "US", "channel": "pos", "device": 7,
-		"features": {"txn_count_1h": 3, "hour": 23, "device_new": 1}}`
 	var engineNs time.Duration
 	n := 0
 	for b.Loop() {
-		d, err := e.DecideJSON(js)
+		d, err := e.DecideJSON(benchJSON)
 		if err != nil {
 			b.Fatal(err)
 		}

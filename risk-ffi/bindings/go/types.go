@@ -59,7 +59,8 @@ type Txn struct {
 	Channel Channel
 	// Device id (0 = unset).
 	Device uint64
-	// Features are extra schema fields by name (at most 4096).
+	// Features are extra schema fields by name (at most MaxFeatures). Numeric values are
+	// stored as float32: a finite value outside its range is refused (ErrTransaction).
 	Features map[string]Feature
 }
 
@@ -84,6 +85,9 @@ const (
 	TierFast Tier = "fast"
 	// TierStatic: the configured static action (even the rules failed).
 	TierStatic Tier = "static"
+	// TierUnknown: a tier this binding does not know (RISK_CODE_UNKNOWN, from a newer
+	// library).
+	TierUnknown Tier = "unknown"
 )
 
 // Fallback is why the fast tier did not decide ("none" when it did).
@@ -99,6 +103,9 @@ const (
 	FallbackCircuitOpen  Fallback = "circuit_open"
 	FallbackAbsent       Fallback = "absent"
 	FallbackSaturated    Fallback = "saturated"
+	// FallbackUnknown: a cause this binding does not know (RISK_CODE_UNKNOWN, from a
+	// newer library).
+	FallbackUnknown Fallback = "unknown"
 )
 
 // Escalation says whether the decision was sent to the deep tier.
@@ -153,6 +160,8 @@ const (
 	SourceModel         VerdictSource = "model"
 	SourceCachedAverage VerdictSource = "cached_average"
 	SourceGlobalPrior   VerdictSource = "global_prior"
+	// SourceUnknown: a source this binding does not know (RISK_CODE_UNKNOWN).
+	SourceUnknown VerdictSource = "unknown"
 )
 
 // VerdictFailure is why the deep model did not answer ("none" when it did).
@@ -164,6 +173,8 @@ const (
 	FailureTimeout   VerdictFailure = "timeout"
 	FailureError     VerdictFailure = "error"
 	FailureSaturated VerdictFailure = "saturated"
+	// FailureUnknown: a failure this binding does not know (RISK_CODE_UNKNOWN).
+	FailureUnknown VerdictFailure = "unknown"
 )
 
 // Verdict is a deep-tier verdict for an escalated decision.

@@ -27,7 +27,15 @@ from ._engine import (
     reason_name,
     version,
 )
-from ._ffi import RESULT_NAMES, RiskLibraryNotFound, library_path
+from ._ffi import (
+    RESULT_NAMES,
+    RISK_CODE_UNKNOWN,
+    RISK_ERR_CLOSED,
+    RISK_ERR_EMPTY,
+    RISK_ERR_HANDLE,
+    RiskLibraryNotFound,
+    library_path,
+)
 
 __all__ = [
     "RiskEngine",
@@ -41,6 +49,10 @@ __all__ = [
     "RiskValueError",
     "RiskLibraryNotFound",
     "RESULT_NAMES",
+    "RISK_ERR_CLOSED",
+    "RISK_ERR_EMPTY",
+    "RISK_ERR_HANDLE",
+    "RISK_CODE_UNKNOWN",
     "TXN_FIELDS",
     "FRAME_COLUMNS",
     "DEFAULT_BATCH_SIZE",

@@ -354,9 +354,10 @@ class Reason:
 class Decision:
     """Every field of ``risk_decision``, with names instead of codes.
 
-    ``action``: approve / review / decline; ``tier``: rules / fast / static;
+    ``action``: approve / review / decline; ``tier``: rules / fast / static / unknown;
     ``fallback``: none / timeout / error / panic / invalid_score / circuit_open / absent /
-    saturated; ``escalation``: none / enqueued / shed. ``rule_score`` and ``model_score``
+    saturated / unknown; ``escalation``: none / enqueued / shed. "unknown" is
+    ``RISK_CODE_UNKNOWN`` (255): a tier or fallback cause newer than this binding. ``rule_score`` and ``model_score``
     are NaN when that tier gave no valid score."""
 
     txn: int
@@ -426,7 +427,8 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A deep-tier verdict (``risk_verdict``). ``source``: model / cached_average /
-    global_prior; ``failure``: none / timeout / error / saturated."""
+    global_prior / unknown; ``failure``: none / timeout / error / saturated / unknown
+    ("unknown": ``RISK_CODE_UNKNOWN``, a code newer than this binding)."""
 
     ticket: int
     txn: int
@@ -461,8 +463,11 @@ class ShutdownReport(NamedTuple):
 
 class _Handle:
     """An opaque library handle, freed once. Calls take a use-count so that ``close()`` from
-    another thread waits for them before freeing, and never lets a call use an address
-    that was freed (and possibly reused by a new handle)."""
+    another thread returns only once the calls in flight on this object have finished.
+
+    That wait is for predictability, not memory safety: the library's handles are
+    never-reused tokens, it refuses a freed one with ``RISK_ERR_HANDLE``, and a call in
+    flight when the handle is freed finishes safely on its own reference."""
 
     _kind = "handle"
 
@@ -491,7 +496,8 @@ class _Handle:
         return self._ptr is None
 
     def close(self) -> None:
-        """Releases the handle (idempotent). Waits for calls in flight on it."""
+        """Releases the handle (idempotent). Waits for this object's calls in flight (a
+        ``Subscription.poll`` waits in short slices, so at most ``POLL_SLICE_MS``)."""
         with self._cond:
             if self._ptr is None:
                 return
@@ -529,7 +535,23 @@ class _Use:
 
 class Subscription(_Handle):
     """Deep-tier verdicts from the moment of :meth:`RiskEngine.subscribe` (bounded: a slow
-    reader loses verdicts rather than blocking the engine). Close it, or use ``with``."""
+    reader loses verdicts rather than blocking the engine). Close it, or use ``with``.
+
+    :meth:`poll` returns a Verdict, or None when none came in time (try again), and raises
+    ``RiskError`` with code ``RISK_ERR_CLOSED`` (13) when none ever will: the engine has no
+    deep tier, or was freed (verdicts already buffered are returned first). Typical loop::
+
+        with engine.subscribe() as sub:
+            try:
+                while True:
+                    v = sub.poll(1000)
+                    if v is not None:
+                        handle(v)
+            except RiskError as e:
+                if e.code != risk.RISK_ERR_CLOSED:
+                    raise
+
+    ``closed`` is about this object (``close()`` was called), not the verdict stream."""
 
     _kind = "subscription"
 
@@ -537,13 +559,16 @@ class Subscription(_Handle):
         super().__init__(ptr, "risk_subscription_free")
 
     def poll(self, timeout_ms: int = 0) -> Verdict | None:
-        """The next verdict, waiting up to ``timeout_ms``; None when none came.
+        """The next verdict, waiting up to ``timeout_ms`` (0: only look).
 
-        The wait is made of library polls of at most ``POLL_SLICE_MS`` each: a poll in the C
-        ABI holds the library's process-wide handle-registry lock for its whole wait, which
-        stalls every engine/subscription creation and free in the process (and, behind
-        those, every other call). When the engine has no deep tier or is gone the library
-        answers at once; that ends the wait too (as the C call would)."""
+        Returns None when none came in time (``RISK_ERR_EMPTY``: poll again). Raises
+        RiskError(``RISK_ERR_CLOSED``) at once when no verdict will ever come (no deep
+        tier, or the engine was freed), and RiskError(``RISK_ERR_HANDLE``) once this
+        subscription is closed.
+
+        The wait is made of library polls of at most ``POLL_SLICE_MS`` each. The library
+        itself blocks nothing else during a poll; the slices only keep ``close()`` from
+        another thread (which waits for this object's calls in flight) prompt."""
         timeout_ms = _int(timeout_ms, "timeout_ms", 0, _U32_MAX)
         out = F.risk_verdict()
         L = F.lib()
@@ -551,18 +576,14 @@ class Subscription(_Handle):
         remaining = timeout_ms
         while True:
             step = min(remaining, POLL_SLICE_MS)
-            t0 = time.monotonic()
             with _Use(self) as p:
                 r = L.risk_subscription_poll(p, step, ctypes.byref(out))
                 if r == F.RISK_OK:
                     return Verdict._from_c(out)
-                if r != F.RISK_ERR_EMPTY:
+                if r != F.RISK_ERR_EMPTY:  # RISK_ERR_CLOSED included: stop polling
                     raise _last_error(r)
-            now = time.monotonic()
-            if step == 0 or now - t0 < step / 2000:  # no wait happened: channel closed
-                return None
-            remaining = int((deadline - now) * 1000)
-            if remaining <= 0:
+            remaining = int((deadline - time.monotonic()) * 1000)
+            if step == 0 or remaining <= 0:
                 return None
 
     def __repr__(self) -> str:

@@ -38,7 +38,6 @@ from pathlib import Path
 
 RISK_MAX_INPUT = 1 << 24
 RISK_MAX_REASONS = 8
-# Not #defined in risk.h; stated in the comments of risk_engine_decide_batch and risk_txn.
 RISK_MAX_BATCH = 65_536
 RISK_MAX_FEATURES = 4096
 
@@ -51,6 +50,17 @@ RISK_TIER_FAST = 1
 RISK_TIER_STATIC = 2
 
 RISK_FALLBACK_NONE = 0
+RISK_FALLBACK_TIMEOUT = 1
+RISK_FALLBACK_ERROR = 2
+RISK_FALLBACK_PANIC = 3
+RISK_FALLBACK_INVALID_SCORE = 4
+RISK_FALLBACK_CIRCUIT_OPEN = 5
+RISK_FALLBACK_ABSENT = 6
+RISK_FALLBACK_SATURATED = 7
+
+# A tier, fallback, verdict source or failure code this header version does not know
+# (written by a newer library): mapped to the name "unknown".
+RISK_CODE_UNKNOWN = 255
 
 RISK_ESCALATION_NONE = 0
 RISK_ESCALATION_ENQUEUED = 1
@@ -69,6 +79,7 @@ RISK_ERR_JSON = 9
 RISK_ERR_HANDLE = 10
 RISK_ERR_EMPTY = 11
 RISK_ERR_RELOAD = 12
+RISK_ERR_CLOSED = 13
 
 RESULT_NAMES = {
     RISK_OK: "RISK_OK",
@@ -84,6 +95,7 @@ RESULT_NAMES = {
     RISK_ERR_HANDLE: "RISK_ERR_HANDLE",
     RISK_ERR_EMPTY: "RISK_ERR_EMPTY",
     RISK_ERR_RELOAD: "RISK_ERR_RELOAD",
+    RISK_ERR_CLOSED: "RISK_ERR_CLOSED",
 }
 
 # One-line meanings, from the header's comments (used when the library gives no message).
@@ -99,24 +111,32 @@ RESULT_DESCRIPTIONS = {
     RISK_ERR_BUFFER_TOO_SMALL: "the buffer is too small",
     RISK_ERR_JSON: "malformed JSON input",
     RISK_ERR_HANDLE: "a freed, never-created or foreign handle",
-    RISK_ERR_EMPTY: "nothing to return yet",
+    RISK_ERR_EMPTY: "nothing to return yet (a poll that timed out)",
     RISK_ERR_RELOAD: "rule reload failed",
+    RISK_ERR_CLOSED: "no more items will ever come (stop polling)",
 }
 
 # Names of the small enums the header defines only as numbers.
 ACTION_NAMES = {RISK_ACTION_APPROVE: "approve", RISK_ACTION_REVIEW: "review", RISK_ACTION_DECLINE: "decline"}
-TIER_NAMES = {RISK_TIER_RULES: "rules", RISK_TIER_FAST: "fast", RISK_TIER_STATIC: "static"}
+TIER_NAMES = {
+    RISK_TIER_RULES: "rules",
+    RISK_TIER_FAST: "fast",
+    RISK_TIER_STATIC: "static",
+    RISK_CODE_UNKNOWN: "unknown",
+}
 ESCALATION_NAMES = {
     RISK_ESCALATION_NONE: "none",
     RISK_ESCALATION_ENQUEUED: "enqueued",
     RISK_ESCALATION_SHED: "shed",
 }
 # risk_verdict.source / .failure (header comments; no name function in the ABI).
-VERDICT_SOURCE_NAMES = {0: "model", 1: "cached_average", 2: "global_prior"}
-VERDICT_FAILURE_NAMES = {0: "none", 1: "timeout", 2: "error", 3: "saturated"}
+VERDICT_SOURCE_NAMES = {0: "model", 1: "cached_average", 2: "global_prior", RISK_CODE_UNKNOWN: "unknown"}
+VERDICT_FAILURE_NAMES = {0: "none", 1: "timeout", 2: "error", 3: "saturated", RISK_CODE_UNKNOWN: "unknown"}
 
 
 def enum_name(table: dict, code: int) -> str:
+    """The name of ``code`` in ``table``; ``RISK_CODE_UNKNOWN`` (255) is "unknown", any
+    other code the table lacks is "unknown(<code>)"."""
     return table.get(code, f"unknown({code})")
 
 

@@ -160,6 +160,26 @@ def test_reason_name_of_unknown_code():
     assert risk.fallback_name(1) == "timeout"
 
 
+def test_code_unknown_is_named_unknown():
+    """RISK_CODE_UNKNOWN (255): a tier, fallback, source or failure from a newer library."""
+    from risk import _ffi as F
+
+    assert risk.RISK_CODE_UNKNOWN == 255
+    order = ["none", "timeout", "error", "panic", "invalid_score", "circuit_open", "absent", "saturated"]
+    assert set(order) == FALLBACKS
+    for code, name in enumerate(order):
+        assert risk.fallback_name(code) == name
+    assert risk.fallback_name(255) == "unknown"
+    assert (F.RISK_FALLBACK_TIMEOUT, F.RISK_FALLBACK_SATURATED) == (1, 7)
+    c = F.risk_decision(txn=5, tier=255, fallback=255, action=0, escalation=0, total_ns=1)
+    d = risk.Decision._from_c(c)
+    assert (d.tier, d.fallback, d.action) == ("unknown", "unknown", "approve")
+    v = risk.Verdict._from_c(F.risk_verdict(ticket=1, source=255, failure=255))
+    assert (v.source, v.failure) == ("unknown", "unknown")
+    v = risk.Verdict._from_c(F.risk_verdict(ticket=1, source=2, failure=3))
+    assert (v.source, v.failure) == ("global_prior", "saturated")
+
+
 def test_batch_chunking_keeps_order(shared_engine):
     txns = [base_txn(1000 + i) for i in range(150)]
     txns[77]["amount"] = math.nan

@@ -77,6 +77,20 @@ def test_python_range_errors(shared_engine, over, needle):
     assert isinstance(e, ValueError) and needle in e.message
 
 
+@pytest.mark.parametrize("value", [1e39, -3.5e38, 1.7976931348623157e308])
+def test_feature_outside_f32_range(shared_engine, value):
+    """Features are stored as f32: a finite value outside its range is refused, not made inf."""
+    e = raises(T, shared_engine.decide, base_txn(2, features={"hour": value}))
+    assert "hour" in e.message
+    assert shared_engine.decide(base_txn(2, features={"hour": 3.4e38})).txn == 2
+
+
+def test_too_many_features(shared_engine):
+    feats = {f"f{i}": 1.0 for i in range(4097)}  # RISK_MAX_FEATURES + 1
+    e = raises(INVALID, shared_engine.decide, base_txn(2, features=feats))
+    assert "4096" in e.message
+
+
 def test_unknown_top_level_field(shared_engine):
     e = raises(T, shared_engine.decide, base_txn(2), hour=3)
     assert "hour" in e.message

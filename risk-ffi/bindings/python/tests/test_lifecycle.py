@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import threading
+import time
 
 import pytest
 
 import risk
+from risk import _ffi as F
 from _util import DEEP_TOML, base_txn
 
-HANDLE, SHUT_DOWN = 10, 6
+HANDLE, SHUT_DOWN, CLOSED = 10, 6, 13
 
 
 def test_use_after_close(example_toml):
@@ -133,15 +136,34 @@ def test_close_while_other_threads_decide(example_toml):
     assert len(outcomes) == 4 and all(o in ("done", HANDLE) for o in outcomes), outcomes
 
 
-def test_subscription_poll_timeout_zero(shared_engine):
-    with shared_engine.subscribe() as s:
+def test_subscription_poll_timeout_is_none():
+    """RISK_ERR_EMPTY (nothing in time) is None, after waiting out the timeout."""
+    with risk.RiskEngine.from_toml(DEEP_TOML) as e, e.subscribe() as s:
         assert s.poll(0) is None
         assert s.poll() is None
+        t0 = time.monotonic()
+        assert s.poll(120) is None
+        assert time.monotonic() - t0 >= 0.1
+        assert not s.closed
     assert s.closed
     with pytest.raises(risk.RiskError) as ei:
         s.poll(0)
     assert ei.value.code == HANDLE
     s.close()  # double close: harmless
+
+
+def test_subscription_without_deep_tier_is_closed(shared_engine):
+    """examples/risk.toml has no deep tier: RISK_ERR_CLOSED at once, not after the timeout."""
+    assert risk.RISK_ERR_CLOSED == CLOSED and risk.RESULT_NAMES[CLOSED] == "RISK_ERR_CLOSED"
+    with shared_engine.subscribe() as s:
+        for timeout in (0, 60_000):
+            t0 = time.monotonic()
+            with pytest.raises(risk.RiskError) as ei:
+                s.poll(timeout)
+            assert time.monotonic() - t0 < 10
+            assert ei.value.code == CLOSED and ei.value.name == "RISK_ERR_CLOSED"
+            assert ei.value.message and "RISK_ERR_CLOSED" in str(ei.value)
+        assert not s.closed  # the object is still open: closed is about close()
 
 
 def test_subscription_receives_deep_verdict():
@@ -161,6 +183,89 @@ def test_subscription_outlives_engine():
     e = risk.RiskEngine.from_toml(DEEP_TOML)
     s = e.subscribe()
     e.close()
-    # the library answers "empty" at once once the engine is gone (not after the timeout)
-    assert s.poll(60_000) is None
+    # the engine is gone: RISK_ERR_CLOSED at once (not after the timeout)
+    t0 = time.monotonic()
+    with pytest.raises(risk.RiskError) as ei:
+        s.poll(60_000)
+    assert ei.value.code == CLOSED
+    assert time.monotonic() - t0 < 10
     s.close()
+
+
+def test_buffered_verdict_then_closed_after_engine_close():
+    e = risk.RiskEngine.from_toml(DEEP_TOML)
+    s = e.subscribe()
+    d = e.decide(id=78, entity=6, amount=3.0, currency="USD")
+    assert d.escalation == "enqueued"
+    deadline = time.monotonic() + 10
+    while e.metrics()["latency"]["deep"]["count"] < 1:  # the verdict is in the channel
+        assert time.monotonic() < deadline, "no deep verdict within 10 s"
+        time.sleep(0.005)
+    e.close()
+    # (a timeout, not 0: the deep worker counts the verdict just before it sends it)
+    v = s.poll(10_000)
+    assert isinstance(v, risk.Verdict) and v.ticket == d.ticket
+    with pytest.raises(risk.RiskError) as ei:
+        s.poll(1000)
+    assert ei.value.code == CLOSED
+    s.close()
+
+
+def test_poll_after_shutdown_ends_by_its_deadline():
+    """After shutdown (engine not freed) a poll ends by its timeout: None, or
+    RISK_ERR_CLOSED (the header's contract; this library version still answers "empty")."""
+    with risk.RiskEngine.from_toml(DEEP_TOML) as e, e.subscribe() as s:
+        e.shutdown(drain_ms=0)
+        t0 = time.monotonic()
+        try:
+            assert s.poll(200) is None
+        except risk.RiskError as err:
+            assert err.code == CLOSED
+        assert time.monotonic() - t0 < 5
+
+
+def test_long_library_poll_blocks_nothing(example_toml):
+    """A 2 s poll straight through the C ABI (not sliced) while another thread builds,
+    uses and frees engines and subscriptions: the library holds no global lock."""
+    with risk.RiskEngine.from_toml(DEEP_TOML) as e, e.subscribe() as s:
+        started = threading.Event()
+        result: list = []
+
+        def long_poll() -> None:
+            out = F.risk_verdict()
+            with risk._engine._Use(s) as p:
+                started.set()
+                result.append(F.lib().risk_subscription_poll(p, 2000, ctypes.byref(out)))
+
+        t = threading.Thread(target=long_poll)
+        t.start()
+        started.wait()
+        time.sleep(0.05)
+        t0 = time.monotonic()
+        with risk.RiskEngine.from_path(example_toml) as other, other.subscribe() as s2:
+            other.decide(base_txn(1))
+            with pytest.raises(risk.RiskError):
+                s2.poll(0)
+        elapsed = time.monotonic() - t0
+        t.join()
+        assert result == [F.RISK_ERR_EMPTY]
+        assert elapsed < 1.0, f"building and freeing an engine during a poll took {elapsed:.2f} s"
+
+
+def test_stale_handle_refused_by_library(example_toml):
+    """Handles are never-reused tokens: a freed one is RISK_ERR_HANDLE even after new
+    engines are created."""
+    e = risk.RiskEngine.from_path(example_toml)
+    stale = e._ptr
+    e.close()
+    others = [risk.RiskEngine.from_path(example_toml) for _ in range(3)]
+    try:
+        out = F.risk_decision()
+        js = b'{"amount": 1, "currency": "USD"}'
+        assert F.lib().risk_engine_decide_json(stale, js, len(js), ctypes.byref(out)) == HANDLE
+        assert F.lib().risk_engine_decide_batch(stale, None, 0, None, None) == HANDLE  # empty batch too
+        for o in others:
+            assert o.decide_json(js).txn == 0
+    finally:
+        for o in others:
+            o.close()

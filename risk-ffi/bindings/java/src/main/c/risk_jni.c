@@ -18,8 +18,9 @@
  *  - Natives are bound with RegisterNatives in JNI_OnLoad, so a Java/C signature mismatch fails
  *    System.load loudly instead of the first call.
  *
- * Engine and subscription pointers travel as jlong (the long field of RiskEngine/Subscription);
- * the Java side guarantees, with its lock, that a pointer is never used after it was freed.
+ * Engine and subscription handles travel as jlong (the long field of RiskEngine/Subscription).
+ * The library refuses a freed handle itself (RISK_ERR_HANDLE: handles are never-reused tokens);
+ * the Java side's lock only makes close() wait for calls in flight and gives a Java exception.
  */
 #include <jni.h>
 
@@ -635,6 +636,7 @@ static jboolean JNICALL n_poll(JNIEnv *env, jclass cls, jlong sub, jint timeout_
   risk_verdict v;
   risk_result r = risk_subscription_poll((const risk_subscription *)(intptr_t)sub, (uint32_t)timeout_ms, &v);
   if (r == RISK_ERR_EMPTY) return JNI_FALSE; /* expected: nothing within the timeout */
+  /* RISK_ERR_CLOSED (no verdict will ever come) is thrown like any other code. */
   if (r != RISK_OK) {
     throw_risk(env, r);
     return JNI_FALSE;

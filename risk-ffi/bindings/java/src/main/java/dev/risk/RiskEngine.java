@@ -13,18 +13,19 @@ import java.util.function.LongFunction;
 
 /**
  * A risk engine ({@code risk_engine *}). Thread-safe: any number of threads may call
- * {@link #decide} and the other methods concurrently.
+ * {@link #decide} and the other methods concurrently. The library holds no global lock
+ * during calls, so a long poll or a shutdown drain does not hold up other calls.
  *
  * <h2>Closing</h2>
  * {@link #close()} frees the native engine; it is idempotent. Every call holds a read lock
  * of a {@link StampedLock} for its whole native call and {@code close} takes the write lock,
- * so {@code close} waits for calls in flight and no call ever passes a freed pointer; a call
- * after close throws {@link IllegalStateException}.
+ * so {@code close} waits for this engine's calls in flight, and a call after close throws
+ * {@link IllegalStateException}.
  *
- * <p>Why a Java lock and not only the library's handle registry (which refuses freed
- * handles with {@code RISK_ERR_HANDLE}): the registry keys handles by address, so once an
- * engine is freed a new engine may be allocated at the same address and a stale handle
- * would then silently reach the <em>new</em> engine. The read lock makes that impossible.
+ * <p>The lock is not needed for memory safety: the library's handles are never-reused
+ * tokens, a freed one is refused with {@code RISK_ERR_HANDLE}, and a native call in flight
+ * when the engine is freed finishes on its own reference. It gives a clear Java exception
+ * and the guarantee that nothing runs on the engine once {@code close} returns.
  *
  * <p>Closing the engine also closes the {@link Subscription}s it handed out.
  */
@@ -114,6 +115,10 @@ public final class RiskEngine implements AutoCloseable {
     public List<BatchItem> decideBatch(List<Transaction> txns) {
         if (txns == null) {
             throw new IllegalArgumentException("transactions list is null");
+        }
+        if (txns.isEmpty()) {
+            withHandle(h -> null); // like the C ABI, an empty batch still checks the engine
+            return List.of();
         }
         List<BatchItem> all = new ArrayList<>(txns.size());
         for (int from = 0; from < txns.size(); from += RiskNative.MAX_BATCH) {

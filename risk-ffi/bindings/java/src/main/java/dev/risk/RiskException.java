@@ -31,16 +31,24 @@ public class RiskException extends RuntimeException {
     public static final int ERR_JSON = 9;
     /** {@code RISK_ERR_HANDLE}: a freed, never-created or foreign handle. */
     public static final int ERR_HANDLE = 10;
-    /** {@code RISK_ERR_EMPTY}: nothing to return yet (mapped to {@code Optional.empty()} by poll). */
+    /**
+     * {@code RISK_ERR_EMPTY}: nothing to return yet, a poll that timed out (mapped to
+     * {@code Optional.empty()} by {@link Subscription#poll}: poll again).
+     */
     public static final int ERR_EMPTY = 11;
     /** {@code RISK_ERR_RELOAD}: rule reload failed or there is no rule file. */
     public static final int ERR_RELOAD = 12;
+    /**
+     * {@code RISK_ERR_CLOSED}: no more items will ever come: thrown by
+     * {@link Subscription#poll} when the engine has no deep tier or was freed. Stop polling.
+     */
+    public static final int ERR_CLOSED = 13;
 
     private static final String[] NAMES = {
         "RISK_OK", "RISK_ERR_NULL", "RISK_ERR_UTF8", "RISK_ERR_INVALID", "RISK_ERR_CONFIG",
         "RISK_ERR_TRANSACTION", "RISK_ERR_SHUT_DOWN", "RISK_ERR_PANIC",
         "RISK_ERR_BUFFER_TOO_SMALL", "RISK_ERR_JSON", "RISK_ERR_HANDLE", "RISK_ERR_EMPTY",
-        "RISK_ERR_RELOAD",
+        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED",
     };
 
     private final int code;

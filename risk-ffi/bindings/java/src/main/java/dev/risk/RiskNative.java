@@ -20,7 +20,7 @@ final class RiskNative {
     static final int TXN_HEADER_LONGS = 4;
     /** strings per transaction before its features: currency, country, channel. */
     static final int TXN_FIXED_STRINGS = 3;
-    /** {@code risk_engine_decide_batch}'s limit. */
+    /** {@code RISK_MAX_BATCH}: {@code risk_engine_decide_batch}'s limit. */
     static final int MAX_BATCH = 65_536;
 
     static {
@@ -72,7 +72,10 @@ final class RiskNative {
 
     static native long subscribe(long engine);
 
-    /** True with {@code out} filled, false on {@code RISK_ERR_EMPTY}. */
+    /**
+     * True with {@code out} filled, false on {@code RISK_ERR_EMPTY} (timed out); any other
+     * code, {@code RISK_ERR_CLOSED} included, is thrown as a {@link RiskException}.
+     */
     static native boolean poll(long subscription, int timeoutMs, long[] out);
 
     static native void subscriptionFree(long subscription);

@@ -8,12 +8,23 @@ import java.util.concurrent.locks.StampedLock;
  * Deep-tier verdicts from one engine ({@code risk_subscription *}), from the moment of
  * {@link RiskEngine#subscribe()} on. The channel is bounded: a slow reader loses verdicts
  * (counted by the engine) rather than blocking the deep tier. Thread-safe; {@link #close()}
- * is idempotent and waits for a poll in flight.
+ * is idempotent and waits for a poll in flight. Closing the engine closes its subscriptions.
+ *
+ * <p>A typical reader:
+ * <pre>{@code
+ * try (Subscription s = engine.subscribe()) {
+ *     while (true) {
+ *         s.poll(Duration.ofSeconds(1)).ifPresent(this::handle); // empty: timed out, poll again
+ *     }
+ * } catch (RiskException e) {
+ *     if (e.code() != RiskException.ERR_CLOSED) throw e;       // no verdict will ever come
+ * }
+ * }</pre>
  *
  * <p>A long {@link #poll(Duration)} is split into native waits of at most
- * {@value #SLICE_MS} ms: the library holds its process-wide handle lock for the whole of a
- * poll, so one long native poll would stall every engine creation, free and subscription
- * in the process (and, since waiting writers block new readers, every other call too).
+ * {@value #SLICE_MS} ms. The library itself blocks nothing else during a poll; the slices
+ * keep {@link #close()} (and {@link RiskEngine#close()}), which wait for a poll in flight,
+ * prompt.
  */
 public final class Subscription implements AutoCloseable {
     static final int SLICE_MS = 50;
@@ -28,9 +39,15 @@ public final class Subscription implements AutoCloseable {
     }
 
     /**
-     * Waits up to {@code timeout} for the next verdict; empty when none came. A zero
-     * timeout only looks. After the engine is closed this returns empty at once (or throws
-     * {@link IllegalStateException} once the subscription itself is closed).
+     * Waits up to {@code timeout} for the next verdict (a zero timeout only looks).
+     *
+     * @return the verdict, or {@link Optional#empty()} when none came in time
+     *     ({@code RISK_ERR_EMPTY}): poll again
+     * @throws RiskException with {@link RiskException#ERR_CLOSED} ({@code RISK_ERR_CLOSED}),
+     *     at once, when no verdict will ever come: the engine has no deep tier (such as
+     *     {@code examples/risk.toml}). Stop polling. (The library also answers it once the
+     *     engine is freed, but {@link RiskEngine#close()} closes this subscription first.)
+     * @throws IllegalStateException once this subscription (or its engine) is closed
      */
     public Optional<Verdict> poll(Duration timeout) {
         if (timeout == null) {
@@ -56,14 +73,13 @@ public final class Subscription implements AutoCloseable {
             int sliceMs = (int) Math.min(SLICE_MS, Math.max(0, (leftNs + 999_999) / 1_000_000));
             first = false;
             boolean got;
-            long sliceStart = System.nanoTime();
             long stamp = lock.readLock();
             try {
                 long h = handle;
                 if (h == 0) {
                     throw new IllegalStateException("Subscription is closed");
                 }
-                got = RiskNative.poll(h, sliceMs, out);
+                got = RiskNative.poll(h, sliceMs, out); // throws RISK_ERR_CLOSED
             } finally {
                 lock.unlockRead(stamp);
             }
@@ -71,12 +87,6 @@ public final class Subscription implements AutoCloseable {
                 return Optional.of(Verdict.fromLongs(out));
             }
             if (sliceMs == 0) {
-                return Optional.empty();
-            }
-            // RISK_ERR_EMPTY well before the slice ran out: the library's channel reports
-            // "disconnected" (the engine's deep tier is gone) as EMPTY too, at once. Stop
-            // rather than spin on it until the deadline.
-            if (System.nanoTime() - sliceStart < sliceMs * 500_000L) {
                 return Optional.empty();
             }
         }

@@ -8,7 +8,7 @@ public enum Tier {
     FAST,
     /** The configured static action (even the rules failed). */
     STATIC,
-    /** A code this binding does not know (the library writes 255 for a newer tier). */
+    /** {@code RISK_CODE_UNKNOWN} (255): a tier this binding does not know (a newer library). */
     UNKNOWN;
 
     static Tier of(int code) {

@@ -2,11 +2,16 @@ package dev.risk;
 
 /**
  * A deep-tier verdict ({@code risk_verdict}). {@code source}: 0 model, 1 cached average,
- * 2 global prior (255 unknown); {@code failure}: 0 none, 1 timeout, 2 error, 3 saturated
- * (255 unknown).
+ * 2 global prior, {@link #CODE_UNKNOWN} unknown; {@code failure}: 0 none, 1 timeout, 2 error,
+ * 3 saturated, {@link #CODE_UNKNOWN} unknown.
  */
 public record Verdict(long ticket, long txnId, long entity, float score, float fastScore,
                       int source, int failure, long latencyNs) {
+    /**
+     * {@code RISK_CODE_UNKNOWN}: a source or failure this binding does not know (written by a
+     * newer library). {@link Tier#UNKNOWN} and {@link Fallback#UNKNOWN} are the same code.
+     */
+    public static final int CODE_UNKNOWN = 255;
 
     static Verdict fromLongs(long[] a) {
         return new Verdict(a[0], a[1], a[2], Float.intBitsToFloat((int) a[3]),

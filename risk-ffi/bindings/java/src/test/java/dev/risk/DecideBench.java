@@ -2,22 +2,33 @@ package dev.risk;
 
 import java.nio.file.Path;
 import java.util.Locale;
+import java.util.function.Supplier;
 
 /**
- * Per-call cost of {@link RiskEngine#decide} through JNI (printed, not asserted).
+ * Per-call cost of {@link RiskEngine#decide} and {@link RiskEngine#decideJson} through JNI
+ * (printed, not asserted).
  *
  * <pre>java -Drisk.jni.path=.../librisk_jni.so -cp target/classes:target/test-classes \
  *     dev.risk.DecideBench examples/risk.toml [iterations]</pre>
  *
- * Three numbers, each over {@code iterations} calls after a warm-up: the example engine
- * with a transaction built once (binding + engine), the same with a new Transaction per call
- * (adds the Java-side builder and UTF-8 encoding), and a constant-scorer engine whose own
- * work is tiny (the binding's overhead plus the engine's fixed cost).
+ * The transaction is the Rust criterion bench's ({@code benches/ffi.rs}) and the engine is
+ * {@code examples/risk.toml} unchanged, so the lines compare with {@code ffi/c_abi_decide}
+ * and {@code ffi/c_abi_decide_json}. Each line is {@code iterations} calls after a warm-up:
+ * the wall time per call and the engine's own mean {@code total_ns} over the same calls
+ * ({@link Decision#totalNs()}); the difference is the overhead of Java, JNI and the C ABI.
+ * Lines: the transaction built once; the same as JSON text; the transaction built per call
+ * (adds the Java-side builder and UTF-8 encoding); a constant-scorer engine whose own work
+ * is tiny.
  */
 public final class DecideBench {
     static final String CONSTANT_TOML =
         "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
             + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n";
+
+    /** benches/ffi.rs's transaction as JSON. */
+    static final String JSON = "{\"id\": 7, \"entity\": 42, \"timestamp_ms\": 1767571200000, \"amount\": 42.5, "
+        + "\"currency\": \"USD\", \"mcc\": 5411, \"country\": \"US\", \"channel\": \"pos\", \"device\": 9, "
+        + "\"features\": {\"txn_count_1h\": 3, \"hour\": 14, \"device_new\": 0}}";
 
     private DecideBench() {}
 
@@ -31,45 +42,40 @@ public final class DecideBench {
         int warm = Math.max(20_000, iters / 5);
         try (RiskEngine full = RiskEngine.fromPath(toml);
              RiskEngine constant = RiskEngine.fromToml(CONSTANT_TOML, null)) {
-            Transaction t = txn(1);
-            time(full, t, warm);
-            report("decide, example engine, prebuilt txn", time(full, t, iters), iters);
-            timeBuild(full, warm);
-            report("decide, example engine, txn built per call", timeBuild(full, iters), iters);
-            Transaction c = Transaction.builder().id(1).amount(10, "USD").build();
-            time(constant, c, warm);
-            report("decide, constant engine (binding + fixed cost)", time(constant, c, iters), iters);
+            Transaction t = txn();
+            run("decide, prebuilt txn (~ c_abi_decide)", () -> full.decide(t), warm, iters);
+            run("decideJson (~ c_abi_decide_json)", () -> full.decideJson(JSON), warm, iters);
+            run("decide, txn built per call", () -> full.decide(txn()), warm, iters);
+            Transaction c = Transaction.builder().id(7).amount(42.5, "USD").build();
+            run("decide, constant engine", () -> constant.decide(c), warm, iters);
         }
         if (sink == 42) {
             System.out.println();
         }
     }
 
-    static Transaction txn(long i) {
-        return Transaction.builder().id(i).entity(1000 + i % 97).timestampMs(1_767_571_200_000L + i * 1000)
-            .amount(42.5, "USD").mcc(5411).country("US").channel("pos").device(7)
-            .feature("txn_count_1h", 3).feature("hour", 23).feature("device_new", 1).build();
+    /** benches/ffi.rs's transaction. */
+    static Transaction txn() {
+        return Transaction.builder().id(7).entity(42).timestampMs(1_767_571_200_000L)
+            .amount(42.5, "USD").mcc(5411).country("US").channel("pos").device(9)
+            .feature("txn_count_1h", 3.0).feature("hour", 14.0).feature("device_new", 0.0).build();
     }
 
     static long sink;
 
-    static long time(RiskEngine e, Transaction t, int n) {
+    static void run(String what, Supplier<Decision> call, int warm, int n) {
+        for (int i = 0; i < warm; i++) {
+            sink += call.get().action().ordinal();
+        }
+        long engineNs = 0;
         long t0 = System.nanoTime();
         for (int i = 0; i < n; i++) {
-            sink += e.decide(t).action().ordinal();
+            Decision d = call.get();
+            engineNs += d.totalNs();
+            sink += d.action().ordinal();
         }
-        return System.nanoTime() - t0;
-    }
-
-    static long timeBuild(RiskEngine e, int n) {
-        long t0 = System.nanoTime();
-        for (int i = 0; i < n; i++) {
-            sink += e.decide(txn(i)).action().ordinal();
-        }
-        return System.nanoTime() - t0;
-    }
-
-    static void report(String what, long ns, int n) {
-        System.out.printf(Locale.ROOT, "%-48s %9.0f ns/call (%d calls after warm-up)%n", what, (double) ns / n, n);
+        long ns = System.nanoTime() - t0;
+        System.out.printf(Locale.ROOT, "%-40s %8.0f ns/call   engine mean total_ns %7.0f   (%d calls after warm-up)%n",
+            what, (double) ns / n, (double) engineNs / n, n);
     }
 }

@@ -284,7 +284,9 @@ class RiskEngineTest {
         assertTrue(e.detail().contains("currency"), e.getMessage());
         // The glue passes Java nulls on as C NULL where the ABI takes a pointer...
         riskError(RiskException.ERR_NULL, () -> RiskNative.engineNewFromPath(null));
-        riskError(RiskException.ERR_NULL, () -> RiskNative.engineNewFromToml(null, null));
+        // (NULL with length 0 is empty text to the library: a config without [schema].)
+        RiskException empty = riskError(RiskException.ERR_CONFIG, () -> RiskNative.engineNewFromToml(null, null));
+        assertTrue(empty.detail().contains("schema"), empty.getMessage());
         riskError(RiskException.ERR_NULL, () -> RiskNative.decideJson(0, new byte[] {'{', '}'}, new long[32]));
         riskError(RiskException.ERR_NULL, () -> RiskNative.metricsJson(0));
         // ...and refuses nulls and malformed arrays it needs itself.
@@ -308,6 +310,35 @@ class RiskEngineTest {
         assertThrows(IllegalArgumentException.class, () -> base(9).mcc(70_000));
         assertThrows(IllegalArgumentException.class, () -> base(9).mcc(-1));
         assertThrows(IllegalArgumentException.class, () -> RiskEngine.fromPath("a\0b"));
+    }
+
+    @Test
+    void featureOutsideTheFloatRangeIsRejected() {
+        for (double v : new double[] {1e39, -3.5e38, Double.MAX_VALUE}) {
+            RiskException e = riskError(RiskException.ERR_TRANSACTION,
+                () -> engine.decide(base(10).feature("hour", v).build()));
+            assertTrue(e.detail().contains("hour"), e.getMessage());
+        }
+        checkDecision(engine.decide(base(10).feature("hour", 3.4e38).build()), 10);
+    }
+
+    @Test
+    void unknownCodesMapToUnknown() {
+        assertEquals(Tier.UNKNOWN, Tier.of(255));
+        assertEquals(Fallback.UNKNOWN, Fallback.of(255));
+        assertEquals(Fallback.UNKNOWN, Fallback.of(8));
+        assertEquals(Fallback.SATURATED, Fallback.of(7));
+        assertEquals("unknown", RiskNative.fallbackName(255));
+        assertEquals(Fallback.UNKNOWN.cName(), RiskNative.fallbackName(Verdict.CODE_UNKNOWN));
+        assertEquals("RISK_ERR_CLOSED", RiskException.codeName(RiskException.ERR_CLOSED));
+        assertEquals(13, RiskException.ERR_CLOSED);
+        assertEquals("RISK_ERR_UNKNOWN(14)", RiskException.codeName(14));
+        long[] raw = new long[RiskNative.DECISION_LONGS];
+        raw[3] = 255;
+        raw[4] = 255;
+        Decision d = Decision.fromLongs(raw, 0);
+        assertEquals(Tier.UNKNOWN, d.tier());
+        assertEquals(Fallback.UNKNOWN, d.fallback());
     }
 
     @Test
@@ -390,6 +421,7 @@ class RiskEngineTest {
         assertThrows(IllegalStateException.class, () -> e.decide(t));
         assertThrows(IllegalStateException.class, () -> e.decideJson("{\"amount\": 1, \"currency\": \"USD\"}"));
         assertThrows(IllegalStateException.class, () -> e.decideBatch(List.of(t)));
+        assertThrows(IllegalStateException.class, () -> e.decideBatch(List.of()));
         assertThrows(IllegalStateException.class, e::metricsJson);
         assertThrows(IllegalStateException.class, e::reloadRules);
         assertThrows(IllegalStateException.class, () -> e.shutdown(Duration.ZERO));
@@ -415,16 +447,46 @@ class RiskEngineTest {
         RiskNative.engineFree(0);
         riskError(RiskException.ERR_HANDLE, () -> RiskNative.metricsJson(h));
         riskError(RiskException.ERR_HANDLE, () -> RiskNative.decideJson(h, "{}".getBytes(StandardCharsets.UTF_8), new long[32]));
+        // Handles are never reused: new engines do not make the stale one live again.
+        long[] others = new long[4];
+        try {
+            for (int i = 0; i < others.length; i++) {
+                others[i] = RiskNative.engineNewFromToml(CONSTANT_TOML.getBytes(StandardCharsets.UTF_8), null);
+                assertTrue(others[i] != h);
+            }
+            riskError(RiskException.ERR_HANDLE, () -> RiskNative.metricsJson(h));
+        } finally {
+            for (long o : others) {
+                RiskNative.engineFree(o);
+            }
+        }
     }
 
     // ----- subscriptions -----
 
     @Test
-    void subscriptionPollWithZeroTimeoutIsEmpty() {
-        try (Subscription s = engine.subscribe()) {
+    void subscriptionPollTimeoutIsEmpty() {
+        try (RiskEngine e = RiskEngine.fromToml(DEEP_TOML, null); Subscription s = e.subscribe()) {
             assertEquals(Optional.empty(), s.poll(Duration.ZERO));
+            long t0 = System.nanoTime();
+            assertEquals(Optional.empty(), s.poll(Duration.ofMillis(120)));
+            assertTrue(System.nanoTime() - t0 >= TimeUnit.MILLISECONDS.toNanos(100), "returned before the timeout");
             assertThrows(IllegalArgumentException.class, () -> s.poll(Duration.ofMillis(-1)));
             assertThrows(IllegalArgumentException.class, () -> s.poll(null));
+        }
+    }
+
+    @Test
+    void subscriptionWithoutADeepTierIsClosedAtOnce() {
+        // examples/risk.toml has no deep tier: RISK_ERR_CLOSED, at once even for a long poll.
+        try (Subscription s = engine.subscribe()) {
+            for (Duration d : new Duration[] {Duration.ZERO, Duration.ofHours(1)}) {
+                long t0 = System.nanoTime();
+                RiskException e = riskError(RiskException.ERR_CLOSED, () -> s.poll(d));
+                assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(10), "waited for " + d);
+                assertEquals("RISK_ERR_CLOSED", e.codeName());
+                assertFalse(e.detail().isEmpty());
+            }
         }
     }
 
@@ -436,20 +498,54 @@ class RiskEngineTest {
         s1.close();
         s1.close();
         assertThrows(IllegalStateException.class, () -> s1.poll(Duration.ZERO));
-        assertEquals(Optional.empty(), s2.poll(Duration.ZERO));
+        riskError(RiskException.ERR_CLOSED, () -> s2.poll(Duration.ZERO)); // no deep tier
         e.close(); // closes s2 too
         assertThrows(IllegalStateException.class, () -> s2.poll(Duration.ZERO));
     }
 
     @Test
     void pollOnAShutDownEngineReturnsWithoutWaitingOut() {
-        try (RiskEngine e = RiskEngine.fromPath(toml); Subscription s = e.subscribe()) {
+        try (RiskEngine e = RiskEngine.fromToml(DEEP_TOML, null); Subscription s = e.subscribe()) {
             e.shutdown(Duration.ZERO);
-            // Whatever the library does with the channel after shutdown, poll must end by its deadline.
+            // Empty by the deadline, or RISK_ERR_CLOSED (the header's contract after a
+            // shutdown; this library version still answers "empty").
             long t0 = System.nanoTime();
-            Optional<Verdict> v = s.poll(Duration.ofMillis(200));
+            try {
+                assertEquals(Optional.empty(), s.poll(Duration.ofMillis(200)));
+            } catch (RiskException closed) {
+                assertEquals(RiskException.ERR_CLOSED, closed.code(), closed::getMessage);
+            }
             assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(5));
-            v.ifPresent(x -> assertTrue(x.ticket() != 0));
+        }
+    }
+
+    @Test
+    void afterTheEngineIsFreedBufferedVerdictsThenClosed() throws InterruptedException {
+        // Raw handles: RiskEngine.close() would close its subscriptions too.
+        long h = RiskNative.engineNewFromToml(DEEP_TOML.getBytes(StandardCharsets.UTF_8), null);
+        long s = RiskNative.subscribe(h);
+        try {
+            long[] d = new long[RiskNative.DECISION_LONGS];
+            RiskNative.decideJson(h, "{\"id\": 41, \"amount\": 5, \"currency\": \"USD\"}"
+                .getBytes(StandardCharsets.UTF_8), d);
+            long ticket = Decision.fromLongs(d, 0).ticket();
+            assertTrue(ticket != 0);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!Utf8.decode(RiskNative.metricsJson(h)).contains("\"deep\":{\"count\":1")) {
+                assertTrue(System.nanoTime() < deadline, "no deep verdict within 30 s");
+                Thread.sleep(5);
+            }
+            RiskNative.engineFree(h);
+            long[] v = new long[RiskNative.VERDICT_LONGS];
+            // (a timeout, not 0: the deep worker counts the verdict just before it sends it)
+            assertTrue(RiskNative.poll(s, 10_000, v));
+            assertEquals(ticket, Verdict.fromLongs(v).ticket());
+            long t0 = System.nanoTime();
+            riskError(RiskException.ERR_CLOSED, () -> RiskNative.poll(s, 60_000, v));
+            assertTrue(System.nanoTime() - t0 < TimeUnit.SECONDS.toNanos(10));
+        } finally {
+            RiskNative.engineFree(h);
+            RiskNative.subscriptionFree(s);
         }
     }
 
@@ -471,28 +567,33 @@ class RiskEngineTest {
 
     @Test
     void aLongPollDoesNotStallTheRestOfTheProcess() throws Exception {
-        // The library holds its process-wide handle lock for a whole native poll, and a
-        // waiting writer (engine new/free, subscribe) blocks every other call. Subscription
-        // polls in short slices, so a 3 s poll must not hold up building another engine.
-        try (RiskEngine e = RiskEngine.fromToml(DEEP_TOML, null); Subscription s = e.subscribe()) {
+        // One unsliced 3 s native poll: the library holds no global lock during a call, so
+        // building, using and freeing another engine meanwhile is not held up.
+        long h = RiskNative.engineNewFromToml(DEEP_TOML.getBytes(StandardCharsets.UTF_8), null);
+        long s = RiskNative.subscribe(h);
+        try {
             CountDownLatch polling = new CountDownLatch(1);
             ExecutorService one = Executors.newSingleThreadExecutor();
             try {
-                Future<Optional<Verdict>> f = one.submit(() -> {
+                Future<Boolean> f = one.submit(() -> {
                     polling.countDown();
-                    return s.poll(Duration.ofSeconds(3));
+                    return RiskNative.poll(s, 3000, new long[RiskNative.VERDICT_LONGS]);
                 });
                 assertTrue(polling.await(1, TimeUnit.MINUTES));
                 long t0 = System.nanoTime();
                 try (RiskEngine other = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+                    other.subscribe().close();
                     other.decide(Transaction.builder().amount(1, "USD").build());
                 }
                 long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0);
                 assertTrue(ms < 1500, "building and using another engine during a poll took " + ms + " ms");
-                assertEquals(Optional.empty(), f.get(1, TimeUnit.MINUTES));
+                assertFalse(f.get(1, TimeUnit.MINUTES)); // RISK_ERR_EMPTY after 3 s
             } finally {
                 one.shutdownNow();
             }
+        } finally {
+            RiskNative.subscriptionFree(s);
+            RiskNative.engineFree(h);
         }
     }
 
