@@ -493,3 +493,52 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
         std::thread::park();
     }
 }
+
+/// A bounded fast tier whose every scored row takes `per_row` of (injected) time.
+struct Slow {
+    clock: Arc<ManualClock>,
+    per_row: Duration,
+}
+
+impl Scorer for Slow {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new("slow", "1", Latency::Bounded)
+    }
+    fn score(&self, _: &Transaction) -> Result<Score, ScoreError> {
+        self.clock.advance(self.per_row);
+        Ok(Score::new(0.1))
+    }
+}
+
+#[test]
+fn large_batches_get_a_deadline_per_chunk_not_one_for_all() {
+    let s = schema();
+    let clock = ManualClock::new();
+    // 100 µs a row: 1,000 rows are 100 ms, far past the 15 ms deadline as one batch, while
+    // a chunk of 64 rows is 6.4 ms.
+    let e = Engine::builder(s.clone())
+        .clock(clock.clone())
+        .rules(rules(0.4))
+        .fast(Arc::new(Slow {
+            clock: clock.clone(),
+            per_row: Duration::from_micros(100),
+        }))
+        .fast_deadline(Duration::from_millis(15))
+        .circuit(lenient_circuit())
+        .build()
+        .unwrap();
+    let txns: Vec<Transaction> = (1..=1000).map(|i| txn(&s, i, i)).collect();
+    let out = e.decide_batch(&txns);
+    assert_eq!(out.len(), 1000);
+    for (i, d) in out.iter().enumerate() {
+        let d = d.as_ref().unwrap();
+        assert_eq!(d.txn, txns[i].id);
+        assert_eq!((d.tier, d.fallback), (Tier::Fast, None), "row {i}");
+        // Timed from its chunk's start, not the batch's.
+        assert!(
+            d.timings.total_ns <= 7_000_000,
+            "row {i}: {} ns",
+            d.timings.total_ns
+        );
+    }
+}

@@ -138,17 +138,33 @@ impl Engine {
         Ok(inner.finish(txn, rules, fast, t0, t1 - t0, t2 - t1))
     }
 
-    /// Decides on several transactions. A bounded fast tier scores them in one
-    /// `score_batch` call under one deadline; otherwise each goes through [`decide`].
-    /// Results are in input order and equal what `decide` would answer.
+    /// Decides on several transactions. A bounded fast tier scores them in chunks of
+    /// [`BATCH_CHUNK`](Self::BATCH_CHUNK), one `score_batch` call per chunk under that
+    /// chunk's own deadline (measured from the chunk's start, as for one `decide`), so a
+    /// large batch never turns into one deadline for all; otherwise each goes through
+    /// [`decide`]. Results are in input order and equal what `decide` would answer.
     ///
     /// [`decide`]: Engine::decide
     pub fn decide_batch(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
         let inner = &*self.inner;
-        let fast = match &inner.fast {
-            Some(f) if f.is_inline() && txns.len() > 1 => f,
-            _ => return txns.iter().map(|t| self.decide(t)).collect(),
-        };
+        match &inner.fast {
+            Some(f) if f.is_inline() && txns.len() > 1 => txns
+                .chunks(Self::BATCH_CHUNK)
+                .flat_map(|c| self.decide_chunk(f, c))
+                .collect(),
+            _ => txns.iter().map(|t| self.decide(t)).collect(),
+        }
+    }
+
+    /// Transactions per `score_batch` call (and per deadline) in [`decide_batch`](Self::decide_batch).
+    pub const BATCH_CHUNK: usize = 64;
+
+    fn decide_chunk(
+        &self,
+        fast: &FastTier,
+        txns: &[Transaction],
+    ) -> Vec<Result<Decision, DecideError>> {
+        let inner = &*self.inner;
         let clock = &*inner.clock;
         let t0 = clock.now();
         let checked: Vec<Result<(), DecideError>> = txns.iter().map(|t| inner.check(t)).collect();
