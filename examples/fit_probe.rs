@@ -16,7 +16,8 @@ use risk_core::synth::{generate, schema, Labeled, SynthConfig};
 use risk_core::Scorer;
 use risk_examples::auprc;
 use risk_gpu::llm::{
-    smollm2_gguf, DeepFiles, DeepHead, DeepOptions, DeepScorer, LinearProbe, ProbeFit,
+    answer_probability, smollm2_gguf, DeepFiles, DeepHead, DeepOptions, DeepScorer, LinearProbe,
+    ProbeFit,
 };
 use risk_gpu::trees::{XgbModel, XgbScorer};
 use std::io::Write;
@@ -108,7 +109,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             c
         }
         None => {
-            let c = forward_all(&deep, &gguf, &picked)?;
+            let c = forward_all(&deep, &picked)?;
             write_cache(&cache_path, &c.0, &c.1)?;
             c
         }
@@ -209,10 +210,9 @@ type Forwarded = (Vec<Vec<f32>>, Vec<f32>);
 
 fn forward_all(
     deep: &DeepScorer,
-    gguf: &std::path::Path,
     picked: &[(usize, f32, Vec<u32>)],
 ) -> Result<Forwarded, Box<dyn std::error::Error>> {
-    let (yes, no) = match DeepScorer::answer_head(&deep_tokenizer(gguf)?, "yes", "no")? {
+    let (yes, no) = match DeepScorer::answer_head(deep.tokenizer(), "yes", "no")? {
         DeepHead::Answer { yes, no } => (yes, no),
         DeepHead::Probe(_) => unreachable!(),
     };
@@ -225,11 +225,7 @@ fn forward_all(
         let h = deep.model().forward_packed(&prefix, &refs)?;
         let ids: Vec<u32> = yes.iter().chain(&no).copied().collect();
         let l: Vec<Vec<f32>> = deep.model().logits_of(&h, &ids)?.to_vec2()?;
-        for row in l {
-            let (y, n) = row.split_at(yes.len());
-            let m = |v: &[f32]| v.iter().map(|&x| (x as f64).exp()).sum::<f64>();
-            zero_shot.push((m(y) / (m(y) + m(n))) as f32);
-        }
+        zero_shot.extend(l.iter().map(|row| answer_probability(row, yes.len())));
         hidden.extend(h.to_vec2::<f32>()?);
         progress(hidden.len(), picked.len(), start, "hidden states");
     }
@@ -263,10 +259,4 @@ fn write_cache(path: &str, hidden: &[Vec<f32>], zero: &[f32]) -> std::io::Result
         }
     }
     std::fs::write(path, b)
-}
-
-fn deep_tokenizer(
-    gguf: &std::path::Path,
-) -> Result<risk_gpu::llm::LlmTokenizer, risk_gpu::llm::LlmError> {
-    risk_gpu::llm::LlmTokenizer::from_gguf(gguf)
 }

@@ -326,6 +326,16 @@ impl TransactionBuilder {
         self.keep(r);
         self
     }
+    /// A named attribute explicitly missing (an unknown name is an error at `build`).
+    pub fn missing(mut self, name: &str) -> Self {
+        let r = self
+            .txn
+            .features
+            .set_missing(name)
+            .map_err(DecideError::Features);
+        self.keep(r);
+        self
+    }
     /// A named categorical attribute.
     pub fn categorical(mut self, name: &str, v: &str) -> Self {
         let r = self

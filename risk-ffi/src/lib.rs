@@ -658,14 +658,7 @@ unsafe fn build_txn(e: &Engine, t: &risk_txn) -> Result<Transaction, risk_result
             let name = unsafe { str_arg_at(f.name, "name", i) }?;
             b = if f.category.is_null() {
                 if f.value.is_nan() {
-                    // Missing: the slot stays unset (required fields are still checked).
-                    if e.schema().slot(name).is_none() {
-                        return Err(fail(
-                            RISK_ERR_TRANSACTION,
-                            format!("unknown feature {name:?}"),
-                        ));
-                    }
-                    b
+                    b.missing(name)
                 } else {
                     b.numeric(name, to_f32(name, f.value)?)
                 }
@@ -874,12 +867,7 @@ fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_result> {
                     b.numeric(k, to_f32(k, n.as_f64().unwrap_or(f64::NAN))?)
                 }
                 serde_json::Value::String(c) => b.categorical(k, c),
-                serde_json::Value::Null => {
-                    if e.schema().slot(k).is_none() {
-                        return Err(fail(RISK_ERR_TRANSACTION, format!("unknown feature {k:?}")));
-                    }
-                    b
-                }
+                serde_json::Value::Null => b.missing(k),
                 _ => {
                     return Err(fail(
                         RISK_ERR_JSON,

@@ -485,6 +485,18 @@ impl std::fmt::Debug for DeepScorer {
     }
 }
 
+/// `P(yes) / (P(yes) + P(no))` from the logits of the yes tokens followed by the no
+/// tokens (`row[..n_yes]`, `row[n_yes..]`), computed stably in log space.
+pub fn answer_probability(row: &[f32], n_yes: usize) -> f32 {
+    let lse = |v: &[f32]| {
+        let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
+        m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
+    };
+    let (y, n) = row.split_at(n_yes);
+    let d = lse(y) - lse(n);
+    (1.0 / (1.0 + (-d).exp())) as f32
+}
+
 fn fail(e: impl std::fmt::Display) -> ScoreError {
     ScoreError::Failed(format!("deep tier: {e}"))
 }
@@ -700,15 +712,7 @@ impl DeepScorer {
                 let logits: Vec<Vec<f32>> = self.model.logits_of(&hidden, &ids)?.to_vec2()?;
                 logits
                     .iter()
-                    .map(|row| {
-                        let lse = |v: &[f32]| {
-                            let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-                            m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
-                        };
-                        let (y, n) = row.split_at(yes.len());
-                        let d = lse(y) - lse(n);
-                        (1.0 / (1.0 + (-d).exp())) as f32
-                    })
+                    .map(|row| answer_probability(row, yes.len()))
                     .collect()
             }
             DeepHead::Probe(p) => {
@@ -724,23 +728,26 @@ impl DeepScorer {
         Ok(out)
     }
 
+    fn suffix_tokens(&self, txns: &[&Transaction]) -> Result<Vec<Vec<u32>>, LlmError> {
+        txns.iter().map(|t| self.suffix(t).map(|s| s.1)).collect()
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &LlmTokenizer {
+        &self.tokenizer
+    }
+
     /// Final hidden states (`[n, hidden]`, row-major) of transactions: the features a
     /// probe is fitted on.
     pub fn hidden_states(&self, txns: &[&Transaction]) -> Result<Vec<Vec<f32>>, LlmError> {
-        let toks = txns
-            .iter()
-            .map(|t| self.suffix(t).map(|s| s.1))
-            .collect::<Result<Vec<_>, _>>()?;
+        let toks = self.suffix_tokens(txns)?;
         let refs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
         let prefix = self.prefix_state()?;
         Ok(self.model.forward_packed(&prefix, &refs)?.to_vec2()?)
     }
 
     fn score_all(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), LlmError> {
-        let toks = txns
-            .iter()
-            .map(|t| self.suffix(t).map(|s| s.1))
-            .collect::<Result<Vec<_>, _>>()?;
+        let toks = self.suffix_tokens(txns)?;
         let refs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
         let ps = self.score_tokens(&refs)?;
         out.clear();

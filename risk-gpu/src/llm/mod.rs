@@ -15,7 +15,10 @@ pub mod prefix_cache;
 pub mod prompt;
 pub mod tokenizer;
 
-pub use deep::{DeepFiles, DeepHead, DeepOptions, DeepScorer, DeepStats, LinearProbe, ProbeFit};
+pub use deep::{
+    answer_probability, DeepFiles, DeepHead, DeepOptions, DeepScorer, DeepStats, LinearProbe,
+    ProbeFit,
+};
 pub use model::{KvCache, Llama, Llama3Rope, LlamaConfig, LlmError};
 pub use prefix_cache::{CacheError, CacheStats, PrefixCache, PrefixKey};
 pub use prompt::{PromptTemplate, TemplateError};
