@@ -5,7 +5,8 @@
 //! - [`onnx`]: any ONNX classifier through ONNX Runtime, with deadline cancellation;
 //! - [`llm`]: the Llama-family deep tier with a shared-prefix KV cache (issue [4]; the prefix
 //!   cache store and prompt templates are here, the model follows);
-//! - `quant`: per-layer FP16 / INT8 / AWQ-INT4 plans (issue [5]).
+//! - [`quant`]: per-layer FP16 / INT8 / AWQ-INT4 plans, AWQ calibrated in Rust, AutoAWQ
+//!   checkpoints (issue [5]).
 //!
 //! CPU by default. `--features cuda` enables CUDA; without it, asking for a CUDA device
 //! returns [`DeviceError::NotCompiled`] so `cfg` lives in this one place.
@@ -15,6 +16,7 @@
 
 pub mod llm;
 pub mod onnx;
+pub mod quant;
 mod registry;
 pub mod trees;
 

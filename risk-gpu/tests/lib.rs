@@ -5,5 +5,6 @@ mod common;
 mod config_file;
 mod llm;
 mod onnx;
+mod quant;
 mod trees;
 mod trees_bad_input;

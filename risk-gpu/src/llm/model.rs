@@ -12,6 +12,7 @@
 //! interleaved rotary convention (pairs `(2i, 2i+1)`), which is what [`rope`] applies.
 //! Weights are dequantized to `f32` at load.
 
+use crate::quant::{Proj, QLinear, QuantError};
 use candle_core::quantized::gguf_file;
 use candle_core::{DType, Device, Tensor, D};
 use std::path::Path;
@@ -37,6 +38,9 @@ pub enum LlmError {
     /// A request the model cannot serve (empty input, past the context).
     #[error("request: {0}")]
     Request(String),
+    /// Quantized weights or a precision plan were refused.
+    #[error("quantization: {0}")]
+    Quant(#[from] QuantError),
 }
 
 /// Hyper-parameters.
@@ -82,29 +86,82 @@ pub struct Llama3Rope {
     pub original_max_positions: usize,
 }
 
-struct Block {
-    attn_norm: Tensor,
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    o: Tensor,
-    ffn_norm: Tensor,
-    gate: Tensor,
-    up: Tensor,
-    down: Tensor,
+/// One decoder block's weights.
+#[derive(Clone)]
+pub(crate) struct Block {
+    pub(crate) attn_norm: Tensor,
+    pub(crate) q: QLinear,
+    pub(crate) k: QLinear,
+    pub(crate) v: QLinear,
+    pub(crate) o: QLinear,
+    pub(crate) ffn_norm: Tensor,
+    pub(crate) gate: QLinear,
+    pub(crate) up: QLinear,
+    pub(crate) down: QLinear,
+    /// Per projection ([`Proj::ALL`] order): the INT4 group size AWQ scaled it for.
+    pub(crate) awq: [Option<usize>; 7],
 }
 
+impl Block {
+    /// The projection `p`.
+    pub(crate) fn proj(&self, p: Proj) -> &QLinear {
+        match p {
+            Proj::Q => &self.q,
+            Proj::K => &self.k,
+            Proj::V => &self.v,
+            Proj::O => &self.o,
+            Proj::Gate => &self.gate,
+            Proj::Up => &self.up,
+            Proj::Down => &self.down,
+        }
+    }
+
+    /// The projection `p`, mutably.
+    pub(crate) fn proj_mut(&mut self, p: Proj) -> &mut QLinear {
+        match p {
+            Proj::Q => &mut self.q,
+            Proj::K => &mut self.k,
+            Proj::V => &mut self.v,
+            Proj::O => &mut self.o,
+            Proj::Gate => &mut self.gate,
+            Proj::Up => &mut self.up,
+            Proj::Down => &mut self.down,
+        }
+    }
+}
+
+/// Which positions [`Llama::run`] returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Positions {
+    /// The last token of each sequence.
+    Last,
+    /// Every token.
+    All,
+}
+
+/// Observer of the inputs of a block's linear layers during a forward (calibration):
+/// called with `(layer, Q, h)` for the input of q/k/v, `(layer, O, y)` for o,
+/// `(layer, Gate, h)` for gate/up and `(layer, Down, m)` for down.
+pub(crate) type Taps<'a> = &'a mut dyn FnMut(usize, Proj, &Tensor) -> Result<(), LlmError>;
+
 /// The model weights (immutable, shareable).
+#[derive(Clone)]
 pub struct Llama {
-    cfg: LlamaConfig,
-    embed: Tensor,
-    blocks: Vec<Block>,
-    norm: Tensor,
-    head: Tensor,
+    pub(crate) cfg: LlamaConfig,
+    pub(crate) embed: QLinear,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) norm: Tensor,
+    pub(crate) head: QLinear,
+    /// Whether the head is the embedding matrix.
+    pub(crate) tied: bool,
     cos: Tensor,
     sin: Tensor,
-    device: Device,
-    identity: String,
+    pub(crate) device: Device,
+    pub(crate) identity: String,
+    /// Identity of the unquantized weights this model derives from.
+    pub(crate) base_identity: String,
+    /// Canonical precision plan (`f32` when unquantized).
+    pub(crate) plan: String,
 }
 
 impl std::fmt::Debug for Llama {
@@ -168,8 +225,8 @@ pub fn rope(x: &Tensor, cos: &Tensor, sin: &Tensor) -> candle_core::Result<Tenso
     Tensor::cat(&[r0, r1], D::Minus1)?.reshape((h, t, d))
 }
 
-fn linear(x: &Tensor, w: &Tensor) -> candle_core::Result<Tensor> {
-    x.matmul(&w.t()?)
+fn lin(w: Tensor) -> Result<QLinear, LlmError> {
+    Ok(QLinear::f32(w)?)
 }
 
 /// Causal mask `(t, s)` for `t` queries at positions `s - t .. s`: `-inf` above the
@@ -187,9 +244,20 @@ struct Parts {
     embed: Tensor,
     blocks: Vec<Block>,
     norm: Tensor,
-    head: Option<Tensor>,
+    head: Option<QLinear>,
     /// Per-frequency divisors of the rotary base frequencies (GGUF `rope_freqs.weight`).
     rope_freq_factors: Option<Vec<f32>>,
+}
+
+fn expect_lin(name: &str, w: &QLinear, want: [usize; 2]) -> Result<(), LlmError> {
+    let (o, i) = w.dims();
+    if [o, i] != want {
+        return Err(LlmError::Format(format!(
+            "tensor {name} has shape {:?}, the config implies {want:?}",
+            [o, i]
+        )));
+    }
+    Ok(())
 }
 
 fn expect_dims(name: &str, t: &Tensor, want: &[usize]) -> Result<(), LlmError> {
@@ -228,6 +296,18 @@ fn need<T>(v: Option<T>, k: &str) -> Result<T, LlmError> {
 /// Reorders the rows of a Hugging Face Q or K projection (rotate-half RoPE: dimension
 /// `i` pairs with `i + d/2`) into the interleaved layout this forward rotates (pairs
 /// `(2i, 2i+1)`), per head. Attention scores are unchanged: Q and K get the same order.
+/// The same reordering as a row permutation: row `i` of the interleaved matrix is row
+/// `perm[i]` of the Hugging Face one.
+pub(crate) fn interleave_perm(heads: usize, head_dim: usize) -> Vec<usize> {
+    let half = head_dim / 2;
+    (0..heads * head_dim)
+        .map(|r| {
+            let (h, w) = (r / head_dim, r % head_dim);
+            h * head_dim + (w % 2) * half + w / 2
+        })
+        .collect()
+}
+
 fn hf_to_interleaved(w: &Tensor, heads: usize, head_dim: usize) -> candle_core::Result<Tensor> {
     let (_, cols) = w.dims2()?;
     w.reshape((heads, 2, head_dim / 2, cols))?
@@ -268,20 +348,20 @@ impl Llama {
         expect_dims("embeddings", &parts.embed, &[c.vocab, c.hidden])?;
         expect_dims("final norm", &parts.norm, &[c.hidden])?;
         if let Some(h) = &parts.head {
-            expect_dims("output head", h, &[c.vocab, c.hidden])?;
+            expect_lin("output head", h, [c.vocab, c.hidden])?;
         }
         let (q, kv) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
         for (i, b) in parts.blocks.iter().enumerate() {
             let n = |x: &str| format!("layer {i} {x}");
             expect_dims(&n("attention norm"), &b.attn_norm, &[c.hidden])?;
-            expect_dims(&n("q"), &b.q, &[q, c.hidden])?;
-            expect_dims(&n("k"), &b.k, &[kv, c.hidden])?;
-            expect_dims(&n("v"), &b.v, &[kv, c.hidden])?;
-            expect_dims(&n("o"), &b.o, &[c.hidden, q])?;
+            expect_lin(&n("q"), &b.q, [q, c.hidden])?;
+            expect_lin(&n("k"), &b.k, [kv, c.hidden])?;
+            expect_lin(&n("v"), &b.v, [kv, c.hidden])?;
+            expect_lin(&n("o"), &b.o, [c.hidden, q])?;
             expect_dims(&n("ffn norm"), &b.ffn_norm, &[c.hidden])?;
-            expect_dims(&n("gate"), &b.gate, &[c.intermediate, c.hidden])?;
-            expect_dims(&n("up"), &b.up, &[c.intermediate, c.hidden])?;
-            expect_dims(&n("down"), &b.down, &[c.hidden, c.intermediate])?;
+            expect_lin(&n("gate"), &b.gate, [c.intermediate, c.hidden])?;
+            expect_lin(&n("up"), &b.up, [c.intermediate, c.hidden])?;
+            expect_lin(&n("down"), &b.down, [c.hidden, c.intermediate])?;
         }
         if let Some(f) = &parts.rope_freq_factors {
             if f.len() != c.head_dim / 2 || f.iter().any(|x| !x.is_finite() || *x <= 0.0) {
@@ -293,17 +373,22 @@ impl Llama {
             }
         }
         let (cos, sin) = rope_tables(c, parts.rope_freq_factors.as_deref(), device)?;
-        let head = parts.head.unwrap_or_else(|| parts.embed.clone());
+        let tied = parts.head.is_none();
+        let embed = lin(parts.embed)?;
+        let head = parts.head.unwrap_or_else(|| embed.clone());
         Ok(Self {
             cfg,
-            embed: parts.embed,
+            embed,
             blocks: parts.blocks,
             norm: parts.norm,
             head,
+            tied,
             cos,
             sin,
             device: device.clone(),
+            base_identity: identity.clone(),
             identity,
+            plan: "f32".into(),
         })
     }
 
@@ -348,19 +433,20 @@ impl Llama {
             let b = |n: &str| format!("blk.{i}.{n}.weight");
             blocks.push(Block {
                 attn_norm: tensor(&b("attn_norm"))?,
-                q: tensor(&b("attn_q"))?,
-                k: tensor(&b("attn_k"))?,
-                v: tensor(&b("attn_v"))?,
-                o: tensor(&b("attn_output"))?,
+                q: lin(tensor(&b("attn_q"))?)?,
+                k: lin(tensor(&b("attn_k"))?)?,
+                v: lin(tensor(&b("attn_v"))?)?,
+                o: lin(tensor(&b("attn_output"))?)?,
                 ffn_norm: tensor(&b("ffn_norm"))?,
-                gate: tensor(&b("ffn_gate"))?,
-                up: tensor(&b("ffn_up"))?,
-                down: tensor(&b("ffn_down"))?,
+                gate: lin(tensor(&b("ffn_gate"))?)?,
+                up: lin(tensor(&b("ffn_up"))?)?,
+                down: lin(tensor(&b("ffn_down"))?)?,
+                awq: [None; 7],
             });
         }
         let norm = tensor("output_norm.weight")?;
         let head = if c.tensor_infos.contains_key("output.weight") {
-            Some(tensor("output.weight")?)
+            Some(lin(tensor("output.weight")?)?)
         } else {
             None
         };
@@ -527,37 +613,76 @@ impl Llama {
             all.extend(t);
             h = (h ^ file_hash(f).map_err(|e| io(f, e))?).rotate_left(17);
         }
-        let mut take = |name: &str| -> Result<Tensor, LlmError> {
+        // AutoAWQ checkpoints: `quantization_config.group_size`, and `qweight` / `qzeros`
+        // / `scales` instead of `weight` for quantized projections.
+        let group_hint = j
+            .get("quantization_config")
+            .and_then(|q| q.get("group_size"))
+            .and_then(|v| v.as_u64())
+            .map(|g| g as usize);
+        let take = |all: &mut std::collections::HashMap<String, Tensor>,
+                    name: &str|
+         -> Result<Tensor, LlmError> {
             all.remove(name)
                 .ok_or_else(|| LlmError::Format(format!("tensor {name} missing")))?
                 .to_dtype(DType::F32)
                 .map_err(LlmError::from)
         };
-        let embed = take("model.embed_tokens.weight")?;
+        // A projection (`rope`: Q/K heads whose rows go to the interleaved layout).
+        let proj = |all: &mut std::collections::HashMap<String, Tensor>,
+                    name: &str,
+                    rope: Option<usize>|
+         -> Result<QLinear, LlmError> {
+            if let Some(w) = crate::quant::checkpoint::take_awq(all, name, group_hint)? {
+                let w = match rope {
+                    Some(h) => w.permute_rows(&interleave_perm(h, head_dim)),
+                    None => w,
+                };
+                let p = crate::quant::Precision::AwqInt4 { group: w.group };
+                return Ok(QLinear::int4(w, p, device)?);
+            }
+            let n = format!("{name}.weight");
+            // Half-precision weights stay half precision (dequantized tile by tile).
+            let stored = match all.get(&n).map(|t| t.dtype()) {
+                Some(DType::F16) => crate::quant::Precision::F16,
+                Some(DType::BF16) => crate::quant::Precision::Bf16,
+                _ => crate::quant::Precision::F32,
+            };
+            let t = take(all, &n)?;
+            let t = match rope {
+                Some(h) => {
+                    expect_dims(&n, &t, &[h * head_dim, hidden])?;
+                    hf_to_interleaved(&t, h, head_dim)?
+                }
+                None => t,
+            };
+            Ok(QLinear::quantize(&n, &t, stored)?)
+        };
+        let embed = take(&mut all, "model.embed_tokens.weight")?;
         let mut blocks = Vec::with_capacity(cfg.layers);
         for i in 0..cfg.layers {
-            let n = |x: &str| format!("model.layers.{i}.{x}.weight");
-            let q = take(&n("self_attn.q_proj"))?;
-            let k = take(&n("self_attn.k_proj"))?;
-            expect_dims(&n("self_attn.q_proj"), &q, &[heads * head_dim, hidden])?;
-            expect_dims(&n("self_attn.k_proj"), &k, &[kv_heads * head_dim, hidden])?;
+            let n = |x: &str| format!("model.layers.{i}.{x}");
+            let a = &mut all;
             blocks.push(Block {
-                attn_norm: take(&n("input_layernorm"))?,
-                q: hf_to_interleaved(&q, heads, head_dim)?,
-                k: hf_to_interleaved(&k, kv_heads, head_dim)?,
-                v: take(&n("self_attn.v_proj"))?,
-                o: take(&n("self_attn.o_proj"))?,
-                ffn_norm: take(&n("post_attention_layernorm"))?,
-                gate: take(&n("mlp.gate_proj"))?,
-                up: take(&n("mlp.up_proj"))?,
-                down: take(&n("mlp.down_proj"))?,
+                attn_norm: take(a, &n("input_layernorm.weight"))?,
+                q: proj(a, &n("self_attn.q_proj"), Some(heads))?,
+                k: proj(a, &n("self_attn.k_proj"), Some(kv_heads))?,
+                v: proj(a, &n("self_attn.v_proj"), None)?,
+                o: proj(a, &n("self_attn.o_proj"), None)?,
+                ffn_norm: take(a, &n("post_attention_layernorm.weight"))?,
+                gate: proj(a, &n("mlp.gate_proj"), None)?,
+                up: proj(a, &n("mlp.up_proj"), None)?,
+                down: proj(a, &n("mlp.down_proj"), None)?,
+                awq: [None; 7],
             });
         }
-        let norm = take("model.norm.weight")?;
-        let head = if tied {
-            None
+        let norm = take(&mut all, "model.norm.weight")?;
+        let head = if !tied
+            && (all.contains_key("lm_head.weight") || all.contains_key("lm_head.qweight"))
+        {
+            Some(proj(&mut all, "lm_head", None)?)
         } else {
-            take("lm_head.weight").ok()
+            None
         };
         let name = j
             .get("_name_or_path")
@@ -575,13 +700,47 @@ impl Llama {
             head,
             rope_freq_factors: None,
         };
-        Self::assemble(cfg, parts, format!("{name} safetensors:{h:016x}"), device)
+        let mut m = Self::assemble(cfg, parts, format!("{name} safetensors:{h:016x}"), device)?;
+        if let Some((base, plan)) = crate::quant::checkpoint::risk_record(&j) {
+            m.base_identity = base;
+            m.plan = plan;
+        }
+        Ok(m)
     }
 
     /// Model name plus a 64-bit hash of the weights file's bytes: part of every prefix
     /// cache key, so changed weights never reuse a cached state.
     pub fn identity(&self) -> &str {
         &self.identity
+    }
+
+    /// Identity of the unquantized weights this model was derived from (equal to
+    /// [`identity`](Self::identity) for a model loaded as is). A probe fitted on the
+    /// base model is accepted by its quantized variants; their agreement is what the
+    /// quantization report measures.
+    pub fn base_identity(&self) -> &str {
+        &self.base_identity
+    }
+
+    /// Canonical precision plan of the weights (`f32` when unquantized).
+    pub fn plan(&self) -> &str {
+        &self.plan
+    }
+
+    /// Bytes of the weight matrices: `(blocks, embeddings + head)` (a tied head counts
+    /// once).
+    pub fn weight_bytes(&self) -> (usize, usize) {
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| Proj::ALL.iter().map(|&p| b.proj(p).bytes()).sum::<usize>())
+            .sum();
+        let head = if self.tied && self.head.precision() == self.embed.precision() {
+            0
+        } else {
+            self.head.bytes()
+        };
+        (blocks, self.embed.bytes() + head)
     }
 
     /// Hyper-parameters.
@@ -593,14 +752,21 @@ impl Llama {
     /// of the last token (`[vocab]`).
     pub fn forward(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor, LlmError> {
         let h = self.forward_hidden(tokens, cache)?;
-        Ok(linear(&h.unsqueeze(0)?, &self.head)?.squeeze(0)?)
+        Ok(self.head.forward(&h.unsqueeze(0)?)?.squeeze(0)?)
     }
 
     /// Like [`forward`](Self::forward) but returns the last token's final (normalised)
     /// hidden state (`[hidden]`) instead of the logits.
     pub fn forward_hidden(&self, tokens: &[u32], cache: &mut KvCache) -> Result<Tensor, LlmError> {
         let mut layers = Vec::with_capacity(self.cfg.layers);
-        let h = self.run(tokens, &[tokens.len()], cache, Some(&mut layers))?;
+        let h = self.run(
+            tokens,
+            &[tokens.len()],
+            cache,
+            Some(&mut layers),
+            Positions::Last,
+            None,
+        )?;
         cache.layers = layers.into_iter().map(Some).collect();
         cache.len += tokens.len();
         Ok(h.squeeze(0)?)
@@ -617,7 +783,37 @@ impl Llama {
         }
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let tokens: Vec<u32> = seqs.concat();
-        self.run(&tokens, &lens, prefix, None)
+        self.run(&tokens, &lens, prefix, None, Positions::Last, None)
+    }
+
+    /// Logits at every position of `tokens` (`[tokens, vocab]`), from an empty cache:
+    /// for perplexity and next-token distributions.
+    pub fn forward_all_logits(&self, tokens: &[u32]) -> Result<Tensor, LlmError> {
+        let h = self.run(
+            tokens,
+            &[tokens.len()],
+            &KvCache::default(),
+            None,
+            Positions::All,
+            None,
+        )?;
+        Ok(self.head.forward(&h)?)
+    }
+
+    /// A packed forward of several sequences from an empty cache that reports every
+    /// block's linear-layer inputs to `taps` (AWQ calibration).
+    pub(crate) fn forward_taps(&self, seqs: &[&[u32]], taps: Taps<'_>) -> Result<(), LlmError> {
+        let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
+        let tokens: Vec<u32> = seqs.concat();
+        self.run(
+            &tokens,
+            &lens,
+            &KvCache::default(),
+            None,
+            Positions::Last,
+            Some(taps),
+        )?;
+        Ok(())
     }
 
     /// Logits of `ids` only (`[rows, ids]`) from final hidden states `[rows, hidden]`:
@@ -628,9 +824,8 @@ impl Llama {
                 "token id {bad} outside the vocabulary"
             )));
         }
-        let idx = Tensor::new(ids, &self.device)?;
-        let rows = self.head.index_select(&idx, 0)?;
-        Ok(linear(hidden, &rows)?)
+        let rows = self.head.rows(ids)?;
+        Ok(hidden.matmul(&rows.t()?)?)
     }
 
     /// The forward core. `tokens` holds `lens.len()` sequences back to back, each
@@ -643,6 +838,8 @@ impl Llama {
         lens: &[usize],
         prefix: &KvCache,
         mut extend: Option<&mut Vec<(Tensor, Tensor)>>,
+        positions: Positions,
+        mut taps: Option<Taps<'_>>,
     ) -> Result<Tensor, LlmError> {
         let c = &self.cfg;
         if lens.contains(&0) || tokens.is_empty() {
@@ -673,8 +870,7 @@ impl Llama {
         }
         let n = tokens.len();
         let dev = &self.device;
-        let ids = Tensor::new(tokens, dev)?;
-        let mut x = self.embed.index_select(&ids, 0)?; // (N, H)
+        let mut x = self.embed.rows(tokens)?; // (N, H)
         let pos: Vec<u32> = lens
             .iter()
             .flat_map(|&l| (p0..p0 + l).map(|p| p as u32))
@@ -697,8 +893,11 @@ impl Llama {
         let scale = 1.0 / (c.head_dim as f64).sqrt();
         for (li, b) in self.blocks.iter().enumerate() {
             let h = candle_nn::ops::rms_norm(&x, &b.attn_norm, eps)?;
-            let heads = |w: &Tensor, nh: usize| -> candle_core::Result<Tensor> {
-                linear(&h, w)?
+            if let Some(t) = taps.as_deref_mut() {
+                t(li, Proj::Q, &h)?;
+            }
+            let heads = |w: &QLinear, nh: usize| -> candle_core::Result<Tensor> {
+                w.forward(&h)?
                     .reshape((n, nh, c.head_dim))?
                     .transpose(0, 1)?
                     .contiguous()?
@@ -757,10 +956,22 @@ impl Llama {
             } else {
                 Tensor::cat(&ys, 0)?
             };
-            x = (x + linear(&y, &b.o)?)?;
+            if let Some(t) = taps.as_deref_mut() {
+                t(li, Proj::O, &y)?;
+            }
+            x = (x + b.o.forward(&y)?)?;
             let h = candle_nn::ops::rms_norm(&x, &b.ffn_norm, eps)?;
-            let m = (linear(&h, &b.gate)?.silu()? * linear(&h, &b.up)?)?;
-            x = (x + linear(&m, &b.down)?)?;
+            if let Some(t) = taps.as_deref_mut() {
+                t(li, Proj::Gate, &h)?;
+            }
+            let m = (b.gate.forward(&h)?.silu()? * b.up.forward(&h)?)?;
+            if let Some(t) = taps.as_deref_mut() {
+                t(li, Proj::Down, &m)?;
+            }
+            x = (x + b.down.forward(&m)?)?;
+        }
+        if positions == Positions::All {
+            return Ok(candle_nn::ops::rms_norm(&x, &self.norm, eps)?);
         }
         let mut last = Vec::with_capacity(lens.len());
         let mut end = 0u32;

@@ -133,6 +133,14 @@ impl LlmTokenizer {
         Ok(Self { inner })
     }
 
+    /// Writes the tokenizer as `tokenizer.json`.
+    pub fn save(&self, path: &Path) -> Result<(), LlmError> {
+        self.inner.save(path, false).map_err(|e| LlmError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })
+    }
+
     /// Token ids of `text` (special-token markers in the text map to their ids; no BOS is
     /// added).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, LlmError> {
