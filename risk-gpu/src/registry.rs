@@ -29,10 +29,16 @@
 //! history = 2                      # recent transactions per entity in the prompt
 //! cache_entries = 8                # prefix states kept
 //! cache_mb = 512
+//!
+//! [deep.scorer.quant]              # optional precision plan applied at load
+//! "layers.0-7" = "f16"             # f32 f16 bf16 int8 rtn_int4[_g32|_g64|_g128]
+//! "layers.8-27" = "rtn_int4_g64"   # awq_int4 needs a calibrated checkpoint: `model` = the
+//! "layers.28-29" = "f16"           # directory `quant_report --save` wrote
 //! ```
 
 use crate::llm::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{OnnxConfig, OnnxScorer};
+use crate::quant::QuantPlan;
 use crate::trees::{XgbModel, XgbScorer};
 use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;
@@ -55,7 +61,7 @@ fn count(spec: &ScorerSpec, name: &str, default: usize) -> Result<usize, ConfigE
     }
 }
 
-const LLM_KEYS: [&str; 12] = [
+const LLM_KEYS: [&str; 13] = [
     "kind",
     "model",
     "template",
@@ -68,6 +74,7 @@ const LLM_KEYS: [&str; 12] = [
     "history_entities",
     "cache_entries",
     "cache_mb",
+    "quant",
 ];
 
 fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
@@ -89,6 +96,21 @@ fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
     }
     if spec.table.contains_key("no") {
         files.no = spec.str("no")?.to_owned();
+    }
+    if let Some(q) = spec.table.get("quant") {
+        let key = format!("{}.quant", spec.key);
+        let table = q.as_table().ok_or_else(|| {
+            ConfigError::invalid(&key, "expected a table of \"layers.A-B\" = \"precision\"")
+        })?;
+        let mut plan = QuantPlan::new();
+        for (k, v) in table {
+            let v = v.as_str().ok_or_else(|| {
+                ConfigError::invalid(format!("{key}.{k}"), "expected a precision string")
+            })?;
+            plan.set(k, v)
+                .map_err(|e| ConfigError::invalid(format!("{key}.{k}"), e.to_string()))?;
+        }
+        files.quant = Some(plan);
     }
     let d = DeepOptions::default();
     let opts = DeepOptions {

@@ -345,8 +345,6 @@ pub struct DeepOptions {
     pub cache_entries: usize,
     /// Bytes of prefix state kept.
     pub cache_bytes: usize,
-    /// Precision plan text (part of the cache key).
-    pub plan: String,
 }
 
 impl Default for DeepOptions {
@@ -357,7 +355,6 @@ impl Default for DeepOptions {
             history_entities: 100_000,
             cache_entries: 8,
             cache_bytes: 512 << 20,
-            plan: "f32".into(),
         }
     }
 }
@@ -365,10 +362,16 @@ impl Default for DeepOptions {
 /// Files a [`DeepScorer`] is loaded from.
 #[derive(Debug, Clone)]
 pub struct DeepFiles {
-    /// GGUF weights.
+    /// GGUF weights, or a Hugging Face / AutoAWQ checkpoint directory (`config.json` +
+    /// `*.safetensors`, e.g. one written by `risk_gpu::quant::checkpoint::save`).
     pub model: PathBuf,
-    /// `tokenizer.json`; `None`: the GGUF's own tokenizer metadata.
+    /// `tokenizer.json`; `None`: the GGUF's own tokenizer metadata, or the checkpoint
+    /// directory's `tokenizer.json`.
     pub tokenizer: Option<PathBuf>,
+    /// Precision plan applied at load (`None`: weights as stored). `awq_int4` entries need
+    /// a calibrated checkpoint instead (`cargo run --release --example quant_report --
+    /// --save DIR`).
+    pub quant: Option<crate::quant::QuantPlan>,
     /// Prompt template (`[system]`, `[transaction]`, `[history]`).
     pub template: PathBuf,
     /// Linear probe (safetensors); `None`: the answer-token head.
@@ -385,6 +388,7 @@ impl DeepFiles {
         Self {
             model: model.into(),
             tokenizer: None,
+            quant: None,
             template: template.into(),
             probe: None,
             yes: "yes".into(),
@@ -529,7 +533,8 @@ impl DeepScorer {
             }
             DeepHead::Probe(p) => {
                 if let Some(m) = &p.model {
-                    if m != model.identity() {
+                    // A probe of the base weights serves their quantized variants too.
+                    if m != model.identity() && m != model.base_identity() {
                         return Err(LlmError::Format(format!(
                             "probe was fitted on model {m:?}, this model is {:?}",
                             model.identity()
@@ -557,7 +562,7 @@ impl DeepScorer {
                 cfg.max_positions
             )));
         }
-        let key = PrefixKey::new(&prefix, model.identity(), &opts.plan);
+        let key = PrefixKey::new(&prefix, model.identity(), model.plan());
         let history = History {
             per_entity: opts.history,
             max_entities: opts.history_entities,
@@ -590,9 +595,25 @@ impl DeepScorer {
         schema: Arc<risk_core::FeatureSchema>,
         opts: DeepOptions,
     ) -> Result<Self, LlmError> {
-        let model = Arc::new(Llama::from_gguf(&files.model, &Device::Cpu)?);
+        let dir = files.model.is_dir();
+        let mut model = if dir {
+            Llama::from_safetensors(&files.model, &Device::Cpu)?
+        } else {
+            Llama::from_gguf(&files.model, &Device::Cpu)?
+        };
+        if let Some(plan) = files.quant.as_ref().filter(|p| !p.is_empty()) {
+            if plan.resolve(model.config().layers, false)?.needs_awq() {
+                return Err(LlmError::Quant(crate::quant::QuantError::Plan {
+                    entry: plan.to_string(),
+                    reason: "awq_int4 needs calibration: write a calibrated checkpoint with `cargo run --release --example quant_report -- --save DIR --plan PLAN` and point `model` at DIR".into(),
+                }));
+            }
+            model = model.quantize(plan)?;
+        }
+        let model = Arc::new(model);
         let tokenizer = match &files.tokenizer {
             Some(p) => LlmTokenizer::from_file(p)?,
+            None if dir => LlmTokenizer::from_file(files.model.join("tokenizer.json"))?,
             None => LlmTokenizer::from_gguf(&files.model)?,
         };
         let text = std::fs::read_to_string(&files.template).map_err(|e| LlmError::Io {
@@ -769,7 +790,7 @@ impl Scorer for DeepScorer {
     fn info(&self) -> ScorerInfo {
         ScorerInfo::new(
             "llm",
-            format!("{} / {}", self.model.identity(), self.opts.plan),
+            format!("{} / {}", self.model.identity(), self.model.plan()),
             Latency::Unbounded,
         )
     }

@@ -60,6 +60,11 @@ impl PrefixKey {
         &self.model
     }
 
+    /// The precision plan's canonical text.
+    pub fn plan(&self) -> &str {
+        &self.plan
+    }
+
     /// The 64-bit hash (for logs and metrics; lookups compare the whole key).
     pub fn hash64(&self) -> u64 {
         self.hash

@@ -113,11 +113,23 @@ fn another_prompt_or_model_identity_never_reuses_a_cached_prefix() {
     let changed = template_text().replacen("fraud analyst", "fraud investigator", 1);
     let b = scorer_with(&changed, cache.clone(), DeepOptions::default());
     assert_ne!(a.prefix_key(), b.prefix_key());
-    let c_opts = DeepOptions {
-        plan: "int4-test".into(),
-        ..DeepOptions::default()
-    };
-    let c = scorer_with(&template_text(), cache.clone(), c_opts);
+    // The same weights under another precision plan.
+    let f16 = shared_model()
+        .quantize(&"layers.0=f16".parse().unwrap())
+        .unwrap();
+    let tok = tokenizer();
+    let head = DeepScorer::answer_head(&tok, "yes", "no").unwrap();
+    let tpl = PromptTemplate::parse(&template_text(), synth::schema()).unwrap();
+    let c = DeepScorer::new(
+        Arc::new(f16),
+        tok,
+        tpl,
+        head,
+        DeepOptions::default(),
+        cache.clone(),
+    )
+    .unwrap();
+    assert_eq!(c.prefix_key().plan(), "layers.0=f16");
     assert_ne!(
         a.prefix_key(),
         c.prefix_key(),
@@ -370,6 +382,30 @@ fn risk_toml_builds_the_llm_deep_tier_and_names_bad_keys() {
             .any(|(stage, i)| *stage == "deep" && i.name == "llm" && i.version.contains("gguf:")),
         "{info:?}"
     );
+
+    // A precision plan in risk.toml: the tier serves the quantized model.
+    let plan =
+        "[deep.scorer.quant]\n\"layers.0-27\" = \"rtn_int4_g64\"\n\"layers.28-29\" = \"f16\"";
+    std::fs::write(&path, deep(plan)).unwrap();
+    let e = Engine::from_config_with(&path, &reg).unwrap_or_else(|err| panic!("{err}"));
+    assert!(
+        e.scorers().iter().any(|(stage, i)| *stage == "deep"
+            && i.version
+                .contains("layers.0-27=rtn_int4_g64,layers.28-29=f16")),
+        "{:?}",
+        e.scorers()
+    );
+    for (bad, want) in [
+        ("\"layers.28-31\" = \"f16\"", "layers.28-31"),
+        ("\"layers.0-3\" = \"int5\"", "deep.scorer.quant.layers.0-3"),
+        ("\"layers.0-3\" = \"awq_int4_g64\"", "quant_report"),
+    ] {
+        std::fs::write(&path, deep(&format!("[deep.scorer.quant]\n{bad}"))).unwrap();
+        let err = Engine::from_config_with(&path, &reg)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want), "{err}");
+    }
 
     std::fs::write(&path, deep("histroy = 1")).unwrap();
     let err = Engine::from_config_with(&path, &reg)
