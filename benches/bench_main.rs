@@ -6,6 +6,7 @@ use criterion::{criterion_group, criterion_main};
 mod engine;
 mod ffi;
 mod llm;
+mod quant;
 mod rules;
 mod trees;
 
@@ -18,6 +19,6 @@ criterion_group!(
 criterion_group!(
     name = deep;
     config = engine::config();
-    targets = llm::prefill
+    targets = llm::prefill, quant::kernels
 );
 criterion_main!(benches, deep);

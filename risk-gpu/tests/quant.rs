@@ -105,7 +105,7 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
 }
 
 #[test]
-fn kernels_agree_tiled_full_and_device_path() {
+fn kernels_agree_naive_and_device_path() {
     let dev = Device::Cpu;
     // 1536 rows: several tiles; 576 inputs: SmolLM2's hidden size (groups of 32 and 64).
     let w = (Tensor::randn(0f32, 1.0, (1536, 576), &dev).unwrap() * 0.05).unwrap();
@@ -119,10 +119,10 @@ fn kernels_agree_tiled_full_and_device_path() {
         Precision::RtnInt4 { group: 64 },
     ] {
         let q = QLinear::quantize("w", &w, p).unwrap();
-        let tiled = q.forward(&x).unwrap();
-        let full = q.forward_dequantized(&x).unwrap();
+        let kernel = q.forward(&x).unwrap();
+        let full = q.forward_naive(&x).unwrap();
         let device = q.forward_device_path(&x).unwrap();
-        assert!(max_abs_diff(&tiled, &full) <= 1e-4, "{p}: tiled vs full");
+        assert!(max_abs_diff(&kernel, &full) <= 1e-4, "{p}: kernel vs naive");
         assert!(
             max_abs_diff(&device, &full) <= 1e-4,
             "{p}: device path vs full"

@@ -179,11 +179,13 @@ impl Int4Weight {
         for g in 0..groups {
             let s = self.scales[r * groups + g].to_f32();
             let z = self.zero(r, g) as f32;
+            // The group's 16 possible values, computed once: `(q − z)·s` exactly.
+            let lut: [f32; 16] = std::array::from_fn(|q| (q as f32 - z) * s);
             let src = &bytes[g * half..(g + 1) * half];
             let out = &mut dst[g * self.group..(g + 1) * self.group];
             for (pair, &b) in out.chunks_exact_mut(2).zip(src) {
-                pair[0] = ((b & 15) as f32 - z) * s;
-                pair[1] = ((b >> 4) as f32 - z) * s;
+                pair[0] = lut[(b & 15) as usize];
+                pair[1] = lut[(b >> 4) as usize];
             }
         }
     }

@@ -1,10 +1,13 @@
 //! [`QLinear`]: a weight matrix `[out, inp]` stored at any [`Precision`], and `y = x·Wᵀ`.
 //!
-//! CPU (the default): weights stay quantized in memory; the forward dequantizes one tile
-//! of output rows at a time (all cores, into a buffer that stays in cache) and multiplies
-//! it with candle's f32 GEMM, so a quantized layer never holds its f32 copy.
-//! [`QLinear::forward_dequantized`] is the baseline it is measured against: the whole
-//! matrix dequantized, then one GEMM.
+//! CPU (the default): weights stay quantized in memory; the forward dequantizes the
+//! matrix into a transient f32 buffer (all cores; INT4 through a 16-entry table per
+//! group, f16/bf16 with the CPU's conversion instructions) and multiplies with candle's
+//! f32 GEMM. The buffer lives for one layer call, so a quantized model never holds its
+//! f32 copy. A tiled variant (dequantize a cache-sized tile of rows, GEMM, next tile) was
+//! measured slower here — each GEMM call has a fixed cost — and is not used; see
+//! BENCHMARKS.md [5]. [`QLinear::forward_naive`] is the straightforward baseline
+//! (single-threaded scalar dequantization, then GEMM) the kernel is measured against.
 //!
 //! Other devices (CUDA with `--features cuda`): the quantized tensors live on the device
 //! and are dequantized there to `f16` with tensor ops (nibbles split by a division by
@@ -15,12 +18,10 @@ use super::format::{Int4Weight, Int8Weight};
 use super::plan::Precision;
 use super::QuantError;
 use candle_core::{DType, Device, Tensor};
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 use std::sync::Arc;
-
-/// Bytes of f32 weights dequantized per tile (fits a core's L2 with the activations).
-const TILE_BYTES: usize = 512 << 10;
 
 #[derive(Debug)]
 enum Host {
@@ -180,13 +181,13 @@ impl QLinear {
                 dst.copy_from_slice(&v);
             }
             Host::F16(v) => dst
-                .par_iter_mut()
-                .zip(&v[r0 * inp..r0 * inp + n])
-                .for_each(|(d, s)| *d = s.to_f32()),
+                .par_chunks_mut(inp)
+                .zip(v[r0 * inp..r0 * inp + n].par_chunks(inp))
+                .for_each(|(d, s)| s.convert_to_f32_slice(d)),
             Host::Bf16(v) => dst
-                .par_iter_mut()
-                .zip(&v[r0 * inp..r0 * inp + n])
-                .for_each(|(d, s)| *d = s.to_f32()),
+                .par_chunks_mut(inp)
+                .zip(v[r0 * inp..r0 * inp + n].par_chunks(inp))
+                .for_each(|(d, s)| s.convert_to_f32_slice(d)),
             Host::Int8(w) => dst
                 .par_chunks_mut(inp)
                 .enumerate()
@@ -233,35 +234,36 @@ impl QLinear {
         match (&*self.host, &self.on_device) {
             (Host::F32(w), _) => x.matmul(&w.t()?),
             (_, Some(_)) => self.forward_device_path(x),
-            _ => self.forward_tiled(x),
+            _ => {
+                let w = self
+                    .dequantize()
+                    .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+                x.matmul(&w.t()?)
+            }
         }
     }
 
-    /// The CPU kernel: dequantize a tile of rows (all cores), multiply, next tile.
-    fn forward_tiled(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let tile = (TILE_BYTES / (4 * self.inp)).clamp(16, self.out.max(16)) / 16 * 16;
-        if tile >= self.out {
-            return self.forward_dequantized(x);
-        }
-        let mut parts = Vec::with_capacity(self.out.div_ceil(tile));
-        let mut r0 = 0;
-        while r0 < self.out {
-            let n = tile.min(self.out - r0);
-            let mut buf = vec![0f32; n * self.inp];
-            self.rows_into(r0, &mut buf)
-                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
-            let w = Tensor::from_vec(buf, (n, self.inp), &self.device)?;
-            parts.push(x.matmul(&w.t()?)?);
-            r0 += n;
-        }
-        Tensor::cat(&parts, 1)
-    }
-
-    /// Baseline: the whole matrix dequantized to `f32`, then one GEMM.
-    pub fn forward_dequantized(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let w = self
-            .dequantize()
-            .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+    /// Baseline for benchmarks and tests: single-threaded scalar dequantization of the
+    /// whole matrix (`(q − z)·s` per value), then one GEMM.
+    pub fn forward_naive(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (out, inp) = (self.out, self.inp);
+        let v: Vec<f32> = match &*self.host {
+            Host::F32(w) => return x.matmul(&w.t()?),
+            Host::F16(v) => v.iter().map(|h| h.to_f32()).collect(),
+            Host::Bf16(v) => v.iter().map(|h| h.to_f32()).collect(),
+            Host::Int8(w) => (0..out * inp)
+                .map(|i| w.q[i] as f32 * w.scales[i / inp])
+                .collect(),
+            Host::Int4(w) => (0..out * inp)
+                .map(|i| {
+                    let (r, c) = (i / inp, i % inp);
+                    let g = c / w.group;
+                    (w.q(r, c) as f32 - w.zero(r, g) as f32)
+                        * w.scales[r * (inp / w.group) + g].to_f32()
+                })
+                .collect(),
+        };
+        let w = Tensor::from_vec(v, (out, inp), &self.device)?;
         x.matmul(&w.t()?)
     }
 
