@@ -29,6 +29,7 @@
 //! history = 2                      # recent transactions per entity in the prompt
 //! cache_entries = 8                # prefix states kept
 //! cache_mb = 512
+//! device = "cpu"                   # or "cuda", "cuda:N" (built with --features cuda)
 //!
 //! [deep.scorer.quant]              # optional precision plan applied at load
 //! "layers.0-7" = "f16"             # f32 f16 bf16 int8 rtn_int4[_g32|_g64|_g128]
@@ -61,7 +62,7 @@ fn count(spec: &ScorerSpec, name: &str, default: usize) -> Result<usize, ConfigE
     }
 }
 
-const LLM_KEYS: [&str; 13] = [
+const LLM_KEYS: [&str; 14] = [
     "kind",
     "model",
     "template",
@@ -75,6 +76,7 @@ const LLM_KEYS: [&str; 13] = [
     "cache_entries",
     "cache_mb",
     "quant",
+    "device",
 ];
 
 fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
@@ -96,6 +98,12 @@ fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
     }
     if spec.table.contains_key("no") {
         files.no = spec.str("no")?.to_owned();
+    }
+    if spec.table.contains_key("device") {
+        files.device = spec
+            .str("device")?
+            .parse()
+            .map_err(|e: String| ConfigError::invalid(format!("{}.device", spec.key), e))?;
     }
     if let Some(q) = spec.table.get("quant") {
         let key = format!("{}.quant", spec.key);
@@ -119,7 +127,6 @@ fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
         history_entities: count(spec, "history_entities", d.history_entities)?,
         cache_entries: count(spec, "cache_entries", d.cache_entries)?.max(1),
         cache_bytes: count(spec, "cache_mb", d.cache_bytes >> 20)? << 20,
-        ..d
     };
     DeepScorer::load(&files, spec.schema.clone(), opts).map_err(|e| scorer_err(spec, e))
 }

@@ -372,6 +372,8 @@ pub struct DeepFiles {
     /// a calibrated checkpoint instead (`cargo run --release --example quant_report --
     /// --save DIR`).
     pub quant: Option<crate::quant::QuantPlan>,
+    /// Where the model runs (CUDA needs `--features cuda`).
+    pub device: crate::Device,
     /// Prompt template (`[system]`, `[transaction]`, `[history]`).
     pub template: PathBuf,
     /// Linear probe (safetensors); `None`: the answer-token head.
@@ -389,6 +391,7 @@ impl DeepFiles {
             model: model.into(),
             tokenizer: None,
             quant: None,
+            device: crate::Device::Cpu,
             template: template.into(),
             probe: None,
             yes: "yes".into(),
@@ -596,10 +599,14 @@ impl DeepScorer {
         opts: DeepOptions,
     ) -> Result<Self, LlmError> {
         let dir = files.model.is_dir();
+        let device = files
+            .device
+            .candle()
+            .map_err(|e| LlmError::Request(e.to_string()))?;
         let mut model = if dir {
-            Llama::from_safetensors(&files.model, &Device::Cpu)?
+            Llama::from_safetensors(&files.model, &device)?
         } else {
-            Llama::from_gguf(&files.model, &Device::Cpu)?
+            Llama::from_gguf(&files.model, &device)?
         };
         if let Some(plan) = files.quant.as_ref().filter(|p| !p.is_empty()) {
             if plan.resolve(model.config().layers, false)?.needs_awq() {

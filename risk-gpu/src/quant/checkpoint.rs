@@ -70,6 +70,12 @@ pub(crate) fn take_awq(
             format!("shape [{groups}, {out}] does not fit qweight [{inp}, {words}]"),
         ));
     }
+    if qzeros.dims() != [groups, words] {
+        return Err(shape_err(
+            &format!("{name}.qzeros"),
+            format!("shape {:?}, expected [{groups}, {words}]", qzeros.dims()),
+        ));
+    }
     let group = inp / groups;
     if let Some(h) = group_hint {
         if h != group {

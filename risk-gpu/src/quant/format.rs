@@ -157,6 +157,29 @@ impl Int4Weight {
         })
     }
 
+    /// Checks that the fields are consistent (sizes, group); every constructor here
+    /// produces valid weights, this guards hand-built ones.
+    pub fn validate(&self, what: &str) -> Result<(), QuantError> {
+        check_group(what, self.inp, self.group)?;
+        let groups = self.inp / self.group;
+        for (name, got, want) in [
+            ("packed", self.packed.len(), self.out * self.inp / 2),
+            ("scales", self.scales.len(), self.out * groups),
+            ("zeros", self.zeros.len(), self.out * groups.div_ceil(2)),
+        ] {
+            if got != want {
+                return Err(shape_err(
+                    &format!("{what}.{name}"),
+                    format!(
+                        "{got} bytes/values, expected {want} for {}x{} with group {}",
+                        self.out, self.inp, self.group
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The 4-bit value at `(r, c)`.
     #[inline]
     pub fn q(&self, r: usize, c: usize) -> u8 {

@@ -107,6 +107,7 @@ impl QLinear {
 
     /// Wraps already quantized INT4 weights (e.g. read from an AutoAWQ checkpoint).
     pub fn int4(w: Int4Weight, precision: Precision, device: &Device) -> Result<Self, QuantError> {
+        w.validate("int4 weight")?;
         if precision.group() != Some(w.group) {
             return Err(QuantError::Shape {
                 tensor: "int4 weight".into(),
