@@ -19,6 +19,6 @@ criterion_group!(
 criterion_group!(
     name = deep;
     config = engine::config();
-    targets = llm::prefill, quant::kernels
+    targets = llm::prefill, quant::kernels, quant::prefill
 );
 criterion_main!(benches, deep);

@@ -49,3 +49,42 @@ pub fn kernels(c: &mut Criterion) {
     }
     g.finish();
 }
+
+/// SmolLM2-135M forwards under different plans, same run: a 256-token prompt from scratch
+/// and a 75-token transaction suffix on a cached 500-token prefix (the deep tier's shape).
+pub fn prefill(c: &mut Criterion) {
+    use criterion::SamplingMode;
+    use risk_gpu::llm::{smollm2_gguf, KvCache, Llama};
+    use risk_gpu::quant::QuantPlan;
+    let gguf = smollm2_gguf().unwrap_or_else(|e| panic!("{e}"));
+    let base = Llama::from_gguf(&gguf, &Device::Cpu).unwrap();
+    let layers = base.config().layers;
+    let tokens: Vec<u32> = (0..831u32).map(|i| 100 + (i * 7919) % 40_000).collect();
+    let (prompt, rest) = tokens.split_at(256);
+    let (prefix, suffix) = rest.split_at(500);
+    let mut g = c.benchmark_group("quant");
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(1));
+    for (name, p) in [
+        ("f32", None),
+        ("f16", Some(Precision::F16)),
+        ("int8", Some(Precision::Int8)),
+        ("int4_g64", Some(Precision::RtnInt4 { group: 64 })),
+    ] {
+        let m = match p {
+            None => base.clone(),
+            Some(p) => base.quantize(&QuantPlan::uniform(layers, p)).unwrap(),
+        };
+        let mut cached = KvCache::default();
+        m.forward_hidden(prefix, &mut cached).unwrap();
+        g.bench_function(format!("smollm2_prefill_256_{name}"), |b| {
+            b.iter(|| black_box(m.forward_hidden(prompt, &mut KvCache::default()).unwrap()))
+        });
+        g.bench_function(format!("smollm2_suffix_75_on_500_{name}"), |b| {
+            b.iter(|| black_box(m.forward_hidden(suffix, &mut cached.clone()).unwrap()))
+        });
+    }
+    g.finish();
+}
