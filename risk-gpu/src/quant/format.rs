@@ -86,6 +86,23 @@ pub fn check_group(what: &str, inp: usize, group: usize) -> Result<(), QuantErro
     Ok(())
 }
 
+/// Checks a row-major `[out, inp]` matrix's length and that every value is finite.
+fn check_matrix(what: &str, w: &[f32], out: usize, inp: usize) -> Result<(), QuantError> {
+    if w.len() != out * inp {
+        return Err(shape_err(
+            what,
+            format!("{} values for a {out}x{inp} matrix", w.len()),
+        ));
+    }
+    if let Some(i) = w.iter().position(|x| !x.is_finite()) {
+        return Err(shape_err(
+            what,
+            format!("non-finite weight at row {}, column {}", i / inp, i % inp),
+        ));
+    }
+    Ok(())
+}
+
 /// `(scale, zero)` of one group (AutoAWQ's zero-point quantizer, scale rounded to f16).
 #[inline]
 pub fn group_params(w: &[f32]) -> (f16, u8) {
@@ -116,18 +133,7 @@ impl Int4Weight {
         group: usize,
     ) -> Result<Self, QuantError> {
         check_group(what, inp, group)?;
-        if w.len() != out * inp {
-            return Err(shape_err(
-                what,
-                format!("{} values for a {out}x{inp} matrix", w.len()),
-            ));
-        }
-        if let Some(i) = w.iter().position(|x| !x.is_finite()) {
-            return Err(shape_err(
-                what,
-                format!("non-finite weight at row {}, column {}", i / inp, i % inp),
-            ));
-        }
+        check_matrix(what, w, out, inp)?;
         let groups = inp / group;
         let zrow = groups.div_ceil(2);
         let mut packed = vec![0u8; out * inp / 2];
@@ -352,18 +358,7 @@ impl Int8Weight {
     /// Quantizes a row-major `[out, inp]` matrix: `s = max|w| / 127` per row (1 for an
     /// all-zero row), `q = round(w / s)` (half to even).
     pub fn quantize(what: &str, w: &[f32], out: usize, inp: usize) -> Result<Self, QuantError> {
-        if w.len() != out * inp {
-            return Err(shape_err(
-                what,
-                format!("{} values for a {out}x{inp} matrix", w.len()),
-            ));
-        }
-        if let Some(i) = w.iter().position(|x| !x.is_finite()) {
-            return Err(shape_err(
-                what,
-                format!("non-finite weight at row {}, column {}", i / inp, i % inp),
-            ));
-        }
+        check_matrix(what, w, out, inp)?;
         let mut q = Vec::with_capacity(out * inp);
         let mut scales = Vec::with_capacity(out);
         for row in w.chunks_exact(inp) {
