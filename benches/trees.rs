@@ -80,6 +80,13 @@ pub fn native_vs_ort(c: &mut Criterion) {
             black_box(model.predict(black_box(row(i))))
         })
     });
+    // Same run: the scalar traversal alone (no AVX-512 top levels).
+    g.bench_function("native_one_row_scalar", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(model.margin_scalar(black_box(row(i))))
+        })
+    });
     g.bench_function("ort_one_row", |b| {
         b.iter(|| {
             i += 1;

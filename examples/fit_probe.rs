@@ -239,7 +239,7 @@ fn read_cache(path: &str, n: usize) -> Option<Forwarded> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
-    if n == 0 || v.len() % n != 0 {
+    if n == 0 || !v.len().is_multiple_of(n) {
         return None;
     }
     let w = v.len() / n;

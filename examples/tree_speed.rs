@@ -20,6 +20,35 @@ fn main() {
         m.ensemble().max_depth()
     );
     let mut s = 0.0;
+    // AVX-512 top levels vs the scalar traversal, interleaved pass by pass (this VM's
+    // speed drifts by tens of percent within seconds; only paired ratios mean much).
+    let (mut ratios, mut simd_ns, mut scalar_ns) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..60 {
+        let t = Instant::now();
+        for r in &rows {
+            s += m.margin(r);
+        }
+        let a = t.elapsed().as_nanos() as f64 / n as f64;
+        let t = Instant::now();
+        for r in &rows {
+            s += m.margin_scalar(r);
+        }
+        let b = t.elapsed().as_nanos() as f64 / n as f64;
+        ratios.push(a / b);
+        simd_ns.push(a);
+        scalar_ns.push(b);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!(
+        "paired, 60 passes: margin {:.0} ns/row, scalar only {:.0} ns/row, median ratio {:.3} (AVX-512 in use: {})",
+        median(&mut simd_ns),
+        median(&mut scalar_ns),
+        median(&mut ratios),
+        m.uses_simd()
+    );
     for _ in 0..3 {
         let t = Instant::now();
         for r in &rows {
@@ -28,6 +57,15 @@ fn main() {
         println!(
             "single: {:.0} ns/row",
             t.elapsed().as_nanos() as f64 / n as f64
+        );
+        let t = Instant::now();
+        for r in &rows {
+            s += m.margin_scalar(r);
+        }
+        println!(
+            "single, scalar only: {:.0} ns/row (AVX-512 top levels in use: {})",
+            t.elapsed().as_nanos() as f64 / n as f64,
+            m.uses_simd()
         );
         let mut out = vec![0f32; 64];
         let t = Instant::now();

@@ -162,6 +162,9 @@ pub struct Llama {
     pub(crate) base_identity: String,
     /// Canonical precision plan (`f32` when unquantized).
     pub(crate) plan: String,
+    /// Whether rotary frequencies carry GGUF `rope_freqs` factors (not expressible in a
+    /// Hugging Face config.json).
+    pub(crate) rope_factors: bool,
 }
 
 impl std::fmt::Debug for Llama {
@@ -327,9 +330,9 @@ impl Llama {
         let c = &cfg;
         if c.heads == 0
             || c.kv_heads == 0
-            || c.heads % c.kv_heads != 0
+            || !c.heads.is_multiple_of(c.kv_heads)
             || c.head_dim == 0
-            || c.head_dim % 2 != 0
+            || !c.head_dim.is_multiple_of(2)
             || c.layers == 0
             || c.vocab == 0
         {
@@ -374,6 +377,7 @@ impl Llama {
         }
         let (cos, sin) = rope_tables(c, parts.rope_freq_factors.as_deref(), device)?;
         let tied = parts.head.is_none();
+        let rope_factors = parts.rope_freq_factors.is_some();
         let embed = lin(parts.embed)?;
         let head = parts.head.unwrap_or_else(|| embed.clone());
         Ok(Self {
@@ -389,6 +393,7 @@ impl Llama {
             base_identity: identity.clone(),
             identity,
             plan: "f32".into(),
+            rope_factors,
         })
     }
 

@@ -168,6 +168,11 @@ fn put_proj(
 /// the base model's identity and the plan under `"risk"`.
 pub fn save(model: &Llama, tokenizer: Option<&LlmTokenizer>, dir: &Path) -> Result<(), LlmError> {
     let c = model.config();
+    if model.rope_factors {
+        return Err(LlmError::Format(
+            "this model's rotary frequencies come from GGUF rope_freqs factors, which a Hugging Face config.json cannot express; save refused".into(),
+        ));
+    }
     let io = |p: &Path, e: std::io::Error| LlmError::Io {
         path: p.display().to_string(),
         message: e.to_string(),

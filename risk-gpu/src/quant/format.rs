@@ -76,7 +76,7 @@ fn shape_err(what: &str, reason: String) -> QuantError {
 
 /// Checks that `group` splits `inp` and is a supported size.
 pub fn check_group(what: &str, inp: usize, group: usize) -> Result<(), QuantError> {
-    if group == 0 || inp % group != 0 || group % 2 != 0 {
+    if group == 0 || !inp.is_multiple_of(group) || !group.is_multiple_of(2) {
         return Err(QuantError::Group {
             tensor: what.to_owned(),
             inp,
@@ -248,7 +248,7 @@ impl Int4Weight {
 
     /// Converts to AutoAWQ's GEMM layout (`out` must be a multiple of 8).
     pub fn to_awq(&self) -> Result<AwqGemm, QuantError> {
-        if self.out % 8 != 0 {
+        if !self.out.is_multiple_of(8) {
             return Err(shape_err(
                 "qweight",
                 format!("{} output channels: AutoAWQ packs 8 per word", self.out),

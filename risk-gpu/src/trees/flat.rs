@@ -13,6 +13,7 @@
 //! missing goes left) whose every descendant leaf holds the leaf's value.
 
 use super::ensemble::{Ensemble, Node, Tree};
+use super::simd::{self, TopLevels};
 
 /// Deepest padded layout built (2^10 leaves per tree); deeper ensembles use the walk.
 pub const MAX_PADDED_DEPTH: usize = 10;
@@ -45,7 +46,12 @@ pub struct Flat {
     /// expanded row fits 256 slots: two plain loads per step, no masks.
     thresholds: Vec<f32>,
     slots8: Vec<u8>,
+    /// The top levels for the AVX-512 kernel ([`simd`]), when the CPU and model allow.
+    top: Option<TopLevels>,
 }
+
+/// Most trees whose top-level positions fit the stack buffer of the AVX-512 path.
+const MAX_TOP_TREES: usize = 1024;
 
 impl Flat {
     /// Builds the layout, or `None` if a tree is deeper than [`MAX_PADDED_DEPTH`].
@@ -76,6 +82,7 @@ impl Flat {
             leaves: vec![0.0; leaves_per_tree * e.trees.len()],
             thresholds: Vec::new(),
             slots8: Vec::new(),
+            top: None,
         };
         for (t, tree) in e.trees.iter().enumerate() {
             f.fill(t, tree, 0, 0, 0);
@@ -83,6 +90,14 @@ impl Flat {
         if 2 * e.num_features <= 256 {
             f.thresholds = f.nodes.iter().map(|n| n.threshold).collect();
             f.slots8 = f.nodes.iter().map(|n| n.slot as u8).collect();
+            if e.num_features > 0 && f.n_trees <= MAX_TOP_TREES {
+                let nf = e.num_features;
+                f.top = TopLevels::new(f.n_trees, depth, nf, |t, pos| {
+                    let n = f.nodes[t * stride + pos];
+                    let slot = n.slot as usize;
+                    (n.threshold, slot % nf, slot >= nf)
+                });
+            }
         }
         Some(f)
     }
@@ -175,9 +190,24 @@ impl Flat {
     }
 
     /// [`leaf_sum_fixed`](Self::leaf_sum_fixed) over split arrays with one-byte slots
-    /// indexing a 256-entry row: no masks on the row lookups.
+    /// indexing a 256-entry row: no masks on the row lookups. With `skip > 0`, each tree
+    /// starts at position `start[t]` of level `skip` (the AVX-512 kernel ran the levels
+    /// above).
     #[inline]
-    fn leaf_sum_small<const N: usize, const G: usize>(&self, xx: &[f32; 256]) -> f64 {
+    fn leaf_sum_small<const N: usize, const G: usize>(
+        &self,
+        xx: &[f32; 256],
+        start: &[u32],
+        skip: usize,
+    ) -> f64 {
+        let first = (1usize << skip) - 1;
+        let at = |t: usize| {
+            if skip == 0 {
+                0
+            } else {
+                first + start[t] as usize
+            }
+        };
         let mut acc = [0f64; LANES];
         let full = self.n_trees / LANES * LANES;
         let mut t = 0;
@@ -185,8 +215,8 @@ impl Flat {
             let thr: &[f32; G] = self.thresholds[t * N..t * N + G].try_into().expect("group");
             let slot: &[u8; G] = self.slots8[t * N..t * N + G].try_into().expect("group");
             let leaves: &[f32; G] = self.leaves[t * N..t * N + G].try_into().expect("group");
-            let mut g: [usize; LANES] = std::array::from_fn(|k| k * N);
-            for _ in 0..self.depth {
+            let mut g: [usize; LANES] = std::array::from_fn(|k| k * N + at(t + k));
+            for _ in skip..self.depth {
                 for (k, gk) in g.iter_mut().enumerate() {
                     let i = *gk & (G - 1);
                     let c = (xx[slot[i] as usize] >= thr[i]) as usize;
@@ -200,8 +230,8 @@ impl Flat {
         }
         let mut sum: f64 = acc.iter().sum();
         for t in full..self.n_trees {
-            let mut i = 0;
-            for _ in 0..self.depth {
+            let mut i = at(t);
+            for _ in skip..self.depth {
                 let j = t * N + i;
                 i = 2 * i + 1 + (xx[self.slots8[j] as usize] >= self.thresholds[j]) as usize;
             }
@@ -210,26 +240,65 @@ impl Flat {
         sum
     }
 
+    /// The AVX-512 kernel for the top levels, then the scalar traversal below them.
+    #[inline]
+    fn top_sum<const P: usize>(&self, x: &[f32], xx: &[f32; 256], top: &TopLevels) -> f64 {
+        let mut pos = [0u32; P];
+        let mut row = [0f32; simd::MAX_FEATURES];
+        row[..self.num_features].copy_from_slice(&x[..self.num_features]);
+        top.run(&row, &mut pos);
+        self.by_depth(xx, &pos, top.levels())
+    }
+
+    #[inline]
+    fn by_depth(&self, xx: &[f32; 256], p: &[u32], skip: usize) -> f64 {
+        match self.depth {
+            0 => self.leaf_sum_small::<1, 8>(xx, p, skip),
+            1 => self.leaf_sum_small::<2, 16>(xx, p, skip),
+            2 => self.leaf_sum_small::<4, 32>(xx, p, skip),
+            3 => self.leaf_sum_small::<8, 64>(xx, p, skip),
+            4 => self.leaf_sum_small::<16, 128>(xx, p, skip),
+            5 => self.leaf_sum_small::<32, 256>(xx, p, skip),
+            6 => self.leaf_sum_small::<64, 512>(xx, p, skip),
+            7 => self.leaf_sum_small::<128, 1024>(xx, p, skip),
+            8 => self.leaf_sum_small::<256, 2048>(xx, p, skip),
+            9 => self.leaf_sum_small::<512, 4096>(xx, p, skip),
+            _ => self.leaf_sum_small::<1024, 8192>(xx, p, skip),
+        }
+    }
+
     /// Sum of leaf values over all trees for one row (`x` must have every feature the
     /// model reads: checked by the caller).
     #[inline]
     pub fn leaf_sum(&self, x: &[f32]) -> f64 {
+        self.leaf_sum_with(x, true)
+    }
+
+    /// Whether the AVX-512 top-level kernel is in use.
+    pub fn uses_simd(&self) -> bool {
+        self.top.is_some()
+    }
+
+    /// [`leaf_sum`](Self::leaf_sum) without the AVX-512 kernel (the reference it is
+    /// tested against).
+    pub fn leaf_sum_scalar(&self, x: &[f32]) -> f64 {
+        self.leaf_sum_with(x, false)
+    }
+
+    #[inline]
+    fn leaf_sum_with(&self, x: &[f32], simd: bool) -> f64 {
         if !self.slots8.is_empty() {
             let mut xx = [0f32; 256];
             self.expand(x, &mut xx);
-            return match self.depth {
-                0 => self.leaf_sum_small::<1, 8>(&xx),
-                1 => self.leaf_sum_small::<2, 16>(&xx),
-                2 => self.leaf_sum_small::<4, 32>(&xx),
-                3 => self.leaf_sum_small::<8, 64>(&xx),
-                4 => self.leaf_sum_small::<16, 128>(&xx),
-                5 => self.leaf_sum_small::<32, 256>(&xx),
-                6 => self.leaf_sum_small::<64, 512>(&xx),
-                7 => self.leaf_sum_small::<128, 1024>(&xx),
-                8 => self.leaf_sum_small::<256, 2048>(&xx),
-                9 => self.leaf_sum_small::<512, 4096>(&xx),
-                _ => self.leaf_sum_small::<1024, 8192>(&xx),
-            };
+            if let (Some(top), true) = (&self.top, simd) {
+                // Position buffers sized to the model (zeroing 4 KB per row would show).
+                return match top.slots() {
+                    0..=128 => self.top_sum::<128>(x, &xx, top),
+                    129..=512 => self.top_sum::<512>(x, &xx, top),
+                    _ => self.top_sum::<{ MAX_TOP_TREES + simd::LANES }>(x, &xx, top),
+                };
+            }
+            return self.by_depth(&xx, &[], 0);
         }
         // Models with more than 128 features (no one-byte slots): masked indices into a
         // fixed 512-slot row while it fits, slices beyond.

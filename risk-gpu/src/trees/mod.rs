@@ -10,6 +10,7 @@ pub mod ensemble;
 pub mod flat;
 pub mod shap;
 pub mod shap_table;
+mod simd;
 pub mod xgb_json;
 
 use ensemble::{sigmoid, Ensemble};
@@ -145,6 +146,22 @@ impl XgbModel {
             Some(f) => f.leaf_sum(x) + self.ensemble.base_margin,
             None => self.ensemble.margin_walk(x),
         }
+    }
+
+    /// [`margin`](Self::margin) without the AVX-512 top-level kernel: the scalar
+    /// traversal it is tested against (equal bit for bit).
+    pub fn margin_scalar(&self, x: &[f32]) -> f64 {
+        self.check(x);
+        match &self.flat {
+            Some(f) => f.leaf_sum_scalar(x) + self.ensemble.base_margin,
+            None => self.ensemble.margin_walk(x),
+        }
+    }
+
+    /// Whether scoring uses the AVX-512 kernel for the top tree levels (x86-64 CPUs
+    /// with AVX-512F, models with at most 32 features and 1,024 trees).
+    pub fn uses_simd(&self) -> bool {
+        self.flat.as_ref().is_some_and(|f| f.uses_simd())
     }
 
     /// Probability of one row.
