@@ -323,6 +323,14 @@ fn deep_up_close(
             break;
         }
     }
+    // One transaction at a time with a 2 s budget: this section shows the feedback loop,
+    // not the 500 ms serving budget (on 2 shared cores a forward right after the replay can
+    // overrun it, and a late forward keeps the single deep worker busy, so every paced
+    // transaction after it would see a saturated pool).
+    let cfg = DeepConfig {
+        budget: cfg.budget.max(Duration::from_secs(2)),
+        ..cfg
+    };
     let engine = Engine::builder(schema.clone())
         .rules(rules.clone())
         .fast(fast.clone())
@@ -333,8 +341,9 @@ fn deep_up_close(
     let policy = engine.config().policy;
     println!(
         "
-deep tier up close: {} gray-zone transactions one at a time, then each entity's next transaction",
-        picks.len()
+deep tier up close: {} gray-zone transactions one at a time (deep budget {} ms here), then each entity's next transaction",
+        picks.len(),
+        cfg.budget.as_millis()
     );
     println!(
         "  {:>7} {:>5} {:>6} {:>6} {:<14} {:>9} | {:>7} {:>6} {:>7} {:<8} {:<8}",

@@ -293,6 +293,16 @@ fn checkpoints_round_trip_in_the_autoawq_layout_and_bad_files_are_named() {
         tok.encode("chargeback dispute").unwrap()
     );
 
+    // Another AutoAWQ layout (GEMV) is refused, not misread.
+    let cfg_path = dir.join("config.json");
+    let cfg_text = std::fs::read_to_string(&cfg_path).unwrap();
+    std::fs::write(&cfg_path, cfg_text.replace("\"gemm\"", "\"gemv\"")).unwrap();
+    let e = Llama::from_safetensors(&dir, &Device::Cpu)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("gemv") && e.contains("GEMM"), "{e}");
+    std::fs::write(&cfg_path, cfg_text).unwrap();
+
     // Corrupt files: a truncated qzeros and a missing scales tensor name the tensor.
     let st = dir.join("model.safetensors");
     let mut t = candle_core::safetensors::load(&st, &Device::Cpu).unwrap();

@@ -620,9 +620,35 @@ impl Llama {
         }
         // AutoAWQ checkpoints: `quantization_config.group_size`, and `qweight` / `qzeros`
         // / `scales` instead of `weight` for quantized projections.
-        let group_hint = j
-            .get("quantization_config")
-            .and_then(|q| q.get("group_size"))
+        let qc = j.get("quantization_config");
+        if let Some(q) = qc {
+            let field = |k: &str| {
+                q.get(k)
+                    .and_then(|v| v.as_str())
+                    .map(str::to_ascii_lowercase)
+            };
+            let method = field("quant_method");
+            let version = field("version");
+            let zero_point = q
+                .get("zero_point")
+                .and_then(|v| v.as_bool())
+                .unwrap_or(true);
+            let bits = q
+                .get("bits")
+                .or_else(|| q.get("w_bit"))
+                .and_then(|v| v.as_u64());
+            if method.as_deref().is_some_and(|m| m != "awq")
+                || version.as_deref().is_some_and(|v| v != "gemm")
+                || !zero_point
+                || bits.is_some_and(|b| b != 4)
+            {
+                return Err(LlmError::Format(format!(
+                    "config.json: quantization_config {q} (supported: AutoAWQ, 4 bits, zero point, GEMM layout)"
+                )));
+            }
+        }
+        let group_hint = qc
+            .and_then(|q| q.get("group_size").or_else(|| q.get("q_group_size")))
             .and_then(|v| v.as_u64())
             .map(|g| g as usize);
         let take = |all: &mut std::collections::HashMap<String, Tensor>,
