@@ -43,11 +43,11 @@ fn main() {
         v[v.len() / 2]
     };
     println!(
-        "paired, 60 passes: margin {:.0} ns/row, scalar only {:.0} ns/row, median ratio {:.3} (AVX-512 in use: {})",
+        "paired, 60 passes: margin {:.0} ns/row, scalar only {:.0} ns/row, median ratio {:.3} (kernel {})",
         median(&mut simd_ns),
         median(&mut scalar_ns),
         median(&mut ratios),
-        m.uses_simd()
+        m.kernel()
     );
     for _ in 0..3 {
         let t = Instant::now();
@@ -63,9 +63,9 @@ fn main() {
             s += m.margin_scalar(r);
         }
         println!(
-            "single, scalar only: {:.0} ns/row (AVX-512 top levels in use: {})",
+            "single, scalar only: {:.0} ns/row (kernel {})",
             t.elapsed().as_nanos() as f64 / n as f64,
-            m.uses_simd()
+            m.kernel()
         );
         let mut out = vec![0f32; 64];
         let t = Instant::now();

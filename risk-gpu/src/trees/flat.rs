@@ -13,6 +13,7 @@
 //! missing goes left) whose every descendant leaf holds the leaf's value.
 
 use super::ensemble::{Ensemble, Node, Tree};
+use super::bytes::{self, ByteTrees, Split};
 use super::simd::{self, TopLevels};
 
 /// Deepest padded layout built (2^10 leaves per tree); deeper ensembles use the walk.
@@ -48,6 +49,8 @@ pub struct Flat {
     slots8: Vec<u8>,
     /// The top levels for the AVX-512 kernel ([`simd`]), when the CPU and model allow.
     top: Option<TopLevels>,
+    /// The AVX2 byte-lane kernel ([`bytes`]), preferred when the CPU and model allow.
+    bytes: Option<ByteTrees>,
 }
 
 /// Most trees whose top-level positions fit the stack buffer of the AVX-512 path.
@@ -83,6 +86,7 @@ impl Flat {
             thresholds: Vec::new(),
             slots8: Vec::new(),
             top: None,
+            bytes: None,
         };
         for (t, tree) in e.trees.iter().enumerate() {
             f.fill(t, tree, 0, 0, 0);
@@ -90,8 +94,26 @@ impl Flat {
         if 2 * e.num_features <= 256 {
             f.thresholds = f.nodes.iter().map(|n| n.threshold).collect();
             f.slots8 = f.nodes.iter().map(|n| n.slot as u8).collect();
-            if e.num_features > 0 && f.n_trees <= MAX_TOP_TREES {
-                let nf = e.num_features;
+            let nf = e.num_features;
+            if nf > 0 {
+                f.bytes = ByteTrees::new(f.n_trees, depth, nf, |t, pos| {
+                    let n = f.nodes[t * stride + pos];
+                    // Real thresholds are finite (validated); +inf marks a pass-through.
+                    if n.threshold == f32::INFINITY {
+                        Split::Pass
+                    } else {
+                        let slot = n.slot as usize;
+                        Split::Test {
+                            feature: slot % nf,
+                            threshold: n.threshold,
+                            right: slot >= nf,
+                        }
+                    }
+                });
+            }
+            // The AVX-512 float kernel serves models the byte kernel refuses (more
+            // distinct thresholds per feature than byte ranks hold).
+            if f.bytes.is_none() && nf > 0 && f.n_trees <= MAX_TOP_TREES {
                 f.top = TopLevels::new(f.n_trees, depth, nf, |t, pos| {
                     let n = f.nodes[t * stride + pos];
                     let slot = n.slot as usize;
@@ -250,6 +272,22 @@ impl Flat {
         self.by_depth(xx, &pos, top.levels())
     }
 
+    /// The AVX2 byte-lane kernel for the top (up to six) levels, the scalar traversal
+    /// below them if the trees are deeper, then the leaf sum.
+    #[inline]
+    fn bytes_sum<const P: usize>(&self, x: &[f32], b: &ByteTrees) -> f64 {
+        /// Never read when the kernel ran every level (no scalar level is left).
+        static NO_ROW: [f32; 256] = [0.0; 256];
+        let mut pos = [0u32; P];
+        b.run(x, &mut pos);
+        if b.levels() == self.depth {
+            return self.by_depth(&NO_ROW, &pos, self.depth);
+        }
+        let mut xx = [0f32; 256];
+        self.expand(x, &mut xx);
+        self.by_depth(&xx, &pos, b.levels())
+    }
+
     #[inline]
     fn by_depth(&self, xx: &[f32; 256], p: &[u32], skip: usize) -> f64 {
         match self.depth {
@@ -274,12 +312,25 @@ impl Flat {
         self.leaf_sum_with(x, true)
     }
 
-    /// Whether the AVX-512 top-level kernel is in use.
+    /// Whether a SIMD kernel is in use (see [`kernel`](Self::kernel)).
     pub fn uses_simd(&self) -> bool {
-        self.top.is_some()
+        self.bytes.is_some() || self.top.is_some()
     }
 
-    /// [`leaf_sum`](Self::leaf_sum) without the AVX-512 kernel (the reference it is
+    /// The kernel [`leaf_sum`](Self::leaf_sum) runs: `"avx2-bytes"` (every level up to
+    /// six in byte lanes), `"avx512-top"` (the top four levels in float lanes) or
+    /// `"scalar"`.
+    pub fn kernel(&self) -> &'static str {
+        if self.bytes.is_some() {
+            "avx2-bytes"
+        } else if self.top.is_some() {
+            "avx512-top"
+        } else {
+            "scalar"
+        }
+    }
+
+    /// [`leaf_sum`](Self::leaf_sum) without the SIMD kernels (the reference they are
     /// tested against).
     pub fn leaf_sum_scalar(&self, x: &[f32]) -> f64 {
         self.leaf_sum_with(x, false)
@@ -287,6 +338,13 @@ impl Flat {
 
     #[inline]
     fn leaf_sum_with(&self, x: &[f32], simd: bool) -> f64 {
+        if let (Some(b), true) = (&self.bytes, simd) {
+            return match b.slots() {
+                0..=128 => self.bytes_sum::<128>(x, b),
+                129..=512 => self.bytes_sum::<512>(x, b),
+                _ => self.bytes_sum::<{ bytes::MAX_TREES + bytes::LANES }>(x, b),
+            };
+        }
         if !self.slots8.is_empty() {
             let mut xx = [0f32; 256];
             self.expand(x, &mut xx);

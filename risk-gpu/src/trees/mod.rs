@@ -6,6 +6,7 @@
 //! [`Scorer`] with bounded latency; transactions scoring at or above `explain_above`
 //! get their top SHAP contributions ([`shap`]) as reason codes.
 
+mod bytes;
 pub mod ensemble;
 pub mod flat;
 pub mod shap;
@@ -148,8 +149,8 @@ impl XgbModel {
         }
     }
 
-    /// [`margin`](Self::margin) without the AVX-512 top-level kernel: the scalar
-    /// traversal it is tested against (equal bit for bit).
+    /// [`margin`](Self::margin) without the SIMD kernels: the scalar traversal they are
+    /// tested against (equal bit for bit).
     pub fn margin_scalar(&self, x: &[f32]) -> f64 {
         self.check(x);
         match &self.flat {
@@ -158,10 +159,18 @@ impl XgbModel {
         }
     }
 
-    /// Whether scoring uses the AVX-512 kernel for the top tree levels (x86-64 CPUs
-    /// with AVX-512F, models with at most 32 features and 1,024 trees).
+    /// Whether scoring uses a SIMD kernel (see [`kernel`](Self::kernel)).
     pub fn uses_simd(&self) -> bool {
         self.flat.as_ref().is_some_and(|f| f.uses_simd())
+    }
+
+    /// The scoring kernel in use: `"avx2-bytes"` (x86-64 with AVX2; at most 32
+    /// features, 1,024 trees and 254 distinct thresholds per feature in the top six
+    /// levels), `"avx512-top"` (AVX-512F, models the byte kernel refuses; at most 32
+    /// features and 1,024 trees), `"scalar"` (the padded traversal) or `"walk"` (trees
+    /// deeper than [`flat::MAX_PADDED_DEPTH`]).
+    pub fn kernel(&self) -> &'static str {
+        self.flat.as_ref().map_or("walk", |f| f.kernel())
     }
 
     /// Probability of one row.

@@ -1,0 +1,481 @@
+//! AVX2 byte-lane kernel: thirty-two trees per vector through every level (up to six),
+//! exact, no gathers (they are microcoded and slower than scalar loads on AMD Zen).
+//!
+//! **Thresholds become ranks.** For each feature, the model's distinct thresholds
+//! `u_1 < … < u_K` are known at load. A row's value `x` becomes its *bin*
+//! `#{u_i ≤ x}`, and a node with threshold `u_r` sends `x` right (`x ≥ u_r`, XGBoost's
+//! `!(x < t)`) exactly when `bin(x) ≥ r`: if `x ≥ u_r` then every `u_i ≤ u_r` is `≤ x`;
+//! if `x < u_r` then `bin(x) ≤ r − 1`. So every node is two bytes (feature slot, rank)
+//! and every comparison one signed byte compare (`bin > r − 1`, both biased by `0x80`),
+//! thirty-two trees at once. Binning a row is a two-level search per feature: sixteen
+//! block maxima, then the sixteen thresholds of one block, each an 8-wide compare and a
+//! popcount.
+//!
+//! **Missing values** use the expanded row of the scalar layout: slot `f` holds the bin
+//! with a missing value at `0` (every rank test fails: left) and slot `f + H` holds it
+//! at `255` (above every `r − 1 ≤ 253`: right), `H` = 8, 16 or 32. A node reads the
+//! slot of its default direction; present values are the same in both halves.
+//!
+//! **A lane's node** at level `l` is one of `2^l` candidates stored lane by lane; the
+//! comparison masks of the levels above (`0xFF` = went right) pick it by a blend tree
+//! (`2^l − 1` `vpblendvb` per byte array), and the row's bins, held in up to four
+//! 16-byte tables, give the feature value by `vpshufb`. Pass-through nodes (a leaf
+//! above the padded depth) and padding lanes have rank byte `255`: never right.
+//!
+//! Used when the CPU has AVX2, the model reads at most 32 features, has at most 1,024
+//! trees and at most [`MAX_CUTS`] distinct thresholds per feature. Deeper trees continue
+//! in the scalar traversal below level six. The leaf sum is the scalar layout's, in the
+//! same order, so margins are bit-identical.
+#![allow(unsafe_code)]
+
+/// Trees per vector.
+pub(crate) const LANES: usize = 32;
+/// Levels evaluated here (at most).
+pub(crate) const MAX_LEVELS: usize = 6;
+/// Features the four row tables hold.
+pub(crate) const MAX_FEATURES: usize = 32;
+/// Distinct thresholds per feature the byte ranks can express (ranks `1..=254`; `255`
+/// is the missing-goes-right bin).
+pub(crate) const MAX_CUTS: usize = 254;
+/// Most trees (the caller's position buffer).
+pub(crate) const MAX_TREES: usize = 1024;
+/// Thresholds per search block.
+const BLOCK: usize = 16;
+/// Rank byte that never compares right.
+const NEVER: u8 = 0x7f;
+
+/// One padded-tree node as the kernel sees it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Split {
+    /// `x[feature] >= threshold` goes right; a missing value goes right if `right`.
+    Test {
+        /// Feature read.
+        feature: usize,
+        /// Threshold (finite).
+        threshold: f32,
+        /// Missing values go right.
+        right: bool,
+    },
+    /// Both subtrees hold the same leaf: always left.
+    Pass,
+}
+
+/// The byte tables of every group of thirty-two trees and the per-feature thresholds.
+#[derive(Debug, Clone)]
+pub(crate) struct ByteTrees {
+    num_features: usize,
+    /// Slot offset of the missing-goes-right half: 8, 16 or 32.
+    half: usize,
+    levels: usize,
+    groups: usize,
+    /// `[group][node of the top levels, level order][lane]`: the slot read.
+    slot: Vec<u8>,
+    /// Same layout: `(rank − 1) ^ 0x80`, or [`NEVER`].
+    rank: Vec<u8>,
+    /// Per feature: its first block in `cuts`, or `u32::MAX` when no node reads it.
+    first: Vec<u32>,
+    /// Blocks of sixteen sorted distinct thresholds, NaN-padded; a feature's last block
+    /// always has at least one pad (so the block search never runs past it).
+    cuts: Vec<f32>,
+    /// Per feature sixteen entries: the last value of each of its blocks, NaN beyond.
+    top: Vec<f32>,
+}
+
+/// Whether this CPU can run the kernel.
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("popcnt")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+impl ByteTrees {
+    /// Builds the tables from a node accessor `(tree, position in the padded tree)`;
+    /// `None` when the CPU lacks AVX2 or the model is outside the limits above.
+    pub(crate) fn new(
+        n_trees: usize,
+        depth: usize,
+        num_features: usize,
+        node: impl Fn(usize, usize) -> Split,
+    ) -> Option<Self> {
+        if !available() {
+            return None;
+        }
+        Self::build(n_trees, depth, num_features, node)
+    }
+
+    fn build(
+        n_trees: usize,
+        depth: usize,
+        num_features: usize,
+        node: impl Fn(usize, usize) -> Split,
+    ) -> Option<Self> {
+        if num_features == 0
+            || num_features > MAX_FEATURES
+            || depth == 0
+            || n_trees == 0
+            || n_trees > MAX_TREES
+        {
+            return None;
+        }
+        let levels = depth.min(MAX_LEVELS);
+        let nodes = (1 << levels) - 1;
+        // The distinct thresholds of the kernel's levels, per feature (the scalar levels
+        // below, if any, read the float row).
+        let mut per_feature: Vec<Vec<f32>> = vec![Vec::new(); num_features];
+        for t in 0..n_trees {
+            for pos in 0..nodes {
+                if let Split::Test {
+                    feature, threshold, ..
+                } = node(t, pos)
+                {
+                    per_feature[feature].push(threshold);
+                }
+            }
+        }
+        for u in &mut per_feature {
+            // Finite thresholds only (validated at load): `partial_cmp` is total here.
+            u.sort_by(|a, b| a.partial_cmp(b).expect("finite thresholds"));
+            // -0.0 == 0.0: one cut, as every comparison treats them alike.
+            u.dedup_by(|a, b| a == b);
+            if u.len() > MAX_CUTS {
+                return None;
+            }
+        }
+        let half = match num_features {
+            0..=8 => 8,
+            9..=16 => 16,
+            _ => 32,
+        };
+        let mut first = vec![u32::MAX; num_features];
+        let mut cuts = Vec::new();
+        let mut top = vec![f32::NAN; num_features * BLOCK];
+        for (f, u) in per_feature.iter().enumerate() {
+            if u.is_empty() {
+                continue;
+            }
+            let blocks = u.len() / BLOCK + 1;
+            first[f] = (cuts.len() / BLOCK) as u32;
+            let start = cuts.len();
+            cuts.extend_from_slice(u);
+            cuts.resize(start + blocks * BLOCK, f32::NAN);
+            for b in 0..blocks {
+                top[f * BLOCK + b] = cuts[start + b * BLOCK + BLOCK - 1];
+            }
+        }
+        let groups = n_trees.div_ceil(LANES);
+        let mut slot = vec![0u8; groups * nodes * LANES];
+        let mut rank = vec![NEVER; groups * nodes * LANES];
+        for t in 0..n_trees {
+            let (g, k) = (t / LANES, t % LANES);
+            for pos in 0..nodes {
+                let i = (g * nodes + pos) * LANES + k;
+                if let Split::Test {
+                    feature,
+                    threshold,
+                    right,
+                } = node(t, pos)
+                {
+                    let u = &per_feature[feature];
+                    // rank r = #{u ≤ t} ≥ 1 (t is one of the cuts); store r − 1.
+                    let r = u.partition_point(|&c| c <= threshold);
+                    debug_assert!(r >= 1 && r <= MAX_CUTS);
+                    slot[i] = (feature + if right { half } else { 0 }) as u8;
+                    rank[i] = ((r - 1) as u8) ^ 0x80;
+                }
+            }
+        }
+        Some(Self {
+            num_features,
+            half,
+            levels,
+            groups,
+            slot,
+            rank,
+            first,
+            cuts,
+            top,
+        })
+    }
+
+    /// Levels evaluated.
+    pub(crate) fn levels(&self) -> usize {
+        self.levels
+    }
+
+    /// Slots of [`run`](Self::run)'s output (trees rounded up to thirty-two).
+    pub(crate) fn slots(&self) -> usize {
+        self.groups * LANES
+    }
+
+    /// Writes each tree's position within level [`levels`](Self::levels)
+    /// (`0..2^levels`) into `out` (at least [`slots`](Self::slots) long); `x` holds the
+    /// row's features (NaN for missing), at least the model's number.
+    pub(crate) fn run(&self, x: &[f32], out: &mut [u32]) {
+        assert!(out.len() >= self.slots());
+        assert!(x.len() >= self.num_features);
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a `ByteTrees` is only built by `new`, after `available()` saw AVX2 and
+        // POPCNT on this CPU, so calling these `avx2,popcnt` functions is sound.
+        unsafe {
+            let mut bins = [0u8; 4 * 16];
+            self.bins(x, &mut bins);
+            match self.half {
+                8 => self.run_avx2::<1>(&bins, out),
+                16 => self.run_avx2::<2>(&bins, out),
+                _ => self.run_avx2::<4>(&bins, out),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("ByteTrees is built only on x86-64");
+    }
+
+    /// The row's bins, biased by `0x80`: slot `f` with missing values at bin 0, slot
+    /// `f + half` with missing values at bin 255.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn bins(&self, x: &[f32], out: &mut [u8; 64]) {
+        use std::arch::x86_64::*;
+        for (f, (&v, &first)) in x.iter().zip(&self.first).enumerate() {
+            let b = if first == u32::MAX {
+                0
+            } else {
+                let vx = _mm256_set1_ps(v);
+                // A NaN `v` compares false everywhere: bin 0.
+                let count = |s: &[f32]| -> u32 {
+                    let s: &[f32; BLOCK] = s.try_into().expect("block");
+                    let lo = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[..8]), vx);
+                    let hi = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[8..]), vx);
+                    let m = _mm256_movemask_ps(lo) as u32 | (_mm256_movemask_ps(hi) as u32) << 8;
+                    m.count_ones()
+                };
+                // Blocks wholly ≤ v (a prefix: the maxima are sorted, NaN pads last).
+                let c1 = count(&self.top[f * BLOCK..(f + 1) * BLOCK]) as usize;
+                let b0 = (first as usize + c1) * BLOCK;
+                c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK]) as usize
+            };
+            let b = b as u8;
+            out[f] = b ^ 0x80;
+            out[self.half + f] = if v.is_nan() { 0xff ^ 0x80 } else { b ^ 0x80 };
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn run_avx2<const T: usize>(&self, bins: &[u8; 64], out: &mut [u32]) {
+        use std::arch::x86_64::*;
+        let tables: [__m256i; T] = std::array::from_fn(|k| {
+            _mm256_broadcastsi128_si256(load_128(&bins[16 * k..16 * (k + 1)]))
+        });
+        let nodes = (1 << self.levels) - 1;
+        let zero = _mm256_setzero_si256();
+        for g in 0..self.groups {
+            let base = g * nodes * LANES;
+            let mut m = [zero; MAX_LEVELS];
+            m[0] = self.level::<1, T>(base, &m, &tables);
+            if self.levels > 1 {
+                m[1] = self.level::<2, T>(base, &m, &tables);
+            }
+            if self.levels > 2 {
+                m[2] = self.level::<4, T>(base, &m, &tables);
+            }
+            if self.levels > 3 {
+                m[3] = self.level::<8, T>(base, &m, &tables);
+            }
+            if self.levels > 4 {
+                m[4] = self.level::<16, T>(base, &m, &tables);
+            }
+            if self.levels > 5 {
+                m[5] = self.level::<32, T>(base, &m, &tables);
+            }
+            // Position = the levels' bits, first level most significant.
+            let mut pos = zero;
+            for (l, &ml) in m[..self.levels].iter().enumerate() {
+                let bit = _mm256_set1_epi8(1 << (self.levels - 1 - l));
+                pos = _mm256_or_si256(pos, _mm256_and_si256(ml, bit));
+            }
+            let lo = _mm256_castsi256_si128(pos);
+            let hi = _mm256_extracti128_si256::<1>(pos);
+            let dst = &mut out[g * LANES..(g + 1) * LANES];
+            store_epi32(&mut dst[0..8], _mm256_cvtepu8_epi32(lo));
+            store_epi32(&mut dst[8..16], _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(lo)));
+            store_epi32(&mut dst[16..24], _mm256_cvtepu8_epi32(hi));
+            store_epi32(&mut dst[24..32], _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(hi)));
+        }
+    }
+
+    /// One level with `C` candidate nodes per tree: pick each lane's node by the masks
+    /// of the levels above, look its feature up in the row's bins, compare.
+    #[cfg(target_arch = "x86_64")]
+    #[inline]
+    #[target_feature(enable = "avx2,popcnt")]
+    fn level<const C: usize, const T: usize>(
+        &self,
+        base: usize,
+        m: &[std::arch::x86_64::__m256i; MAX_LEVELS],
+        tables: &[std::arch::x86_64::__m256i; T],
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::*;
+        let first = base + (C - 1) * LANES;
+        let slot = select::<C>(&self.slot[first..first + C * LANES], m);
+        // vpshufb reads bits 0-3 (bit 7 is clear: slots < 64); bits 4 and 5 pick the
+        // table (moved to bit 7 of each byte for vpblendvb).
+        let v = match T {
+            1 => _mm256_shuffle_epi8(tables[0], slot),
+            2 => _mm256_blendv_epi8(
+                _mm256_shuffle_epi8(tables[0], slot),
+                _mm256_shuffle_epi8(tables[1], slot),
+                _mm256_slli_epi16::<3>(slot),
+            ),
+            _ => {
+                let b4 = _mm256_slli_epi16::<3>(slot);
+                let a = _mm256_blendv_epi8(
+                    _mm256_shuffle_epi8(tables[0], slot),
+                    _mm256_shuffle_epi8(tables[1], slot),
+                    b4,
+                );
+                let b = _mm256_blendv_epi8(
+                    _mm256_shuffle_epi8(tables[2 % T], slot),
+                    _mm256_shuffle_epi8(tables[3 % T], slot),
+                    b4,
+                );
+                _mm256_blendv_epi8(a, b, _mm256_slli_epi16::<2>(slot))
+            }
+        };
+        let rank = select::<C>(&self.rank[first..first + C * LANES], m);
+        _mm256_cmpgt_epi8(v, rank)
+    }
+}
+
+/// Each lane's byte among `C` candidate vectors (`v`: `C × 32` bytes, candidate-major),
+/// picked by the masks of the levels above: a blend tree written out per size (the
+/// first level's mask splits the candidates in halves, the next level's the halves…),
+/// evaluated depth first so at most `log2(C)` partial results are live (AVX2 has
+/// sixteen registers and the masks and row tables need some).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn select<const C: usize>(
+    v: &[u8],
+    m: &[std::arch::x86_64::__m256i; MAX_LEVELS],
+) -> std::arch::x86_64::__m256i {
+    let v = &v[..C * LANES];
+    match C {
+        1 => sel1(v, 0, 0, m),
+        2 => sel2(v, 0, 0, m),
+        4 => sel4(v, 0, 0, m),
+        8 => sel8(v, 0, 0, m),
+        16 => sel16(v, 0, 0, m),
+        _ => sel32(v, 0, 0, m),
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn sel1(
+    v: &[u8],
+    at: usize,
+    _: usize,
+    _: &[std::arch::x86_64::__m256i; MAX_LEVELS],
+) -> std::arch::x86_64::__m256i {
+    load_256(&v[at * LANES..(at + 1) * LANES])
+}
+
+/// `sel{2n}` = blend of the two `sel{n}` halves by the mask of level `d`.
+macro_rules! sel {
+    ($name:ident, $half:ident, $n:expr) => {
+        #[cfg(target_arch = "x86_64")]
+        #[inline]
+        #[target_feature(enable = "avx2")]
+        fn $name(
+            v: &[u8],
+            at: usize,
+            d: usize,
+            m: &[std::arch::x86_64::__m256i; MAX_LEVELS],
+        ) -> std::arch::x86_64::__m256i {
+            let lo = $half(v, at, d + 1, m);
+            let hi = $half(v, at + $n, d + 1, m);
+            std::arch::x86_64::_mm256_blendv_epi8(lo, hi, m[d])
+        }
+    };
+}
+sel!(sel2, sel1, 1);
+sel!(sel4, sel2, 2);
+sel!(sel8, sel4, 4);
+sel!(sel16, sel8, 8);
+sel!(sel32, sel16, 16);
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load_ps(s: &[f32]) -> std::arch::x86_64::__m256 {
+    let s: &[f32; 8] = s.try_into().expect("8 floats");
+    // SAFETY: `s` is eight readable floats; the load is unaligned.
+    unsafe { std::arch::x86_64::_mm256_loadu_ps(s.as_ptr()) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load_256(s: &[u8]) -> std::arch::x86_64::__m256i {
+    let s: &[u8; 32] = s.try_into().expect("32 bytes");
+    // SAFETY: `s` is 32 readable bytes; the load is unaligned.
+    unsafe { std::arch::x86_64::_mm256_loadu_si256(s.as_ptr().cast()) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn load_128(s: &[u8]) -> std::arch::x86_64::__m128i {
+    let s: &[u8; 16] = s.try_into().expect("16 bytes");
+    // SAFETY: `s` is 16 readable bytes; the load is unaligned.
+    unsafe { std::arch::x86_64::_mm_loadu_si128(s.as_ptr().cast()) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "avx2")]
+fn store_epi32(d: &mut [u32], v: std::arch::x86_64::__m256i) {
+    let d: &mut [u32; 8] = d.try_into().expect("8 u32");
+    // SAFETY: `d` is eight writable u32; the store is unaligned.
+    unsafe { std::arch::x86_64::_mm256_storeu_si256(d.as_mut_ptr().cast(), v) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A model whose thresholds do not fit byte ranks is refused (the caller falls back).
+    #[test]
+    fn too_many_distinct_thresholds_are_refused() {
+        // 300 trees of depth 1 on feature 0, each with its own threshold.
+        let built = ByteTrees::build(300, 1, 4, |t, _| Split::Test {
+            feature: 0,
+            threshold: t as f32 * 0.5,
+            right: false,
+        });
+        assert!(built.is_none());
+        let ok = ByteTrees::build(254, 1, 4, |t, _| Split::Test {
+            feature: 0,
+            threshold: t as f32 * 0.5,
+            right: false,
+        });
+        assert!(ok.is_some());
+    }
+
+    #[test]
+    fn limits_refuse_rather_than_truncate() {
+        let s = |_, _| Split::Pass;
+        assert!(ByteTrees::build(10, 3, 33, s).is_none(), "33 features");
+        assert!(ByteTrees::build(MAX_TREES + 1, 3, 4, s).is_none(), "trees");
+        assert!(ByteTrees::build(0, 3, 4, s).is_none(), "no trees");
+        assert!(ByteTrees::build(10, 0, 4, s).is_none(), "no levels");
+        assert_eq!(ByteTrees::build(10, 9, 4, s).unwrap().levels(), MAX_LEVELS);
+    }
+}
