@@ -451,6 +451,153 @@ fn store_epi32(d: &mut [u32], v: std::arch::x86_64::__m256i) {
 mod tests {
     use super::*;
 
+    /// xorshift64*: deterministic test data without a dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// Position within level `levels` by walking the accessor: the definition.
+    fn walk(node: &impl Fn(usize, usize) -> Split, t: usize, levels: usize, x: &[f32]) -> u32 {
+        let mut i = 0;
+        for _ in 0..levels {
+            let right = match node(t, i) {
+                Split::Pass => false,
+                Split::Test {
+                    feature,
+                    threshold,
+                    right,
+                } => {
+                    let v = x[feature];
+                    if v.is_nan() {
+                        right
+                    } else {
+                        v >= threshold
+                    }
+                }
+            };
+            i = 2 * i + 1 + right as usize;
+        }
+        (i + 1 - (1 << levels)) as u32
+    }
+
+    fn check_model(
+        n_trees: usize,
+        depth: usize,
+        nf: usize,
+        node: impl Fn(usize, usize) -> Split,
+        rows: &[Vec<f32>],
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        assert!(available(), "these tests need an x86-64 CPU with AVX2");
+        let b = ByteTrees::new(n_trees, depth, nf, &node).expect("within the limits");
+        let mut out = vec![0u32; b.slots()];
+        for (r, x) in rows.iter().enumerate() {
+            b.run(x, &mut out);
+            for t in 0..n_trees {
+                let want = walk(&node, t, b.levels(), x);
+                assert_eq!(
+                    out[t], want,
+                    "{n_trees} trees, depth {depth}, {nf} features: row {r} {x:?}, tree {t}"
+                );
+            }
+        }
+    }
+
+    /// Random padded trees (pass-throughs included) over a small pool of thresholds
+    /// (ties across nodes, -0.0 and 0.0, subnormals, the largest floats) and rows
+    /// drawn from the same pool, its neighbours, NaN and the infinities; every table
+    /// count (1, 2 and 4 row tables) and depths below, at and beyond six levels.
+    #[test]
+    fn positions_equal_the_walk_on_adversarial_models() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let pool: Vec<f32> = vec![
+            -0.0,
+            0.0,
+            1e-45,
+            -1e-45,
+            f32::MIN_POSITIVE,
+            1.0,
+            1.0 + f32::EPSILON,
+            -1.0,
+            0.5,
+            3.0e38,
+            -3.0e38,
+            f32::MAX,
+            f32::MIN,
+            123.456,
+            -7.25,
+        ];
+        for case in 0..60 {
+            let nf = [1, 5, 8, 9, 16, 17, 18, 31, 32][case % 9];
+            let depth = 1 + case % 8;
+            let n_trees = 1 + rng.below(70);
+            let nodes = (1usize << depth.min(MAX_LEVELS)) - 1;
+            let table: Vec<Split> = (0..n_trees * nodes)
+                .map(|_| {
+                    if rng.below(6) == 0 {
+                        Split::Pass
+                    } else {
+                        Split::Test {
+                            feature: rng.below(nf),
+                            threshold: pool[rng.below(pool.len())],
+                            right: rng.below(2) == 1,
+                        }
+                    }
+                })
+                .collect();
+            let node = |t: usize, pos: usize| table[t * nodes + pos];
+            let rows: Vec<Vec<f32>> = (0..40)
+                .map(|_| {
+                    (0..nf)
+                        .map(|_| match rng.below(8) {
+                            0 => f32::NAN,
+                            1 => f32::INFINITY,
+                            2 => f32::NEG_INFINITY,
+                            3 => {
+                                let p = pool[rng.below(pool.len())];
+                                if rng.below(2) == 0 {
+                                    p.next_up()
+                                } else {
+                                    p.next_down()
+                                }
+                            }
+                            _ => pool[rng.below(pool.len())],
+                        })
+                        .collect()
+                })
+                .collect();
+            check_model(n_trees, depth, nf, node, &rows);
+        }
+    }
+
+    /// A feature with the most distinct thresholds the ranks hold: every bin, both
+    /// missing directions, values at, just below and just above each threshold.
+    #[test]
+    fn the_full_rank_range_is_exact() {
+        let cuts: Vec<f32> = (0..MAX_CUTS).map(|i| i as f32 * 0.25 - 20.0).collect();
+        let node = |t: usize, _| Split::Test {
+            feature: 0,
+            threshold: cuts[t],
+            right: t % 2 == 1,
+        };
+        let mut rows = vec![vec![f32::NAN, 0.0], vec![f32::INFINITY, 0.0]];
+        for &c in &cuts {
+            for v in [c, c.next_down(), c.next_up()] {
+                rows.push(vec![v, 0.0]);
+            }
+        }
+        check_model(MAX_CUTS, 1, 2, node, &rows);
+    }
+
     /// A model whose thresholds do not fit byte ranks is refused (the caller falls back).
     #[test]
     fn too_many_distinct_thresholds_are_refused() {
