@@ -214,9 +214,9 @@ impl ByteTrees {
     }
 
     /// Writes each tree's position within level [`levels`](Self::levels)
-    /// (`0..2^levels`) into `out` (at least [`slots`](Self::slots) long); `x` holds the
-    /// row's features (NaN for missing), at least the model's number.
-    pub(crate) fn run(&self, x: &[f32], out: &mut [u32]) {
+    /// (`0..2^levels`, at most 64) into `out` (at least [`slots`](Self::slots) long);
+    /// `x` holds the row's features (NaN for missing), at least the model's number.
+    pub(crate) fn run(&self, x: &[f32], out: &mut [u8]) {
         assert!(out.len() >= self.slots());
         assert!(x.len() >= self.num_features);
         #[cfg(target_arch = "x86_64")]
@@ -254,8 +254,13 @@ impl ByteTrees {
                     let m = _mm256_movemask_ps(lo) as u32 | (_mm256_movemask_ps(hi) as u32) << 8;
                     m.count_ones()
                 };
-                // Blocks wholly ≤ v (a prefix: the maxima are sorted, NaN pads last).
-                let c1 = count(&self.top[f * BLOCK..(f + 1) * BLOCK]) as usize;
+                // Blocks wholly ≤ v (a prefix: the maxima are sorted, NaN pads last);
+                // none to search when the feature has one block.
+                let c1 = if self.top[f * BLOCK].is_nan() {
+                    0
+                } else {
+                    count(&self.top[f * BLOCK..(f + 1) * BLOCK]) as usize
+                };
                 let b0 = (first as usize + c1) * BLOCK;
                 c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK]) as usize
             };
@@ -267,7 +272,7 @@ impl ByteTrees {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
-    fn run_avx2<const T: usize>(&self, bins: &[u8; 64], out: &mut [u32]) {
+    fn run_avx2<const T: usize>(&self, bins: &[u8; 64], out: &mut [u8]) {
         use std::arch::x86_64::*;
         let tables: [__m256i; T] = std::array::from_fn(|k| {
             _mm256_broadcastsi128_si256(load_128(&bins[16 * k..16 * (k + 1)]))
@@ -299,13 +304,7 @@ impl ByteTrees {
                 let bit = _mm256_set1_epi8(1 << (self.levels - 1 - l));
                 pos = _mm256_or_si256(pos, _mm256_and_si256(ml, bit));
             }
-            let lo = _mm256_castsi256_si128(pos);
-            let hi = _mm256_extracti128_si256::<1>(pos);
-            let dst = &mut out[g * LANES..(g + 1) * LANES];
-            store_epi32(&mut dst[0..8], _mm256_cvtepu8_epi32(lo));
-            store_epi32(&mut dst[8..16], _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(lo)));
-            store_epi32(&mut dst[16..24], _mm256_cvtepu8_epi32(hi));
-            store_epi32(&mut dst[24..32], _mm256_cvtepu8_epi32(_mm_srli_si128::<8>(hi)));
+            store_256(&mut out[g * LANES..(g + 1) * LANES], pos);
         }
     }
 
@@ -441,9 +440,9 @@ fn load_128(s: &[u8]) -> std::arch::x86_64::__m128i {
 #[cfg(target_arch = "x86_64")]
 #[inline]
 #[target_feature(enable = "avx2")]
-fn store_epi32(d: &mut [u32], v: std::arch::x86_64::__m256i) {
-    let d: &mut [u32; 8] = d.try_into().expect("8 u32");
-    // SAFETY: `d` is eight writable u32; the store is unaligned.
+fn store_256(d: &mut [u8], v: std::arch::x86_64::__m256i) {
+    let d: &mut [u8; 32] = d.try_into().expect("32 bytes");
+    // SAFETY: `d` is 32 writable bytes; the store is unaligned.
     unsafe { std::arch::x86_64::_mm256_storeu_si256(d.as_mut_ptr().cast(), v) }
 }
 
@@ -466,7 +465,7 @@ mod tests {
     }
 
     /// Position within level `levels` by walking the accessor: the definition.
-    fn walk(node: &impl Fn(usize, usize) -> Split, t: usize, levels: usize, x: &[f32]) -> u32 {
+    fn walk(node: &impl Fn(usize, usize) -> Split, t: usize, levels: usize, x: &[f32]) -> u8 {
         let mut i = 0;
         for _ in 0..levels {
             let right = match node(t, i) {
@@ -486,7 +485,7 @@ mod tests {
             };
             i = 2 * i + 1 + right as usize;
         }
-        (i + 1 - (1 << levels)) as u32
+        (i + 1 - (1 << levels)) as u8
     }
 
     fn check_model(
@@ -499,7 +498,7 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         assert!(available(), "these tests need an x86-64 CPU with AVX2");
         let b = ByteTrees::new(n_trees, depth, nf, &node).expect("within the limits");
-        let mut out = vec![0u32; b.slots()];
+        let mut out = vec![0u8; b.slots()];
         for (r, x) in rows.iter().enumerate() {
             b.run(x, &mut out);
             for t in 0..n_trees {

@@ -276,16 +276,38 @@ impl Flat {
     /// below them if the trees are deeper, then the leaf sum.
     #[inline]
     fn bytes_sum<const P: usize>(&self, x: &[f32], b: &ByteTrees) -> f64 {
-        /// Never read when the kernel ran every level (no scalar level is left).
-        static NO_ROW: [f32; 256] = [0.0; 256];
-        let mut pos = [0u32; P];
+        let mut pos = [0u8; P];
         b.run(x, &mut pos);
         if b.levels() == self.depth {
-            return self.by_depth(&NO_ROW, &pos, self.depth);
+            return self.leaf_sum_at(&pos);
         }
+        let start: Vec<u32> = pos[..self.n_trees].iter().map(|&p| p as u32).collect();
         let mut xx = [0f32; 256];
         self.expand(x, &mut xx);
-        self.by_depth(&xx, &pos, b.levels())
+        self.by_depth(&xx, &start, b.levels())
+    }
+
+    /// Sum of each tree's leaf `leaf[t]` (index among its leaves), in the order of
+    /// [`leaf_sum_small`](Self::leaf_sum_small) (eight accumulators by tree index
+    /// modulo eight, then the trees past the last full eight): bit-identical sums.
+    #[inline]
+    fn leaf_sum_at(&self, leaf: &[u8]) -> f64 {
+        let n = self.leaves_per_tree;
+        let full = self.n_trees / LANES * LANES;
+        let mut acc = [0f64; LANES];
+        for (lv, p) in self.leaves[..full * n]
+            .chunks_exact(LANES * n)
+            .zip(leaf[..full].chunks_exact(LANES))
+        {
+            for (k, a) in acc.iter_mut().enumerate() {
+                *a += lv[k * n + (p[k] as usize & (n - 1))] as f64;
+            }
+        }
+        let mut sum: f64 = acc.iter().sum();
+        for t in full..self.n_trees {
+            sum += self.leaves[t * n + (leaf[t] as usize & (n - 1))] as f64;
+        }
+        sum
     }
 
     #[inline]
