@@ -72,13 +72,27 @@ pub(crate) struct ByteTrees {
     slot: Vec<u8>,
     /// Same layout: `(rank − 1) ^ 0x80`, or [`NEVER`].
     rank: Vec<u8>,
-    /// Per feature: its first block in `cuts`, or `u32::MAX` when no node reads it.
-    first: Vec<u32>,
+    /// The features the kernel's levels read, with where their thresholds are.
+    used: Vec<Used>,
     /// Blocks of sixteen sorted distinct thresholds, NaN-padded; a feature's last block
     /// always has at least one pad (so the block search never runs past it).
     cuts: Vec<f32>,
-    /// Per feature sixteen entries: the last value of each of its blocks, NaN beyond.
+    /// Per feature with more than one block, sixteen entries: the last value of each
+    /// of its blocks, NaN beyond.
     top: Vec<f32>,
+}
+
+/// `Used::top` of a feature with one block.
+const NO_TOP: u32 = u32::MAX;
+
+/// A feature the kernel's levels read.
+#[derive(Debug, Clone, Copy)]
+struct Used {
+    feature: u32,
+    /// Its first block in `cuts`.
+    first: u32,
+    /// Its block maxima in `top`, or [`NO_TOP`].
+    top: u32,
 }
 
 /// Whether this CPU can run the kernel.
@@ -152,21 +166,32 @@ impl ByteTrees {
             9..=16 => 16,
             _ => 32,
         };
-        let mut first = vec![u32::MAX; num_features];
+        let mut used = Vec::new();
         let mut cuts = Vec::new();
-        let mut top = vec![f32::NAN; num_features * BLOCK];
+        let mut top = Vec::new();
         for (f, u) in per_feature.iter().enumerate() {
             if u.is_empty() {
                 continue;
             }
             let blocks = u.len() / BLOCK + 1;
-            first[f] = (cuts.len() / BLOCK) as u32;
             let start = cuts.len();
             cuts.extend_from_slice(u);
             cuts.resize(start + blocks * BLOCK, f32::NAN);
-            for b in 0..blocks {
-                top[f * BLOCK + b] = cuts[start + b * BLOCK + BLOCK - 1];
-            }
+            let t = if blocks == 1 {
+                NO_TOP
+            } else {
+                let t = top.len();
+                top.resize(t + BLOCK, f32::NAN);
+                for b in 0..blocks {
+                    top[t + b] = cuts[start + b * BLOCK + BLOCK - 1];
+                }
+                t as u32
+            };
+            used.push(Used {
+                feature: f as u32,
+                first: (start / BLOCK) as u32,
+                top: t,
+            });
         }
         let groups = n_trees.div_ceil(LANES);
         let mut slot = vec![0u8; groups * nodes * LANES];
@@ -197,7 +222,7 @@ impl ByteTrees {
             groups,
             slot,
             rank,
-            first,
+            used,
             cuts,
             top,
         })
@@ -241,30 +266,26 @@ impl ByteTrees {
     #[target_feature(enable = "avx2,popcnt")]
     fn bins(&self, x: &[f32], out: &mut [u8; 64]) {
         use std::arch::x86_64::*;
-        for (f, (&v, &first)) in x.iter().zip(&self.first).enumerate() {
-            let b = if first == u32::MAX {
-                0
-            } else {
-                let vx = _mm256_set1_ps(v);
-                // A NaN `v` compares false everywhere: bin 0.
-                let count = |s: &[f32]| -> u32 {
-                    let s: &[f32; BLOCK] = s.try_into().expect("block");
-                    let lo = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[..8]), vx);
-                    let hi = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[8..]), vx);
-                    let m = _mm256_movemask_ps(lo) as u32 | (_mm256_movemask_ps(hi) as u32) << 8;
-                    m.count_ones()
-                };
-                // Blocks wholly ≤ v (a prefix: the maxima are sorted, NaN pads last);
-                // none to search when the feature has one block.
-                let c1 = if self.top[f * BLOCK].is_nan() {
-                    0
-                } else {
-                    count(&self.top[f * BLOCK..(f + 1) * BLOCK]) as usize
-                };
-                let b0 = (first as usize + c1) * BLOCK;
-                c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK]) as usize
+        let count = |s: &[f32], vx: __m256| -> usize {
+            let s: &[f32; BLOCK] = s.try_into().expect("block");
+            let lo = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[..8]), vx);
+            let hi = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&s[8..]), vx);
+            (_mm256_movemask_ps(lo) as u32 | (_mm256_movemask_ps(hi) as u32) << 8).count_ones()
+                as usize
+        };
+        for u in &self.used {
+            let f = u.feature as usize;
+            let v = x[f];
+            // A NaN `v` compares false everywhere: bin 0.
+            let vx = _mm256_set1_ps(v);
+            // Blocks wholly ≤ v (a prefix: the maxima are sorted, NaN pads last); no
+            // search when the feature has one block.
+            let c1 = match u.top {
+                NO_TOP => 0,
+                t => count(&self.top[t as usize..t as usize + BLOCK], vx),
             };
-            let b = b as u8;
+            let b0 = (u.first as usize + c1) * BLOCK;
+            let b = (c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK], vx)) as u8;
             out[f] = b ^ 0x80;
             out[self.half + f] = if v.is_nan() { 0xff ^ 0x80 } else { b ^ 0x80 };
         }

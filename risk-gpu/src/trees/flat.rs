@@ -51,6 +51,9 @@ pub struct Flat {
     top: Option<TopLevels>,
     /// The AVX2 byte-lane kernel ([`bytes`]), preferred when the CPU and model allow.
     bytes: Option<ByteTrees>,
+    /// `leaves` as f64, for the byte kernel's leaf sum (one conversion per model, not
+    /// one per tree and row).
+    leaves64: Vec<f64>,
 }
 
 /// Most trees whose top-level positions fit the stack buffer of the AVX-512 path.
@@ -87,6 +90,7 @@ impl Flat {
             slots8: Vec::new(),
             top: None,
             bytes: None,
+            leaves64: Vec::new(),
         };
         for (t, tree) in e.trees.iter().enumerate() {
             f.fill(t, tree, 0, 0, 0);
@@ -110,6 +114,9 @@ impl Flat {
                         }
                     }
                 });
+            }
+            if f.bytes.is_some() {
+                f.leaves64 = f.leaves.iter().map(|&v| v as f64).collect();
             }
             // The AVX-512 float kernel serves models the byte kernel refuses (more
             // distinct thresholds per feature than byte ranks hold).
@@ -292,20 +299,34 @@ impl Flat {
     /// modulo eight, then the trees past the last full eight): bit-identical sums.
     #[inline]
     fn leaf_sum_at(&self, leaf: &[u8]) -> f64 {
-        let n = self.leaves_per_tree;
+        match self.leaves_per_tree {
+            2 => self.leaf_sum_at_n::<2, 16>(leaf),
+            4 => self.leaf_sum_at_n::<4, 32>(leaf),
+            8 => self.leaf_sum_at_n::<8, 64>(leaf),
+            16 => self.leaf_sum_at_n::<16, 128>(leaf),
+            32 => self.leaf_sum_at_n::<32, 256>(leaf),
+            _ => self.leaf_sum_at_n::<64, 512>(leaf),
+        }
+    }
+
+    /// [`leaf_sum_at`](Self::leaf_sum_at) for `N` leaves per tree (`G = 8N`), over the
+    /// leaves widened to f64 at load.
+    #[inline]
+    fn leaf_sum_at_n<const N: usize, const G: usize>(&self, leaf: &[u8]) -> f64 {
         let full = self.n_trees / LANES * LANES;
         let mut acc = [0f64; LANES];
-        for (lv, p) in self.leaves[..full * n]
-            .chunks_exact(LANES * n)
+        for (lv, p) in self.leaves64[..full * N]
+            .chunks_exact(G)
             .zip(leaf[..full].chunks_exact(LANES))
         {
+            let lv: &[f64; G] = lv.try_into().expect("group");
             for (k, a) in acc.iter_mut().enumerate() {
-                *a += lv[k * n + (p[k] as usize & (n - 1))] as f64;
+                *a += lv[(k * N + p[k] as usize) & (G - 1)];
             }
         }
         let mut sum: f64 = acc.iter().sum();
         for t in full..self.n_trees {
-            sum += self.leaves[t * n + (leaf[t] as usize & (n - 1))] as f64;
+            sum += self.leaves64[t * N + (leaf[t] as usize & (N - 1))];
         }
         sum
     }
