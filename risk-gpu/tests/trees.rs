@@ -174,3 +174,104 @@ fn risk_toml_builds_the_xgboost_tier() {
         .unwrap_err();
     assert_eq!(err.key(), Some("fast.scorer"));
 }
+
+/// Random XGBoost JSON trees (depth up to `depth`, early leaves, features 0..`nf`,
+/// thresholds from a pool with ties and signed zeros, both missing directions).
+fn synthetic_model(n_trees: usize, depth: usize, nf: usize, seed: u64) -> XgbModel {
+    let mut s = seed;
+    let mut next = move |n: u64| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s % n
+    };
+    let pool = [-0.0f64, 0.0, 1.0, -1.0, 0.5, 2.5, 100.0, -3.25, 1e-3, 7.0];
+    let mut trees = Vec::new();
+    for id in 0..n_trees {
+        let (mut l, mut r, mut f, mut c, mut d) = (vec![], vec![], vec![], vec![], vec![]);
+        // Breadth-first: node i at depth di splits unless at `depth` or by chance.
+        let mut queue = vec![0usize];
+        let mut depths = vec![0usize];
+        let mut i = 0;
+        while i < queue.len() {
+            let di = depths[i];
+            let split = di < depth && (di < 2 || next(5) != 0);
+            if split {
+                let left = queue.len();
+                queue.extend([left, left + 1]);
+                depths.extend([di + 1, di + 1]);
+                l.push(left as i64);
+                r.push(left as i64 + 1);
+                f.push(next(nf as u64) as i64);
+                c.push(pool[next(pool.len() as u64) as usize]);
+            } else {
+                l.push(-1);
+                r.push(-1);
+                f.push(0);
+                c.push((next(2001) as f64 - 1000.0) / 997.0);
+            }
+            d.push(next(2) as i64);
+            i += 1;
+        }
+        let n = l.len();
+        trees.push(serde_json::json!({
+            "id": id, "left_children": l, "right_children": r, "split_indices": f,
+            "split_conditions": c, "default_left": d, "split_type": vec![0; n],
+            "sum_hessian": vec![1.0; n], "base_weights": vec![0.0; n],
+            "tree_param": {"num_nodes": n.to_string(), "num_feature": nf.to_string(),
+                           "num_deleted": "0", "size_leaf_vector": "1"}
+        }));
+    }
+    let mut v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(models().join("xgb_fraud.json")).unwrap()).unwrap();
+    let g = &mut v["learner"]["gradient_booster"]["model"];
+    g["gbtree_model_param"]["num_trees"] = n_trees.to_string().into();
+    g["tree_info"] = vec![0; n_trees].into();
+    g["iteration_indptr"] = (0..=n_trees).collect::<Vec<_>>().into();
+    g["trees"] = trees.into();
+    v["learner"]["learner_model_param"]["num_feature"] = nf.to_string().into();
+    XgbModel::from_json(&serde_json::to_vec(&v).unwrap()).unwrap()
+}
+
+/// Models shallower than, as deep as and deeper than the byte kernel's six levels (the
+/// deeper ones continue in the scalar traversal), with 3, 12 and 30 features: the
+/// kernel, the scalar traversal and the plain walk give the same margins.
+#[test]
+fn simd_kernels_equal_the_walk_on_synthetic_models() {
+    for (case, &(trees, depth, nf)) in [
+        (37, 3, 3),
+        (64, 6, 12),
+        (70, 7, 30),
+        (33, 8, 12),
+        (5, 10, 3),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let m = synthetic_model(trees, depth, nf, 0x1234_5678 + case as u64);
+        assert_eq!(m.ensemble().max_depth(), depth);
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            assert_eq!(m.kernel(), "avx2-bytes", "case {case}");
+        }
+        let mut s = 99u64;
+        for r in 0..2_000 {
+            let x: Vec<f32> = (0..nf)
+                .map(|_| {
+                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    match (s >> 33) % 10 {
+                        0 => f32::NAN,
+                        1 => -0.0,
+                        2 => 1.0,
+                        3 => f32::INFINITY,
+                        _ => ((s >> 40) % 4000) as f32 / 400.0 - 5.0,
+                    }
+                })
+                .collect();
+            let (a, b) = (m.margin(&x), m.margin_scalar(&x));
+            assert_eq!(a, b, "case {case} row {r}: {x:?}");
+            let w = m.ensemble().margin_walk(&x);
+            assert!((a - w).abs() < 1e-9, "case {case} row {r}: {a} vs walk {w}");
+        }
+    }
+}
