@@ -93,6 +93,8 @@ struct Used {
     first: u32,
     /// Its block maxima in `top`, or [`NO_TOP`].
     top: u32,
+    /// Fewer than eight thresholds (one 8-wide compare).
+    narrow: bool,
 }
 
 /// Whether this CPU can run the kernel.
@@ -191,6 +193,7 @@ impl ByteTrees {
                 feature: f as u32,
                 first: (start / BLOCK) as u32,
                 top: t,
+                narrow: u.len() < 8,
             });
         }
         let groups = n_trees.div_ceil(LANES);
@@ -285,7 +288,13 @@ impl ByteTrees {
                 t => count(&self.top[t as usize..t as usize + BLOCK], vx),
             };
             let b0 = (u.first as usize + c1) * BLOCK;
-            let b = (c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK], vx)) as u8;
+            let b = if u.narrow {
+                // At most seven thresholds: the first eight of the block suffice.
+                let c = _mm256_cmp_ps::<_CMP_LE_OQ>(load_ps(&self.cuts[b0..b0 + 8]), vx);
+                _mm256_movemask_ps(c).count_ones() as u8
+            } else {
+                (c1 * BLOCK + count(&self.cuts[b0..b0 + BLOCK], vx)) as u8
+            };
             out[f] = b ^ 0x80;
             out[self.half + f] = if v.is_nan() { 0xff ^ 0x80 } else { b ^ 0x80 };
         }
