@@ -24,6 +24,8 @@ use super::ensemble::{Ensemble, Tree, LEAF};
 pub const MAX_TABLE_VALUES: usize = 8 << 20;
 /// Deepest leaf for which a table is built (its table has `2^depth` rows).
 pub const MAX_LEAF_DEPTH: usize = 12;
+/// Widest padded table row (ensembles deeper than this keep unpadded rows).
+pub const MAX_WIDTH: usize = 8;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Elem {
@@ -83,14 +85,62 @@ struct PreNode {
     default_left: bool,
 }
 
+/// A tree's node ranges.
+#[derive(Debug, Clone, Copy)]
+struct Ranges {
+    internal: (u32, u32),
+    leaves: (u32, u32),
+}
+
+/// Where a node's leaf index comes from: its parent's state (index `parent` in the
+/// tree's state array; 0 is a sentinel parent for the root) and the bit it sets.
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    parent: u32,
+    /// Depth of the parent (31 for the root: the bit is masked off).
+    shift: u8,
+    is_left: bool,
+}
+
+/// An internal node for the row pass.
+#[derive(Debug, Clone, Copy)]
+struct Internal {
+    link: Link,
+    /// Slot in the expanded row `[x with NaN → −inf, x with NaN → +inf]`: the feature,
+    /// plus the feature count when missing values go right (as in the flat layout).
+    slot: u32,
+    threshold: f32,
+}
+
+/// A leaf for the row pass.
+#[derive(Debug, Clone, Copy)]
+struct Leaf {
+    link: Link,
+    table: u32,
+    feat: u32,
+    k: u32,
+}
+
 /// Tables for a whole ensemble.
 #[derive(Debug, Clone)]
 pub struct ShapTables {
-    /// Per tree: range of its nodes in `nodes`.
-    trees: Vec<(u32, u32)>,
-    nodes: Vec<PreNode>,
-    /// Most nodes in one tree.
+    /// Per tree: ranges of its internal nodes in `internal` and of its leaves in
+    /// `leaves`.
+    trees: Vec<Ranges>,
+    /// Internal nodes in preorder, per tree.
+    internal: Vec<Internal>,
+    /// Leaves, per tree.
+    leaf_nodes: Vec<Leaf>,
+    /// Features the model reads (the expanded row has twice as many slots).
+    num_features: usize,
+    /// Most internal nodes in one tree.
     max_nodes: usize,
+    /// Leaves in the ensemble.
+    leaves: usize,
+    /// Values per table row when every row is padded to one width (the deepest tree's
+    /// depth, at most [`MAX_WIDTH`]): fixed-length credit loops, no mispredicted loop
+    /// exits. 0: rows hold exactly their leaf's features.
+    width: usize,
     features: Vec<u32>,
     /// Credits, stored as `f32` (half the memory, so more of it stays in cache); sums
     /// are accumulated in `f64`.
@@ -118,15 +168,23 @@ impl ShapTables {
     pub fn new(e: &Ensemble) -> Option<Self> {
         let mut s = Self {
             trees: Vec::with_capacity(e.trees.len()),
-            nodes: Vec::new(),
+            internal: Vec::new(),
+            leaf_nodes: Vec::new(),
+            num_features: e.num_features,
             max_nodes: 0,
+            leaves: 0,
+            width: if e.max_depth() <= MAX_WIDTH {
+                e.max_depth()
+            } else {
+                0
+            },
             features: Vec::new(),
             values: Vec::new(),
         };
         let mut buf = vec![Elem::default(); MAX_LEAF_DEPTH + 2];
         let mut subset_credits: Vec<f64> = Vec::new();
         for t in &e.trees {
-            let first = s.nodes.len() as u32;
+            let mut nodes: Vec<PreNode> = Vec::new();
             let order = preorder(t);
             // Path from the root (preorder positions) of the node being visited.
             let mut path: Vec<usize> = Vec::new();
@@ -174,7 +232,9 @@ impl ShapTables {
                         }
                     }
                     let k = feats.len();
-                    if s.values.len() + (k << depth) > MAX_TABLE_VALUES {
+                    // Rows padded to `width` (fixed-length credit loops) when it is set.
+                    let stride = if s.width > 0 { s.width } else { k };
+                    if s.values.len() + (stride << depth) > MAX_TABLE_VALUES {
                         return None;
                     }
                     // Credits per feature subset, then one row per level-bit pattern.
@@ -192,7 +252,7 @@ impl ShapTables {
                     }
                     pn.table = s.values.len() as u32;
                     pn.feat = s.features.len() as u32;
-                    pn.k = k as u8;
+                    pn.k = stride as u8;
                     for bits in 0..(1usize << depth) {
                         let subset = level_masks
                             .iter()
@@ -204,15 +264,69 @@ impl ShapTables {
                                 .iter()
                                 .map(|&v| v as f32),
                         );
+                        // Pads credit nothing to the scratch slot `num_features`.
+                        s.values.resize(s.values.len() + stride - k, 0.0);
                     }
                     s.features.extend(&feats);
+                    s.features
+                        .resize(s.features.len() + stride - k, e.num_features as u32);
+                    s.leaves += 1;
                 }
-                s.nodes.push(pn);
+                nodes.push(pn);
             }
-            s.max_nodes = s.max_nodes.max(order.len());
-            s.trees.push((first, s.nodes.len() as u32));
+            s.push_tree(&nodes);
         }
         Some(s)
+    }
+
+    /// Splits a tree's preorder nodes into internal nodes (state index = 1 + their
+    /// index; 0 is the root's sentinel parent) and leaves.
+    fn push_tree(&mut self, nodes: &[PreNode]) {
+        let mut state_of = vec![0u32; nodes.len()];
+        let (i0, l0) = (self.internal.len() as u32, self.leaf_nodes.len() as u32);
+        let mut count = 0;
+        // (`table` is `LEAF` on internal nodes: they have no table.)
+        for (pos, n) in nodes.iter().enumerate() {
+            if n.table == LEAF {
+                count += 1;
+                state_of[pos] = count;
+            }
+        }
+        for (pos, n) in nodes.iter().enumerate() {
+            let link = Link {
+                parent: if pos == 0 {
+                    0
+                } else {
+                    state_of[n.parent as usize]
+                },
+                shift: n.shift,
+                is_left: n.is_left,
+            };
+            if n.table == LEAF {
+                let right = if n.default_left {
+                    0
+                } else {
+                    self.num_features as u32
+                };
+                self.internal.push(Internal {
+                    link,
+                    slot: n.feature + right,
+                    threshold: n.threshold,
+                });
+            } else {
+                self.leaf_nodes.push(Leaf {
+                    link,
+                    table: n.table,
+                    feat: n.feat,
+                    k: n.k as u32,
+                });
+            }
+        }
+        self.max_nodes = self.max_nodes.max(count as usize);
+        self.trees.push(Ranges {
+            internal: (i0, self.internal.len() as u32),
+            leaves: (l0, self.leaf_nodes.len() as u32),
+        });
     }
 
     /// Number of table values.
@@ -227,36 +341,104 @@ impl ShapTables {
 
     /// Adds the row's per-feature credits into `phi` (length >= features).
     pub fn add(&self, x: &[f32], phi: &mut [f64]) {
-        // Per preorder position: the leaf index so far, plus bit 31 when the row goes
-        // left at that (internal) node.
+        // Per state index: the leaf index so far, plus bit 31 when the row goes left
+        // at that internal node. Index 0 is the root's sentinel parent (state 0).
         const LEFT: u32 = 1 << 31;
-        let mut state: Vec<u32> = vec![0; self.max_nodes];
-        for &(n0, n1) in &self.trees {
-            let nodes = &self.nodes[n0 as usize..n1 as usize];
-            let state = &mut state[..nodes.len()];
-            for pos in 0..nodes.len() {
-                let n = &nodes[pos];
-                let p = state[n.parent as usize];
-                // The root is its own parent with `shift` 31, so it starts at 0.
-                let agree = ((p & LEFT != 0) == n.is_left) as u32;
-                let i = (p & !LEFT) | (agree << n.shift & !LEFT);
-                if n.table == LEAF {
-                    let v = x[n.feature as usize];
-                    let goes_left = if v.is_nan() {
-                        n.default_left
-                    } else {
-                        v < n.threshold
-                    };
-                    state[pos] = i | (goes_left as u32) << 31;
-                } else {
-                    let k = n.k as usize;
-                    let row = n.table as usize + i as usize * k;
-                    let feats = &self.features[n.feat as usize..n.feat as usize + k];
-                    for (f, v) in feats.iter().zip(&self.values[row..row + k]) {
-                        phi[*f as usize] += *v as f64;
+        let nf = self.num_features;
+        let mut xx = vec![0f32; 2 * nf];
+        for (i, &v) in x[..nf].iter().enumerate() {
+            let nan = v.is_nan();
+            xx[i] = if nan { f32::NEG_INFINITY } else { v };
+            xx[nf + i] = if nan { f32::INFINITY } else { v };
+        }
+        let mut state: Vec<u32> = vec![0; self.max_nodes + 1];
+        let index = |state: &[u32], l: Link| {
+            let p = state[l.parent as usize];
+            // The root's shift is 31, so it starts at 0.
+            let agree = ((p & LEFT != 0) == l.is_left) as u32;
+            (p & !LEFT) | (agree << l.shift & !LEFT)
+        };
+        // Two branch-free passes per tree (internal nodes: directions; leaves: table
+        // rows, prefetched as soon as known), then the credits. The rows are scattered
+        // over megabytes of tables; found inline, each miss stalled the traversal.
+        let mut rows: Vec<(u32, u32, u32)> = Vec::with_capacity(self.leaves);
+        for r in &self.trees {
+            let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
+            for (j, n) in internal.iter().enumerate() {
+                let i = index(&state, n.link);
+                // Missing values read −inf (goes left) or +inf (goes right).
+                let goes_left = xx[n.slot as usize] < n.threshold;
+                state[j + 1] = i | (goes_left as u32) << 31;
+            }
+            for n in &self.leaf_nodes[r.leaves.0 as usize..r.leaves.1 as usize] {
+                let row = n.table + index(&state, n.link) * n.k;
+                prefetch(&self.values[row as usize..]);
+                rows.push((row, n.feat, n.k));
+            }
+        }
+        // Four interleaved accumulators per feature (plus the pads' scratch slot):
+        // consecutive leaves credit the same few features, and one memory accumulator
+        // made every credit wait for the last.
+        let mut acc = vec![0f64; WAYS * (nf + 1)];
+        match self.width {
+            1 => self.credits::<1>(&rows, &mut acc),
+            2 => self.credits::<2>(&rows, &mut acc),
+            3 => self.credits::<3>(&rows, &mut acc),
+            4 => self.credits::<4>(&rows, &mut acc),
+            5 => self.credits::<5>(&rows, &mut acc),
+            6 => self.credits::<6>(&rows, &mut acc),
+            7 => self.credits::<7>(&rows, &mut acc),
+            8 => self.credits::<8>(&rows, &mut acc),
+            _ => {
+                let w = nf + 1;
+                for (j, &(row, feat, k)) in rows.iter().enumerate() {
+                    let (row, feat, k) = (row as usize, feat as usize, k as usize);
+                    let acc = &mut acc[(j % WAYS) * w..(j % WAYS + 1) * w];
+                    for (f, v) in self.features[feat..feat + k]
+                        .iter()
+                        .zip(&self.values[row..row + k])
+                    {
+                        acc[*f as usize] += *v as f64;
                     }
                 }
             }
         }
+        let w = nf + 1;
+        for (f, p) in phi[..nf].iter_mut().enumerate() {
+            *p += (acc[f] + acc[w + f]) + (acc[2 * w + f] + acc[3 * w + f]);
+        }
     }
+
+    /// The credit pass over rows padded to `K` values.
+    #[inline]
+    fn credits<const K: usize>(&self, rows: &[(u32, u32, u32)], acc: &mut [f64]) {
+        let w = acc.len() / WAYS;
+        for (j, &(row, feat, _)) in rows.iter().enumerate() {
+            let (row, feat) = (row as usize, feat as usize);
+            let acc = &mut acc[(j % WAYS) * w..(j % WAYS + 1) * w];
+            let f: &[u32; K] = self.features[feat..feat + K].try_into().expect("K");
+            let v: &[f32; K] = self.values[row..row + K].try_into().expect("K");
+            for c in 0..K {
+                acc[f[c] as usize] += v[c] as f64;
+            }
+        }
+    }
+}
+
+/// Interleaved accumulators of the credit pass.
+const WAYS: usize = 4;
+
+/// Hints that `v[0]` will be read soon (a no-op off x86-64).
+#[inline(always)]
+#[allow(unsafe_code)]
+fn prefetch(v: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of the x86-64 baseline, and a prefetch never faults or
+    // reads into the program; the address comes from a live slice anyway.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(v.as_ptr().cast());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
 }
