@@ -214,10 +214,20 @@ fn synthetic_model(n_trees: usize, depth: usize, nf: usize, seed: u64) -> XgbMod
             i += 1;
         }
         let n = l.len();
+        // Covers add up (children sum to their parent), as in a trained model: TreeSHAP
+        // then sums to the margin. Children come after parents in this order.
+        let mut cover = vec![0.0f64; n];
+        for i in (0..n).rev() {
+            cover[i] = if l[i] < 0 {
+                1.0 + next(9) as f64
+            } else {
+                cover[l[i] as usize] + cover[r[i] as usize]
+            };
+        }
         trees.push(serde_json::json!({
             "id": id, "left_children": l, "right_children": r, "split_indices": f,
             "split_conditions": c, "default_left": d, "split_type": vec![0; n],
-            "sum_hessian": vec![1.0; n], "base_weights": vec![0.0; n],
+            "sum_hessian": cover, "base_weights": vec![0.0; n],
             "tree_param": {"num_nodes": n.to_string(), "num_feature": nf.to_string(),
                            "num_deleted": "0", "size_leaf_vector": "1"}
         }));
@@ -250,6 +260,7 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
     {
         let m = synthetic_model(trees, depth, nf, 0x1234_5678 + case as u64);
         assert_eq!(m.ensemble().max_depth(), depth);
+        assert!(m.has_shap_tables(), "case {case}");
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             assert_eq!(m.kernel(), "avx2-bytes", "case {case}");
@@ -272,6 +283,20 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
             assert_eq!(a, b, "case {case} row {r}: {x:?}");
             let w = m.ensemble().margin_walk(&x);
             assert!((a - w).abs() < 1e-9, "case {case} row {r}: {a} vs walk {w}");
+            if r % 20 == 0 {
+                // TreeSHAP: the tables (bit pass or state pass) equal the recursion.
+                let (mut t, mut rec) = (Vec::new(), Vec::new());
+                m.contributions(&x, &mut t);
+                m.contributions_recursive(&x, &mut rec);
+                for (f, (p, q)) in t.iter().zip(&rec).enumerate() {
+                    assert!(
+                        (p - q).abs() < 1e-5,
+                        "case {case} row {r} feature {f}: tables {p} vs recursive {q}"
+                    );
+                }
+                let sum: f64 = t.iter().sum();
+                assert!((sum - a).abs() < 1e-4, "case {case} row {r}: SHAP sum {sum} vs {a}");
+            }
         }
     }
 }

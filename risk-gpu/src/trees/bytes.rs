@@ -122,6 +122,34 @@ pub(crate) fn available() -> bool {
     }
 }
 
+/// Proof that this CPU has BMI2 (`pext`), AVX2 and POPCNT: only [`Bmi2::detect`] makes
+/// one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bmi2(());
+
+impl Bmi2 {
+    /// `Some` when the CPU has BMI2, AVX2 and POPCNT.
+    pub(crate) fn detect() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        if available() && std::arch::is_x86_feature_detected!("bmi2") {
+            return Some(Self(()));
+        }
+        None
+    }
+
+    /// The bits of `x` at the set bits of `m`, packed from bit 0 in order (`pext`).
+    #[inline]
+    pub(crate) fn pext(self, x: u64, m: u64) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a `Bmi2` exists only where `detect` saw BMI2 on this CPU.
+        unsafe {
+            std::arch::x86_64::_pext_u64(x, m)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        unreachable!("Bmi2 is detected only on x86-64")
+    }
+}
+
 impl Binner {
     /// `None` beyond [`MAX_FEATURES`] features or [`MAX_CUTS`] distinct thresholds per
     /// feature. `per_feature[f]`: the thresholds (finite) nodes test on feature `f`.

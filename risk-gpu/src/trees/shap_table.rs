@@ -18,6 +18,7 @@
 //! (returns `None`) above a memory budget or depth, and the caller falls back to the
 //! recursive algorithm.
 
+use super::bytes::{Binner, Bmi2};
 use super::ensemble::{Ensemble, Tree, LEAF};
 
 /// Largest table set built (values).
@@ -121,6 +122,24 @@ struct Leaf {
     k: u32,
 }
 
+/// The direction pass by bits (CPUs with AVX2 and BMI2, models within the byte
+/// kernel's limits, at most 64 internal nodes per tree): the row's bins decide every
+/// internal node of a tree at once (32 per compare, [`Binner::right_bits`]), and a
+/// leaf's table index is `pext(!(right ^ path_right), path_mask)` — its path's
+/// agreement bits, root first, since preorder numbers ancestors first.
+#[derive(Debug, Clone)]
+struct BitPass {
+    cpu: Bmi2,
+    bin: Binner,
+    /// Per tree: its internal nodes' slots and rank bytes, preorder, padded to 64.
+    slot: Vec<[u8; 64]>,
+    rank: Vec<[u8; 64]>,
+    /// Per leaf (as `leaf_nodes`): its path's internal nodes, and which of them the
+    /// path leaves to the right.
+    mask: Vec<u64>,
+    right: Vec<u64>,
+}
+
 /// Tables for a whole ensemble.
 #[derive(Debug, Clone)]
 pub struct ShapTables {
@@ -137,6 +156,8 @@ pub struct ShapTables {
     max_nodes: usize,
     /// Leaves in the ensemble.
     leaves: usize,
+    /// The faster direction pass, where the CPU and model allow.
+    bits: Option<BitPass>,
     /// Values per table row when every row is padded to one width (the deepest tree's
     /// depth, at most [`MAX_WIDTH`]): fixed-length credit loops, no mispredicted loop
     /// exits. 0: rows hold exactly their leaf's features.
@@ -173,6 +194,7 @@ impl ShapTables {
             num_features: e.num_features,
             max_nodes: 0,
             leaves: 0,
+            bits: None,
             width: if e.max_depth() <= MAX_WIDTH {
                 e.max_depth()
             } else {
@@ -276,7 +298,62 @@ impl ShapTables {
             }
             s.push_tree(&nodes);
         }
+        s.bits = s.bit_pass();
         Some(s)
+    }
+
+    /// Builds the [`BitPass`], or `None` where the CPU or the model does not allow it.
+    fn bit_pass(&self) -> Option<BitPass> {
+        let cpu = Bmi2::detect()?;
+        let nf = self.num_features;
+        if self
+            .trees
+            .iter()
+            .any(|r| r.internal.1 - r.internal.0 > 64)
+        {
+            return None;
+        }
+        let mut per_feature = vec![Vec::new(); nf];
+        for n in &self.internal {
+            per_feature[n.slot as usize % nf].push(n.threshold);
+        }
+        let bin = Binner::new(nf, per_feature)?;
+        let (mut slot, mut rank) = (Vec::new(), Vec::new());
+        let (mut mask, mut right) = (Vec::new(), Vec::new());
+        for r in &self.trees {
+            let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
+            // Padding nodes never go right (and no leaf's path includes them).
+            let (mut s, mut k) = ([0u8; 64], [0x7fu8; 64]);
+            for (j, n) in internal.iter().enumerate() {
+                let f = n.slot as usize % nf;
+                (s[j], k[j]) = bin.code(f, n.threshold, n.slot as usize >= nf);
+            }
+            slot.push(s);
+            rank.push(k);
+            for l in &self.leaf_nodes[r.leaves.0 as usize..r.leaves.1 as usize] {
+                let (mut m, mut rt) = (0u64, 0u64);
+                let mut link = l.link;
+                // State index 0 is the root's sentinel parent; internal node j is j + 1.
+                while link.parent != 0 {
+                    let j = link.parent as usize - 1;
+                    m |= 1 << j;
+                    if !link.is_left {
+                        rt |= 1 << j;
+                    }
+                    link = internal[j].link;
+                }
+                mask.push(m);
+                right.push(rt);
+            }
+        }
+        Some(BitPass {
+            cpu,
+            bin,
+            slot,
+            rank,
+            mask,
+            right,
+        })
     }
 
     /// Splits a tree's preorder nodes into internal nodes (state index = 1 + their
@@ -362,7 +439,20 @@ impl ShapTables {
         // rows, prefetched as soon as known), then the credits. The rows are scattered
         // over megabytes of tables; found inline, each miss stalled the traversal.
         let mut rows: Vec<(u32, u32, u32)> = Vec::with_capacity(self.leaves);
-        for r in &self.trees {
+        if let Some(b) = &self.bits {
+            let bins = b.bin.bins(x);
+            for (t, r) in self.trees.iter().enumerate() {
+                let go_right = b.bin.right_bits(&bins, &b.slot[t], &b.rank[t]);
+                for j in r.leaves.0 as usize..r.leaves.1 as usize {
+                    let n = &self.leaf_nodes[j];
+                    let i = b.cpu.pext(!(go_right ^ b.right[j]), b.mask[j]) as u32;
+                    let row = n.table + i * n.k;
+                    prefetch(&self.values[row as usize..]);
+                    rows.push((row, n.feat, n.k));
+                }
+            }
+        }
+        for r in self.trees.iter().filter(|_| self.bits.is_none()) {
             let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
             for (j, n) in internal.iter().enumerate() {
                 let i = index(&state, n.link);
