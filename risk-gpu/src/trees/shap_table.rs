@@ -422,13 +422,18 @@ impl ShapTables {
         // at that internal node. Index 0 is the root's sentinel parent (state 0).
         const LEFT: u32 = 1 << 31;
         let nf = self.num_features;
-        let mut xx = vec![0f32; 2 * nf];
-        for (i, &v) in x[..nf].iter().enumerate() {
+        let (sn, xn) = if self.bits.is_some() {
+            (0, 0)
+        } else {
+            (self.max_nodes + 1, 2 * nf)
+        };
+        let mut xx = vec![0f32; xn];
+        for (i, &v) in x[..xn / 2].iter().enumerate() {
             let nan = v.is_nan();
             xx[i] = if nan { f32::NEG_INFINITY } else { v };
             xx[nf + i] = if nan { f32::INFINITY } else { v };
         }
-        let mut state: Vec<u32> = vec![0; self.max_nodes + 1];
+        let mut state: Vec<u32> = vec![0; sn];
         let index = |state: &[u32], l: Link| {
             let p = state[l.parent as usize];
             // The root's shift is 31, so it starts at 0.
@@ -469,6 +474,24 @@ impl ShapTables {
         // Four interleaved accumulators per feature (plus the pads' scratch slot):
         // consecutive leaves credit the same few features, and one memory accumulator
         // made every credit wait for the last.
+        if nf < SMALL && (1..=8).contains(&self.width) {
+            // Fixed-size accumulators: feature indices masked, no bounds checks.
+            let mut acc = [[0f64; SMALL]; WAYS];
+            match self.width {
+                1 => self.credits_small::<1>(&rows, &mut acc),
+                2 => self.credits_small::<2>(&rows, &mut acc),
+                3 => self.credits_small::<3>(&rows, &mut acc),
+                4 => self.credits_small::<4>(&rows, &mut acc),
+                5 => self.credits_small::<5>(&rows, &mut acc),
+                6 => self.credits_small::<6>(&rows, &mut acc),
+                7 => self.credits_small::<7>(&rows, &mut acc),
+                _ => self.credits_small::<8>(&rows, &mut acc),
+            }
+            for (f, p) in phi[..nf].iter_mut().enumerate() {
+                *p += (acc[0][f] + acc[1][f]) + (acc[2][f] + acc[3][f]);
+            }
+            return;
+        }
         let mut acc = vec![0f64; WAYS * (nf + 1)];
         match self.width {
             1 => self.credits::<1>(&rows, &mut acc),
@@ -499,6 +522,25 @@ impl ShapTables {
         }
     }
 
+    /// [`credits`](Self::credits) into fixed-size accumulators (fewer than [`SMALL`]
+    /// features, the pads' scratch slot included).
+    #[inline]
+    fn credits_small<const K: usize>(
+        &self,
+        rows: &[(u32, u32, u32)],
+        acc: &mut [[f64; SMALL]; WAYS],
+    ) {
+        for (j, &(row, feat, _)) in rows.iter().enumerate() {
+            let (row, feat) = (row as usize, feat as usize);
+            let acc = &mut acc[j % WAYS];
+            let f: &[u32; K] = self.features[feat..feat + K].try_into().expect("K");
+            let v: &[f32; K] = self.values[row..row + K].try_into().expect("K");
+            for c in 0..K {
+                acc[f[c] as usize & (SMALL - 1)] += v[c] as f64;
+            }
+        }
+    }
+
     /// The credit pass over rows padded to `K` values.
     #[inline]
     fn credits<const K: usize>(&self, rows: &[(u32, u32, u32)], acc: &mut [f64]) {
@@ -514,6 +556,9 @@ impl ShapTables {
         }
     }
 }
+
+/// Accumulator width of [`ShapTables::credits_small`] (models with fewer features).
+const SMALL: usize = 64;
 
 /// Interleaved accumulators of the credit pass.
 const WAYS: usize = 4;
