@@ -269,7 +269,9 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
         for r in 0..2_000 {
             let x: Vec<f32> = (0..nf)
                 .map(|_| {
-                    s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    s = s
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
                     match (s >> 33) % 10 {
                         0 => f32::NAN,
                         1 => -0.0,
@@ -295,7 +297,10 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
                     );
                 }
                 let sum: f64 = t.iter().sum();
-                assert!((sum - a).abs() < 1e-4, "case {case} row {r}: SHAP sum {sum} vs {a}");
+                assert!(
+                    (sum - a).abs() < 1e-4,
+                    "case {case} row {r}: SHAP sum {sum} vs {a}"
+                );
             }
         }
     }

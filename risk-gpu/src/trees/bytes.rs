@@ -113,8 +113,7 @@ struct Used {
 pub(crate) fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("popcnt")
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -154,8 +153,7 @@ impl Binner {
     /// `None` beyond [`MAX_FEATURES`] features or [`MAX_CUTS`] distinct thresholds per
     /// feature. `per_feature[f]`: the thresholds (finite) nodes test on feature `f`.
     pub(crate) fn new(num_features: usize, mut per_feature: Vec<Vec<f32>>) -> Option<Self> {
-        if num_features == 0 || num_features > MAX_FEATURES || per_feature.len() != num_features
-        {
+        if num_features == 0 || num_features > MAX_FEATURES || per_feature.len() != num_features {
             return None;
         }
         for u in &mut per_feature {
@@ -215,7 +213,7 @@ impl Binner {
     /// `#{cuts ≤ threshold}` (at least 1: the threshold is one of the feature's cuts).
     pub(crate) fn code(&self, feature: usize, threshold: f32, right: bool) -> (u8, u8) {
         let r = self.sorted[feature].partition_point(|&c| c <= threshold);
-        debug_assert!(r >= 1 && r <= MAX_CUTS);
+        debug_assert!((1..=MAX_CUTS).contains(&r));
         let slot = (feature + if right { self.half } else { 0 }) as u8;
         (slot, ((r - 1) as u8) ^ 0x80)
     }
@@ -285,7 +283,6 @@ impl Binner {
             out[self.half + f] = if v.is_nan() { 0xff ^ 0x80 } else { b ^ 0x80 };
         }
     }
-
 }
 
 /// [`Binner::right_bits`] with `T` row tables.
@@ -648,10 +645,10 @@ mod tests {
         let mut out = vec![0u8; b.slots()];
         for (r, x) in rows.iter().enumerate() {
             b.run(x, &mut out);
-            for t in 0..n_trees {
+            for (t, &got) in out.iter().enumerate().take(n_trees) {
                 let want = walk(&node, t, b.levels(), x);
                 assert_eq!(
-                    out[t], want,
+                    got, want,
                     "{n_trees} trees, depth {depth}, {nf} features: row {r} {x:?}, tree {t}"
                 );
             }

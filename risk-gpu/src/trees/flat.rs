@@ -12,8 +12,8 @@
 //! A leaf above depth `D` becomes a chain of pass-through nodes (threshold `+inf`,
 //! missing goes left) whose every descendant leaf holds the leaf's value.
 
-use super::ensemble::{Ensemble, Node, Tree};
 use super::bytes::{self, ByteTrees, Split};
+use super::ensemble::{Ensemble, Node, Tree};
 use super::simd::{self, TopLevels};
 
 /// Deepest padded layout built (2^10 leaves per tree); deeper ensembles use the walk.
@@ -325,8 +325,8 @@ impl Flat {
             }
         }
         let mut sum: f64 = acc.iter().sum();
-        for t in full..self.n_trees {
-            sum += self.leaves64[t * N + (leaf[t] as usize & (N - 1))];
+        for (t, &p) in leaf.iter().enumerate().take(self.n_trees).skip(full) {
+            sum += self.leaves64[t * N + (p as usize & (N - 1))];
         }
         sum
     }

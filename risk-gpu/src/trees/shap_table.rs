@@ -306,11 +306,7 @@ impl ShapTables {
     fn bit_pass(&self) -> Option<BitPass> {
         let cpu = Bmi2::detect()?;
         let nf = self.num_features;
-        if self
-            .trees
-            .iter()
-            .any(|r| r.internal.1 - r.internal.0 > 64)
-        {
+        if self.trees.iter().any(|r| r.internal.1 - r.internal.0 > 64) {
             return None;
         }
         let mut per_feature = vec![Vec::new(); nf];
