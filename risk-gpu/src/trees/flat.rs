@@ -379,6 +379,22 @@ impl Flat {
         self.leaf_sum_with(x, false)
     }
 
+    /// [`leaf_sum`](Self::leaf_sum) of many rows into `out` (bit for bit the same),
+    /// with the kernel chosen once and one position buffer for the batch.
+    pub fn leaf_sums(&self, rows: &[&[f32]], out: &mut [f64]) {
+        if let Some(b) = self.bytes.as_ref().filter(|b| b.levels() == self.depth) {
+            let mut pos = vec![0u8; b.slots()];
+            for (o, x) in out.iter_mut().zip(rows) {
+                b.run(x, &mut pos);
+                *o = self.leaf_sum_at(&pos);
+            }
+            return;
+        }
+        for (o, x) in out.iter_mut().zip(rows) {
+            *o = self.leaf_sum(x);
+        }
+    }
+
     #[inline]
     fn leaf_sum_with(&self, x: &[f32], simd: bool) -> f64 {
         if let (Some(b), true) = (&self.bytes, simd) {
