@@ -12,7 +12,8 @@
 //! returns [`DeviceError::NotCompiled`] so `cfg` lives in this one place.
 //! [`register`] adds the `xgboost` and `onnx` scorer kinds to a `risk.toml` registry.
 #![deny(missing_docs)]
-// `unsafe` only in `trees::simd` (AVX-512 intrinsics), one SAFETY comment per block.
+// `unsafe` only for intrinsics (`trees::bytes`: AVX2/BMI2, `trees::simd`: AVX-512, a
+// prefetch in `trees::shap_table`), one SAFETY comment per block.
 #![deny(unsafe_code)]
 
 pub mod llm;
