@@ -13,7 +13,7 @@
 //!
 //! **Missing values** use the expanded row of the scalar layout: slot `f` holds the bin
 //! with a missing value at `0` (every rank test fails: left) and slot `f + H` holds it
-//! at `255` (above every `r − 1 ≤ 253`: right), `H` = 8, 16 or 32. A node reads the
+//! at `255` (above every `r − 1 ≤ 253`: right), `H` = 8, 16, 24 or 32. A node reads the
 //! slot of its default direction; present values are the same in both halves.
 //!
 //! **A lane's node** at level `l` is one of `2^l` candidates stored lane by lane; the
@@ -80,7 +80,8 @@ pub(crate) type Bins = [u8; 64];
 #[derive(Debug, Clone)]
 pub(crate) struct Binner {
     num_features: usize,
-    /// Slot offset of the missing-goes-right half: 8, 16 or 32.
+    /// Slot offset of the missing-goes-right half: 8, 16, 24 or 32 (the row tables in
+    /// use: `2 · half / 16`).
     half: usize,
     /// Per feature: its sorted distinct thresholds (for ranks at build time).
     sorted: Vec<Vec<f32>>,
@@ -168,6 +169,7 @@ impl Binner {
         let half = match num_features {
             0..=8 => 8,
             9..=16 => 16,
+            17..=24 => 24,
             _ => 32,
         };
         let mut used = Vec::new();
@@ -240,6 +242,7 @@ impl Binner {
             match self.half {
                 8 => right_bits_avx2::<1>(bins, slot, rank),
                 16 => right_bits_avx2::<2>(bins, slot, rank),
+                24 => right_bits_avx2::<3>(bins, slot, rank),
                 _ => right_bits_avx2::<4>(bins, slot, rank),
             }
         }
@@ -319,6 +322,19 @@ fn lookup<const T: usize>(
             _mm256_shuffle_epi8(tables[1], slot),
             _mm256_slli_epi16::<3>(slot),
         ),
+        3 => {
+            // Slots 32-47 (bit 5) are all in the third table.
+            let a = _mm256_blendv_epi8(
+                _mm256_shuffle_epi8(tables[0], slot),
+                _mm256_shuffle_epi8(tables[1 % T], slot),
+                _mm256_slli_epi16::<3>(slot),
+            );
+            _mm256_blendv_epi8(
+                a,
+                _mm256_shuffle_epi8(tables[2 % T], slot),
+                _mm256_slli_epi16::<2>(slot),
+            )
+        }
         _ => {
             let b4 = _mm256_slli_epi16::<3>(slot);
             let a = _mm256_blendv_epi8(
@@ -430,6 +446,7 @@ impl ByteTrees {
             match self.bin.half {
                 8 => self.run_avx2::<1>(&bins, out),
                 16 => self.run_avx2::<2>(&bins, out),
+                24 => self.run_avx2::<3>(&bins, out),
                 _ => self.run_avx2::<4>(&bins, out),
             }
         }
@@ -658,7 +675,7 @@ mod tests {
     /// Random padded trees (pass-throughs included) over a small pool of thresholds
     /// (ties across nodes, -0.0 and 0.0, subnormals, the largest floats) and rows
     /// drawn from the same pool, its neighbours, NaN and the infinities; every table
-    /// count (1, 2 and 4 row tables) and depths below, at and beyond six levels.
+    /// count (1 to 4 row tables) and depths below, at and beyond six levels.
     #[test]
     fn positions_equal_the_walk_on_adversarial_models() {
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -680,7 +697,7 @@ mod tests {
             -7.25,
         ];
         for case in 0..60 {
-            let nf = [1, 5, 8, 9, 16, 17, 18, 31, 32][case % 9];
+            let nf = [1, 5, 8, 9, 16, 17, 18, 24, 25, 32][case % 10];
             let depth = 1 + case % 8;
             let n_trees = 1 + rng.below(70);
             let nodes = (1usize << depth.min(MAX_LEVELS)) - 1;
