@@ -80,7 +80,7 @@ pub fn native_vs_ort(c: &mut Criterion) {
             black_box(model.predict(black_box(row(i))))
         })
     });
-    // Same run: the scalar traversal alone (no AVX-512 top levels).
+    // Same run: the scalar traversal alone (no SIMD kernel).
     g.bench_function("native_one_row_scalar", |b| {
         b.iter(|| {
             i += 1;

@@ -20,7 +20,7 @@ fn main() {
         m.ensemble().max_depth()
     );
     let mut s = 0.0;
-    // AVX-512 top levels vs the scalar traversal, interleaved pass by pass (this VM's
+    // The SIMD kernel vs the scalar traversal, interleaved pass by pass (this VM's
     // speed drifts by tens of percent within seconds; only paired ratios mean much).
     let (mut ratios, mut simd_ns, mut scalar_ns) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..60 {
