@@ -3,9 +3,10 @@
 //! [`XgbModel`] loads an XGBoost JSON model ([`xgb_json`]), validates it against
 //! adversarial input ([`ensemble::Tree::new`]), and builds a padded, branch-free layout
 //! ([`flat`]) for scoring, run by a SIMD kernel where the CPU has one (AVX2 byte lanes,
-//! else AVX-512 float lanes for the top levels; [`XgbModel::kernel`]). [`XgbScorer`] binds it to a [`FeatureSchema`] and implements
-//! [`Scorer`] with bounded latency; transactions scoring at or above `explain_above`
-//! get their top SHAP contributions ([`shap`]) as reason codes.
+//! else AVX-512 float lanes for the top levels; [`XgbModel::kernel`]). [`XgbScorer`]
+//! binds it to a [`FeatureSchema`] and implements [`Scorer`] with bounded latency;
+//! transactions scoring at or above `explain_above` get their top SHAP contributions
+//! ([`shap`]) as reason codes.
 
 mod bytes;
 pub mod ensemble;

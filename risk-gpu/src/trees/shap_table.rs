@@ -160,8 +160,6 @@ pub struct ShapTables {
     num_features: usize,
     /// Most internal nodes in one tree.
     max_nodes: usize,
-    /// Leaves in the ensemble.
-    leaves: usize,
     /// The faster direction pass, where the CPU and model allow.
     bits: Option<BitPass>,
     /// Values per table row when every row is padded to one width (the deepest tree's
@@ -199,7 +197,6 @@ impl ShapTables {
             leaf_nodes: Vec::new(),
             num_features: e.num_features,
             max_nodes: 0,
-            leaves: 0,
             bits: None,
             width: if e.max_depth() <= MAX_WIDTH {
                 e.max_depth()
@@ -298,7 +295,6 @@ impl ShapTables {
                     s.features.extend(&feats);
                     s.features
                         .resize(s.features.len() + stride - k, e.num_features as u32);
-                    s.leaves += 1;
                 }
                 nodes.push(pn);
             }
@@ -424,53 +420,50 @@ impl ShapTables {
         // at that internal node. Index 0 is the root's sentinel parent (state 0).
         const LEFT: u32 = 1 << 31;
         let nf = self.num_features;
-        let (sn, xn) = if self.bits.is_some() {
-            (0, 0)
-        } else {
-            (self.max_nodes + 1, 2 * nf)
+        // Every leaf's table row (prefetched as soon as known), then the credits. The
+        // rows are scattered over megabytes of tables; found inline, each miss stalled
+        // the traversal.
+        let mut rows: Vec<(u32, u32, u32)> = Vec::with_capacity(self.leaf_nodes.len());
+        let mut push = |n: &Leaf, i: u32| {
+            let row = n.table + i * n.k;
+            prefetch(&self.values[row as usize..]);
+            rows.push((row, n.feat, n.k));
         };
-        let mut xx = vec![0f32; xn];
-        for (i, &v) in x[..xn / 2].iter().enumerate() {
-            let nan = v.is_nan();
-            xx[i] = if nan { f32::NEG_INFINITY } else { v };
-            xx[nf + i] = if nan { f32::INFINITY } else { v };
-        }
-        let mut state: Vec<u32> = vec![0; sn];
-        let index = |state: &[u32], l: Link| {
-            let p = state[l.parent as usize];
-            // The root's shift is 31, so it starts at 0.
-            let agree = ((p & LEFT != 0) == l.is_left) as u32;
-            (p & !LEFT) | (agree << l.shift & !LEFT)
-        };
-        // Two branch-free passes per tree (internal nodes: directions; leaves: table
-        // rows, prefetched as soon as known), then the credits. The rows are scattered
-        // over megabytes of tables; found inline, each miss stalled the traversal.
-        let mut rows: Vec<(u32, u32, u32)> = Vec::with_capacity(self.leaves);
         if let Some(b) = &self.bits {
             let bins = b.bin.bins(x);
             for (t, r) in self.trees.iter().enumerate() {
                 let go_right = b.bin.right_bits(&bins, &b.slot[t], &b.rank[t]);
                 for j in r.leaves.0 as usize..r.leaves.1 as usize {
-                    let n = &self.leaf_nodes[j];
                     let i = b.cpu.pext(!(go_right ^ b.right[j]), b.mask[j]) as u32;
-                    let row = n.table + i * n.k;
-                    prefetch(&self.values[row as usize..]);
-                    rows.push((row, n.feat, n.k));
+                    push(&self.leaf_nodes[j], i);
                 }
             }
-        }
-        for r in self.trees.iter().filter(|_| self.bits.is_none()) {
-            let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
-            for (j, n) in internal.iter().enumerate() {
-                let i = index(&state, n.link);
-                // Missing values read −inf (goes left) or +inf (goes right).
-                let goes_left = xx[n.slot as usize] < n.threshold;
-                state[j + 1] = i | (goes_left as u32) << 31;
+        } else {
+            // Two branch-free passes per tree: internal nodes (directions, from the
+            // expanded row: missing values read −inf, going left, or +inf, going right),
+            // then leaves.
+            let mut xx = vec![0f32; 2 * nf];
+            for (i, &v) in x[..nf].iter().enumerate() {
+                let nan = v.is_nan();
+                xx[i] = if nan { f32::NEG_INFINITY } else { v };
+                xx[nf + i] = if nan { f32::INFINITY } else { v };
             }
-            for n in &self.leaf_nodes[r.leaves.0 as usize..r.leaves.1 as usize] {
-                let row = n.table + index(&state, n.link) * n.k;
-                prefetch(&self.values[row as usize..]);
-                rows.push((row, n.feat, n.k));
+            let mut state: Vec<u32> = vec![0; self.max_nodes + 1];
+            let index = |state: &[u32], l: Link| {
+                let p = state[l.parent as usize];
+                // The root's shift is 31, so it starts at 0.
+                let agree = ((p & LEFT != 0) == l.is_left) as u32;
+                (p & !LEFT) | (agree << l.shift & !LEFT)
+            };
+            for r in &self.trees {
+                let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
+                for (j, n) in internal.iter().enumerate() {
+                    let goes_left = xx[n.slot as usize] < n.threshold;
+                    state[j + 1] = index(&state, n.link) | (goes_left as u32) << 31;
+                }
+                for n in &self.leaf_nodes[r.leaves.0 as usize..r.leaves.1 as usize] {
+                    push(n, index(&state, n.link));
+                }
             }
         }
         // Four interleaved accumulators per feature (plus the pads' scratch slot):
@@ -494,38 +487,26 @@ impl ShapTables {
             }
             return;
         }
-        let mut acc = vec![0f64; WAYS * (nf + 1)];
-        match self.width {
-            1 => self.credits::<1>(&rows, &mut acc),
-            2 => self.credits::<2>(&rows, &mut acc),
-            3 => self.credits::<3>(&rows, &mut acc),
-            4 => self.credits::<4>(&rows, &mut acc),
-            5 => self.credits::<5>(&rows, &mut acc),
-            6 => self.credits::<6>(&rows, &mut acc),
-            7 => self.credits::<7>(&rows, &mut acc),
-            8 => self.credits::<8>(&rows, &mut acc),
-            _ => {
-                let w = nf + 1;
-                for (j, &(row, feat, k)) in rows.iter().enumerate() {
-                    let (row, feat, k) = (row as usize, feat as usize, k as usize);
-                    let acc = &mut acc[(j % WAYS) * w..(j % WAYS + 1) * w];
-                    for (f, v) in self.features[feat..feat + k]
-                        .iter()
-                        .zip(&self.values[row..row + k])
-                    {
-                        acc[*f as usize] += *v as f64;
-                    }
-                }
+        // Wider models: accumulators on the heap, each row's own length.
+        let w = nf + 1;
+        let mut acc = vec![0f64; WAYS * w];
+        for (j, &(row, feat, k)) in rows.iter().enumerate() {
+            let (row, feat, k) = (row as usize, feat as usize, k as usize);
+            let acc = &mut acc[(j % WAYS) * w..(j % WAYS + 1) * w];
+            for (f, v) in self.features[feat..feat + k]
+                .iter()
+                .zip(&self.values[row..row + k])
+            {
+                acc[*f as usize] += *v as f64;
             }
         }
-        let w = nf + 1;
         for (f, p) in phi[..nf].iter_mut().enumerate() {
             *p += (acc[f] + acc[w + f]) + (acc[2 * w + f] + acc[3 * w + f]);
         }
     }
 
-    /// [`credits`](Self::credits) into fixed-size accumulators (fewer than [`SMALL`]
-    /// features, the pads' scratch slot included).
+    /// The credit pass over rows padded to `K` values, into fixed-size accumulators
+    /// (fewer than [`SMALL`] features, the pads' scratch slot included).
     #[inline]
     fn credits_small<const K: usize>(
         &self,
@@ -539,21 +520,6 @@ impl ShapTables {
             let v: &[f32; K] = self.values[row..row + K].try_into().expect("K");
             for c in 0..K {
                 acc[f[c] as usize & (SMALL - 1)] += v[c] as f64;
-            }
-        }
-    }
-
-    /// The credit pass over rows padded to `K` values.
-    #[inline]
-    fn credits<const K: usize>(&self, rows: &[(u32, u32, u32)], acc: &mut [f64]) {
-        let w = acc.len() / WAYS;
-        for (j, &(row, feat, _)) in rows.iter().enumerate() {
-            let (row, feat) = (row as usize, feat as usize);
-            let acc = &mut acc[(j % WAYS) * w..(j % WAYS + 1) * w];
-            let f: &[u32; K] = self.features[feat..feat + K].try_into().expect("K");
-            let v: &[f32; K] = self.values[row..row + K].try_into().expect("K");
-            for c in 0..K {
-                acc[f[c] as usize] += v[c] as f64;
             }
         }
     }
