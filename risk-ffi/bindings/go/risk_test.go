@@ -39,6 +39,106 @@ func openEngine(tb testing.TB) *Engine {
 	return e
 }
 
+// openEngineNoDeadline is examples/risk.toml with the largest fast-tier deadline the
+// library allows (60 s) instead of 15 ms, so which tier decides does not depend on how
+// loaded the machine is (a decision would have to stall for a minute to fall back).
+func openEngineNoDeadline(tb testing.TB) *Engine {
+	tb.Helper()
+	path := configPath(tb)
+	text, err := os.ReadFile(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if strings.Count(string(text), "deadline_ms = 15\n") != 1 {
+		tb.Fatalf("%s: no single 'deadline_ms = 15' line to raise", path)
+	}
+	e, err := NewFromTOML(strings.Replace(string(text), "deadline_ms = 15\n", "deadline_ms = 60000\n", 1), filepath.Dir(path))
+	if err != nil {
+		tb.Fatalf("NewFromTOML: %v", err)
+	}
+	tb.Cleanup(func() { _ = e.Close() })
+	return e
+}
+
+// hangAfter is how long a call that must return at once, or as soon as the test releases
+// it, may take before the test fails it as hung. A hang detector, not a performance limit:
+// no assertion depends on how fast the machine is.
+const hangAfter = 60 * time.Second
+
+// noHang runs f on another goroutine and fails the test as hung if it has not returned
+// within hangAfter.
+func noHang(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(hangAfter):
+		t.Fatalf("%s: hung (still running after %v)", what, hangAfter)
+	}
+}
+
+type pollResult struct {
+	v   Verdict
+	ok  bool
+	err error
+}
+
+// pollNoHang is sub.Poll(timeout) under noHang.
+func pollNoHang(t *testing.T, what string, sub *Subscription, timeout time.Duration) pollResult {
+	t.Helper()
+	var r pollResult
+	noHang(t, what, func() { r.v, r.ok, r.err = sub.Poll(timeout) })
+	return r
+}
+
+// wantClosed checks that an hour-long Poll ends with ErrClosed: at once, or once the deep
+// tier stops, never by its timeout (a Poll that waited it out is reported as hung).
+func wantClosed(t *testing.T, what string, sub *Subscription) {
+	t.Helper()
+	r := pollNoHang(t, what, sub, time.Hour)
+	if r.ok {
+		t.Fatalf("%s: verdict %+v, want ErrClosed", what, r.v)
+	}
+	wantCode(t, what, r.err, ErrClosed)
+}
+
+// wantVerdict waits (hour-long Poll, under noHang) for the next verdict.
+func wantVerdict(t *testing.T, what string, sub *Subscription) Verdict {
+	t.Helper()
+	r := pollNoHang(t, what, sub, time.Hour)
+	if !r.ok || r.err != nil {
+		t.Fatalf("%s: Poll = %v, %v; want a verdict", what, r.ok, r.err)
+	}
+	return r.v
+}
+
+// verdicts reads the gray-zone metrics: items enqueued, items queued now, and every deep
+// verdict produced.
+func verdicts(t *testing.T, e *Engine) (enqueued, queueLen, produced float64) {
+	t.Helper()
+	m, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := m["gray"].(map[string]any)
+	n := func(k string) float64 {
+		v, ok := g[k].(float64)
+		if !ok {
+			t.Fatalf("metrics gray.%s missing in %v", k, g)
+		}
+		return v
+	}
+	produced = n("completed") + n("timed_out") + n("failed") + n("saturated")
+	if c, ok := g["circuit_open"].(float64); ok { // where the library reports it
+		produced += c
+	}
+	return n("enqueued"), n("queue_len"), produced
+}
+
 var epoch = time.UnixMilli(1767571200000)
 
 func baseTxn(id uint64) Txn {
@@ -119,7 +219,9 @@ func TestVersion(t *testing.T) {
 }
 
 func TestDecideOne(t *testing.T) {
-	e := openEngine(t)
+	// (the 60 s fast deadline: the model decides whatever the machine's load, so the tier
+	// and its score can be pinned)
+	e := openEngineNoDeadline(t)
 	d, err := e.Decide(baseTxn(1))
 	if err != nil {
 		t.Fatal(err)
@@ -128,8 +230,8 @@ func TestDecideOne(t *testing.T) {
 	if d.Entity != 1000+1%97 {
 		t.Errorf("Entity = %d", d.Entity)
 	}
-	if d.Fallback == FallbackNone && math.IsNaN(float64(d.ModelScore)) {
-		t.Errorf("fast tier decided without a model score: %+v", d)
+	if d.Tier != TierFast || d.Fallback != FallbackNone || math.IsNaN(float64(d.ModelScore)) {
+		t.Errorf("want the fast tier to decide with a model score: %+v", d)
 	}
 	t.Logf("decision: %+v", d)
 
@@ -404,15 +506,7 @@ func TestUseAfterClose(t *testing.T) {
 	}
 
 	// A subscription of a closed engine: RISK_ERR_CLOSED at once instead of waiting.
-	start := time.Now()
-	_, ok, err := sub.Poll(time.Hour)
-	if ok {
-		t.Fatal("verdict after Close")
-	}
-	wantCode(t, "Poll after engine Close", err, ErrClosed)
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("Poll after engine Close took %v", d)
-	}
+	wantClosed(t, "Poll after engine Close", sub)
 }
 
 func TestDoubleClose(t *testing.T) {
@@ -436,17 +530,156 @@ func TestShutdown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("drained %d, abandoned %d", drained, abandoned)
+	// examples/risk.toml has no deep tier: nothing can have been queued.
+	if drained != 0 || abandoned != 0 {
+		t.Errorf("Shutdown = drained %d, abandoned %d; want 0, 0", drained, abandoned)
+	}
 	_, err = e.Decide(baseTxn(2))
 	wantCode(t, "Decide after Shutdown", err, ErrShutDown)
 	_, err = e.DecideJSON(goodJSON)
 	wantCode(t, "DecideJSON after Shutdown", err, ErrShutDown)
-	if _, _, err := e.Shutdown(time.Millisecond); err != nil {
-		t.Fatalf("second Shutdown: %v", err)
+	// The handle stays valid until Close; refused decisions are not counted.
+	m, err := e.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := m["decisions"].(float64); n != 1 {
+		t.Errorf("decisions = %v, want 1", m["decisions"])
+	}
+	if d, a, err := e.Shutdown(time.Millisecond); err != nil || d != 0 || a != 0 {
+		t.Fatalf("second Shutdown = %d, %d, %v; want 0, 0, nil", d, a, err)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// stuckDeepCfg is deepCfg with a deep dispatcher that never takes a batch during a test:
+// it waits for maxBatch items or max_wait (an hour) after the oldest's enqueue. So fewer
+// than maxBatch queued items stay queued until Shutdown, deterministically.
+func stuckDeepCfg(maxBatch int) string {
+	return deepConfig(fmt.Sprintf("budget_ms = 7200000\nmax_wait_ms = 3600000\nmax_batch = %d\n", maxBatch))
+}
+
+// Shutdown(0) abandons exactly the items still queued and drains none.
+func TestShutdownAbandonCountsExactly(t *testing.T) {
+	e, err := NewFromTOML(stuckDeepCfg(64), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	for i := range uint64(5) {
+		d, err := e.Decide(Txn{ID: 1 + i, Entity: 50 + i, Amount: 5, Currency: "USD"})
+		if err != nil || d.Escalation != EscalationEnqueued {
+			t.Fatalf("Decide %d: %+v, %v", i, d, err)
+		}
+	}
+	if enq, qlen, prod := verdicts(t, e); enq != 5 || qlen != 5 || prod != 0 {
+		t.Fatalf("before Shutdown: enqueued %v, queued %v, verdicts %v; want 5, 5, 0", enq, qlen, prod)
+	}
+	drained, abandoned, err := e.Shutdown(0)
+	if err != nil || drained != 0 || abandoned != 5 {
+		t.Fatalf("Shutdown(0) = drained %d, abandoned %d, %v; want 0, 5", drained, abandoned, err)
+	}
+	if enq, qlen, prod := verdicts(t, e); enq != 5 || qlen != 0 || prod != 0 {
+		t.Errorf("after Shutdown: enqueued %v, queued %v, verdicts %v; want 5, 0, 0", enq, qlen, prod)
+	}
+	if d, a, err := e.Shutdown(0); err != nil || d != 0 || a != 0 {
+		t.Errorf("second Shutdown = %d, %d, %v; want 0, 0 (nothing counted twice)", d, a, err)
+	}
+	wantClosed(t, "Poll after an abandoning Shutdown", sub)
+}
+
+// max_batch 4 and six items: the first four go as one batch the moment the fourth is
+// queued, the last two wait for two more or an hour. A 50 ms drain finds them still
+// queued and abandons them: exact counts whatever the machine's speed (the 50 ms only
+// decides how long the drain waits, not what it finds).
+func TestShutdownDrainThatTimesOutAbandonsTheRest(t *testing.T) {
+	e, err := NewFromTOML(stuckDeepCfg(4), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	firstFour := map[uint64]bool{}
+	for i := range uint64(6) {
+		d, err := e.Decide(Txn{ID: 1 + i, Entity: 50 + i, Amount: 5, Currency: "USD"})
+		if err != nil || d.Escalation != EscalationEnqueued {
+			t.Fatalf("Decide %d: %+v, %v", i, d, err)
+		}
+		if i < 4 {
+			firstFour[d.Ticket] = true
+		}
+	}
+	for k := range 4 {
+		v := wantVerdict(t, fmt.Sprintf("verdict %d of the first batch", k), sub)
+		if !firstFour[v.Ticket] {
+			t.Fatalf("verdict for ticket %d, not one of the first four %v", v.Ticket, firstFour)
+		}
+		delete(firstFour, v.Ticket)
+	}
+	if _, qlen, _ := verdicts(t, e); qlen != 2 {
+		t.Fatalf("queued %v, want 2", qlen)
+	}
+	drained, abandoned, err := e.Shutdown(50 * time.Millisecond)
+	if err != nil || drained != 0 || abandoned != 2 {
+		t.Fatalf("Shutdown(50ms) = drained %d, abandoned %d, %v; want 0, 2", drained, abandoned, err)
+	}
+	if enq, qlen, prod := verdicts(t, e); enq != 6 || qlen != 0 || prod != 4 {
+		t.Errorf("after Shutdown: enqueued %v, queued %v, verdicts %v; want 6, 0, 4", enq, qlen, prod)
+	}
+	wantClosed(t, "Poll after the drain", sub)
+}
+
+// A drain that completes: nothing abandoned, each enqueued item gets exactly one verdict,
+// and the report counts at most those produced after the shutdown began.
+func TestShutdownDrainFinishesQueuedWork(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	tickets := map[uint64]bool{}
+	for i := range uint64(5) {
+		d, err := e.Decide(Txn{ID: 1 + i, Entity: 50 + i, Amount: 5, Currency: "USD"})
+		if err != nil || d.Escalation != EscalationEnqueued {
+			t.Fatalf("Decide %d: %+v, %v", i, d, err)
+		}
+		tickets[d.Ticket] = true
+	}
+	_, _, before := verdicts(t, e) // verdicts the shutdown cannot count as drained
+	var drained, abandoned uint64
+	// An hour-long drain: it must end because the queue emptied (else: hung).
+	noHang(t, "draining Shutdown", func() { drained, abandoned, err = e.Shutdown(time.Hour) })
+	if err != nil || abandoned != 0 || float64(drained) > 5-before {
+		t.Fatalf("Shutdown(1h) = drained %d, abandoned %d, %v; want at most %v drained, 0 abandoned",
+			drained, abandoned, err, 5-before)
+	}
+	if enq, qlen, prod := verdicts(t, e); enq != 5 || qlen != 0 || prod != 5 {
+		t.Errorf("after Shutdown: enqueued %v, queued %v, verdicts %v; want 5, 0, 5", enq, qlen, prod)
+	}
+	for k := range 5 {
+		v := wantVerdict(t, fmt.Sprintf("verdict %d", k), sub)
+		if !tickets[v.Ticket] {
+			t.Fatalf("verdict for ticket %d: unknown or repeated", v.Ticket)
+		}
+		delete(tickets, v.Ticket)
+	}
+	wantClosed(t, "Poll after the five verdicts", sub)
 }
 
 func TestConcurrentDecide(t *testing.T) {
@@ -553,20 +786,7 @@ func TestSubscriptionPoll(t *testing.T) {
 	if errors.Is(err, ErrHandle) || errors.Is(err, ErrEmpty) {
 		t.Errorf("%v matches ErrHandle or ErrEmpty", err)
 	}
-	res := make(chan error, 1)
-	go func() {
-		_, ok, err := sub.Poll(time.Hour)
-		if ok {
-			err = errors.New("verdict without a deep tier")
-		}
-		res <- err
-	}()
-	select {
-	case err := <-res:
-		wantCode(t, "Poll(1h) without a deep tier", err, ErrClosed)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Poll(1h) on an engine without a deep tier did not return")
-	}
+	wantClosed(t, "Poll(1h) without a deep tier", sub)
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -578,21 +798,33 @@ func TestSubscriptionPoll(t *testing.T) {
 }
 
 // deepCfg has a deep tier that always answers (fast score 0.5 is in the gray band).
-const deepCfg = `
+// Nothing in it depends on how fast the machine is: the fast deadline is the largest
+// allowed (60 s; an inline answer past it would fall back to the rule score 0.1, outside
+// the band, and not be enqueued) and the deep budget an hour (no verdict falls back to a
+// timeout).
+var deepCfg = deepConfig("budget_ms = 3600000\n")
+
+// deepConfig is that engine with the given [deep] table.
+func deepConfig(deepTable string) string {
+	return `
 [schema]
 fields = [{ name = "amount", kind = "numeric", required = true }]
 [rules.scorer]
 kind = "constant"
 probability = 0.1
+[fast]
+deadline_ms = 60000
 [fast.scorer]
 kind = "constant"
 probability = 0.5
 [gray]
 band = [0.3, 0.7]
-[deep.scorer]
+[deep]
+` + deepTable + `[deep.scorer]
 kind = "constant"
 probability = 0.9
 `
+}
 
 // A deep tier that always answers: a gray-zone decision is enqueued and its verdict
 // arrives on the subscription (Poll blocks until then, bounded by its timeout).
@@ -614,10 +846,7 @@ func TestSubscriptionVerdict(t *testing.T) {
 	if d.Escalation != EscalationEnqueued || d.Ticket == 0 {
 		t.Fatalf("not escalated: %+v", d)
 	}
-	v, ok, err := sub.Poll(30 * time.Second)
-	if err != nil || !ok {
-		t.Fatalf("Poll: %v %v", ok, err)
-	}
+	v := wantVerdict(t, "Poll for the verdict", sub) // returns when it arrives
 	if v.Ticket != d.Ticket || v.TxnID != 77 || v.Entity != 8 {
 		t.Errorf("verdict %+v for decision %+v", v, d)
 	}
@@ -625,14 +854,20 @@ func TestSubscriptionVerdict(t *testing.T) {
 		t.Errorf("verdict %+v", v)
 	}
 	t.Logf("verdict: %+v", v)
-	drained, abandoned, err := e.Shutdown(time.Second)
-	if err != nil {
-		t.Fatal(err)
+	if _, _, err := sub.Poll(0); err != nil {
+		t.Fatalf("Poll(0) after the only verdict: %v", err)
 	}
-	t.Logf("shutdown: drained %d abandoned %d", drained, abandoned)
+	// The one verdict was counted before it was sent, so before this Shutdown began:
+	// nothing is left to drain or abandon.
+	var drained, abandoned uint64
+	noHang(t, "Shutdown(1h) with nothing queued", func() { drained, abandoned, err = e.Shutdown(time.Hour) })
+	if err != nil || drained != 0 || abandoned != 0 {
+		t.Fatalf("Shutdown = drained %d, abandoned %d, %v; want 0, 0", drained, abandoned, err)
+	}
 }
 
-// Nothing in time is ok=false with a nil error, after waiting out the timeout.
+// Nothing in time is ok=false with a nil error, after waiting out the timeout (at least
+// the timeout: a floor no machine's speed can break; there is no ceiling).
 func TestSubscriptionPollTimeout(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -651,12 +886,15 @@ func TestSubscriptionPollTimeout(t *testing.T) {
 	if v, ok, err := sub.Poll(120 * time.Millisecond); ok || err != nil {
 		t.Fatalf("Poll(120ms) = %+v, %v, %v; want nothing", v, ok, err)
 	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Errorf("Poll(120ms) returned after %v", d)
+	if d := time.Since(start); d < 120*time.Millisecond {
+		t.Errorf("Poll(120ms) returned after %v, before its timeout", d)
 	}
 }
 
-// Verdicts delivered before the engine is closed are still read, then ErrClosed.
+// Verdicts delivered before the engine is closed are still read, then ErrClosed. Knowing
+// the verdict is buffered without sleeping: a second subscription (waiter) blocks until it
+// receives it. The deep tier hands a verdict to every subscriber under one lock that
+// shutdown also takes, so once waiter has it, sub has it too.
 func TestSubscriptionBufferedThenClosed(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -667,42 +905,33 @@ func TestSubscriptionBufferedThenClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
+	waiter, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
 	d, err := e.Decide(Txn{ID: 78, Entity: 9, Amount: 5, Currency: "USD"})
 	if err != nil || d.Escalation != EscalationEnqueued {
 		t.Fatalf("Decide: %+v, %v", d, err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m, err := e.Metrics()
-		if err != nil {
-			t.Fatal(err)
-		}
-		deep := m["latency"].(map[string]any)["deep"].(map[string]any)
-		if deep["count"].(float64) >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no deep verdict within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if w := wantVerdict(t, "waiting for the verdict", waiter); w.Ticket != d.Ticket {
+		t.Fatalf("waiter got %+v for decision %+v", w, d)
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// (a timeout, not 0: the deep worker counts the verdict just before it sends it)
-	v, ok, err := sub.Poll(10 * time.Second)
+	v, ok, err := sub.Poll(0) // already buffered: no waiting needed
 	if !ok || err != nil || v.Ticket != d.Ticket {
 		t.Fatalf("buffered verdict: %+v, %v, %v", v, ok, err)
 	}
-	_, ok, err = sub.Poll(time.Second)
-	if ok {
-		t.Fatal("second verdict")
-	}
-	wantCode(t, "Poll after the buffered verdict", err, ErrClosed)
+	wantClosed(t, "Poll after the buffered verdict", sub)
+	wantClosed(t, "the other subscription after its verdict", waiter)
 }
 
-// After Shutdown (the engine not yet closed) a Poll ends by its deadline: nothing, or
-// ErrClosed (the header's contract; this library version still answers "empty").
+// After Shutdown (the engine not yet closed) no verdict will ever come: ErrClosed, at
+// once, for a Poll made after it and for one already waiting (an hour) when it happened.
+// The waiting goroutine signals right before its Poll; whether Shutdown then lands while
+// it waits inside the library or just before it gets there, the answer is the same.
 func TestPollAfterShutdown(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -714,21 +943,80 @@ func TestPollAfterShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Close()
-	if _, _, err := e.Shutdown(0); err != nil {
+	sub2, err := e.Subscribe()
+	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
-	_, ok, err := sub.Poll(200 * time.Millisecond)
-	if ok || (err != nil && !errors.Is(err, ErrClosed)) {
-		t.Fatalf("Poll after Shutdown: %v, %v", ok, err)
+	defer sub2.Close()
+	polling := make(chan struct{})
+	res := make(chan pollResult, 1)
+	go func() {
+		close(polling)
+		var r pollResult
+		r.v, r.ok, r.err = sub2.Poll(time.Hour)
+		res <- r
+	}()
+	<-polling
+	if d, a, err := e.Shutdown(0); err != nil || d != 0 || a != 0 {
+		t.Fatalf("Shutdown(0) = %d, %d, %v; want 0, 0 (nothing was queued)", d, a, err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Poll(200ms) after Shutdown took %v", d)
+	select {
+	case r := <-res:
+		if r.ok {
+			t.Fatalf("waiting Poll: verdict %+v after Shutdown", r.v)
+		}
+		wantCode(t, "Poll waiting during Shutdown", r.err, ErrClosed)
+	case <-time.After(hangAfter):
+		t.Fatalf("Poll(1h) waiting during Shutdown: hung (still running after %v)", hangAfter)
+	}
+	wantClosed(t, "Poll after Shutdown", sub)
+	wantClosed(t, "Poll again after Shutdown", sub2)
+}
+
+// A Poll already waiting (an hour) when the engine is closed ends with ErrClosed once the
+// deep tier stops (same reasoning as TestPollAfterShutdown: no timing involved).
+func TestPollWaitingWhenTheEngineIsClosed(t *testing.T) {
+	e, err := NewFromTOML(deepCfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := e.Subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	polling := make(chan struct{})
+	res := make(chan pollResult, 1)
+	go func() {
+		close(polling)
+		var r pollResult
+		r.v, r.ok, r.err = sub.Poll(time.Hour)
+		res <- r
+	}()
+	<-polling
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-res:
+		if r.ok {
+			t.Fatalf("verdict %+v from an engine that decided nothing", r.v)
+		}
+		wantCode(t, "Poll waiting during Close", r.err, ErrClosed)
+	case <-time.After(hangAfter):
+		t.Fatalf("Poll(1h) waiting during engine Close: hung (still running after %v)", hangAfter)
 	}
 }
 
-// A long poll straight through the C ABI (not sliced) holds up nothing else: the library
-// takes no global lock during calls.
+// A long poll straight through the C ABI (not sliced, an hour) holds up nothing else: the
+// library takes no global lock during calls, so building, using and freeing other engines
+// completes while it waits (else: reported as hung), and the poll itself ends only when
+// its engine is closed (RISK_ERR_CLOSED).
+//
+// The poller signals right before its call; the test cannot see it enter the library. If
+// the other work ran before it got there, the test would pass without testing anything,
+// never fail spuriously; the work is repeated so that the poll is in the library for
+// nearly all of it.
 func TestLongLibraryPollBlocksNothing(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -741,32 +1029,58 @@ func TestLongLibraryPollBlocksNothing(t *testing.T) {
 	}
 	defer sub.Close()
 	res := make(chan int, 1)
-	started := make(chan struct{})
+	polling := make(chan struct{})
 	go func() {
-		close(started)
-		res <- sub.pollRaw(2000)
+		close(polling)
+		res <- sub.pollRaw(3_600_000)
 	}()
-	<-started
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	other, err := NewFromPath(configPath(t))
-	if err != nil {
+	<-polling
+	path := configPath(t)
+	var workErr error
+	noHang(t, "building, using and freeing engines during a long poll", func() {
+		for i := range 20 {
+			other, err := NewFromPath(path)
+			if err != nil {
+				workErr = err
+				return
+			}
+			s2, err := other.Subscribe()
+			if err == nil {
+				_, err = other.Decide(baseTxn(uint64(i)))
+			}
+			if err == nil {
+				if _, _, perr := s2.Poll(0); !errors.Is(perr, ErrClosed) {
+					err = fmt.Errorf("Poll(0) without a deep tier: %v, want ErrClosed", perr)
+				}
+			}
+			if s2 != nil {
+				_ = s2.Close()
+			}
+			_ = other.Close()
+			if err != nil {
+				workErr = err
+				return
+			}
+		}
+	})
+	if workErr != nil {
+		t.Fatal(workErr)
+	}
+	select {
+	case rc := <-res:
+		t.Fatalf("the hour-long raw poll returned %s before its engine was closed", CodeName(rc))
+	default: // still waiting: only closing its engine ends it
+	}
+	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := other.Subscribe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Decide(baseTxn(1)); err != nil {
-		t.Fatal(err)
-	}
-	_ = s2.Close()
-	_ = other.Close()
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("building, using and freeing an engine during a 2 s poll took %v", d)
-	}
-	if rc := <-res; rc != codeEmpty {
-		t.Errorf("raw poll: %s", CodeName(rc))
+	select {
+	case rc := <-res:
+		if rc != codeClosed {
+			t.Errorf("raw poll after engine Close: %s, want RISK_ERR_CLOSED", CodeName(rc))
+		}
+	case <-time.After(hangAfter):
+		t.Fatalf("raw poll(1h) after engine Close: hung (still running after %v)", hangAfter)
 	}
 }
 
@@ -803,8 +1117,9 @@ func TestUnknownCodes(t *testing.T) {
 	}
 }
 
-// Closing a subscription interrupts a Poll waiting on it (whichever runs first, the Poll
-// reports an ErrHandle error).
+// Closing a subscription interrupts a Poll waiting on it. The goroutine signals right
+// before its Poll; whether Close lands while the Poll waits or just before it starts, the
+// Poll reports an ErrHandle error, so the outcome does not depend on timing.
 func TestSubscriptionCloseInterruptsPoll(t *testing.T) {
 	e, err := NewFromTOML(deepCfg, "")
 	if err != nil {
@@ -815,19 +1130,26 @@ func TestSubscriptionCloseInterruptsPoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := make(chan error, 1)
+	polling := make(chan struct{})
+	res := make(chan pollResult, 1)
 	go func() {
-		_, _, err := sub.Poll(time.Hour)
-		res <- err
+		close(polling)
+		var r pollResult
+		r.v, r.ok, r.err = sub.Poll(time.Hour)
+		res <- r
 	}()
+	<-polling
 	if err := sub.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-res:
-		wantCode(t, "Poll interrupted by Close", err, ErrHandle)
-	case <-time.After(30 * time.Second):
-		t.Fatal("Poll(1h) kept waiting after Close")
+	case r := <-res:
+		if r.ok {
+			t.Fatalf("verdict %+v from an engine that decided nothing", r.v)
+		}
+		wantCode(t, "Poll interrupted by Close", r.err, ErrHandle)
+	case <-time.After(hangAfter):
+		t.Fatalf("Poll(1h) kept waiting after Close: hung (still running after %v)", hangAfter)
 	}
 }
 

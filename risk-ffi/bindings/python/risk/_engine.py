@@ -582,7 +582,8 @@ class Subscription(_Handle):
                     return Verdict._from_c(out)
                 if r != F.RISK_ERR_EMPTY:  # RISK_ERR_CLOSED included: stop polling
                     raise _last_error(r)
-            remaining = int((deadline - time.monotonic()) * 1000)
+            # Rounded up: truncating would end the wait up to 1 ms before the timeout.
+            remaining = math.ceil((deadline - time.monotonic()) * 1000)
             if step == 0 or remaining <= 0:
                 return None
 

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 import math
+import threading
+
+import pytest
+
+# An hour, in the C ABI's milliseconds: a poll with this timeout can only end early (a
+# verdict, RISK_ERR_CLOSED), never by its timeout within a test run.
+HOUR_MS = 3_600_000
+
+# How long a call that must return at once, or as soon as another thread releases it, may
+# take before the test fails it as hung. A hang detector, not a performance limit: no
+# assertion depends on how fast the machine is.
+HANG_S = 60.0
 
 # Constant scorers with a deep tier: every decision lands in the gray zone and is enqueued.
+# Nothing here depends on how fast the machine is: the fast tier's deadline is the largest
+# allowed (60 s; an inline answer past the deadline would fall back to the rule score 0.1,
+# outside the band, and not be enqueued), and the deep budget is an hour (no verdict falls
+# back to a timeout: the source is always "model").
 DEEP_TOML = """
 [schema]
 fields = [{ name = "amount", kind = "numeric", required = true }]
 [rules.scorer]
 kind = "constant"
 probability = 0.1
+[fast]
+deadline_ms = 60000
 [fast.scorer]
 kind = "constant"
 probability = 0.6
@@ -18,7 +36,7 @@ probability = 0.6
 band = [0.4, 0.65]
 queue_capacity = 128
 [deep]
-budget_ms = 2000
+budget_ms = 3600000
 max_batch = 4
 max_wait_ms = 1
 workers = 1
@@ -27,6 +45,63 @@ subscriber_capacity = 16
 kind = "constant"
 probability = 0.9
 """
+
+
+# The same, but the deep dispatcher never takes a batch during a test: it waits for
+# max_batch items or max_wait (one hour) after the oldest's enqueue, whichever comes first.
+# So fewer than max_batch queued items stay queued until shutdown, deterministically.
+def stuck_deep_toml(max_batch: int = 64) -> str:
+    t = DEEP_TOML.replace("max_batch = 4\n", f"max_batch = {max_batch}\n")
+    t = t.replace("max_wait_ms = 1\n", "max_wait_ms = 3600000\n")
+    t = t.replace("budget_ms = 3600000\n", "budget_ms = 7200000\n")  # > max_wait
+    assert t.count("3600000") == 1 and t.count("7200000") == 1 and f"max_batch = {max_batch}" in t
+    return t
+
+
+def verdicts(gray: dict) -> int:
+    """Every deep verdict an engine has produced (its ``metrics()["gray"]``; the deep
+    tier's circuit-open fallbacks too, where the library reports them)."""
+    return (gray["completed"] + gray["timed_out"] + gray["failed"] + gray["saturated"]
+            + gray.get("circuit_open", 0))
+
+
+def no_hang(fn, what: str, timeout: float = HANG_S):
+    """``fn()`` on another thread: its result, or its exception re-raised here. The test
+    fails as hung when ``fn`` has not returned after ``timeout`` seconds (a hang detector:
+    ``fn`` must return at once, or once something the test does releases it)."""
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name=f"no_hang: {what}", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        pytest.fail(f"{what}: hung (still running after {timeout:.0f} s)")
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def join_or_hang(threads, what: str, timeout: float = HANG_S) -> None:
+    """Joins every thread; fails the test as hung if one is still running after ``timeout``."""
+    for t in threads:
+        t.join(timeout)
+        if t.is_alive():
+            pytest.fail(f"{what}: thread {t.name} hung (still running after {timeout:.0f} s)")
+
+
+def no_deadline_toml(example_toml) -> str:
+    """examples/risk.toml with ``[fast] deadline_ms = 60000`` (the most the library allows):
+    which tier decides does not depend on how loaded the machine is (a decision would have
+    to be stalled for a minute to fall back)."""
+    text = example_toml.read_text()
+    assert text.count("deadline_ms = 15\n") == 1
+    return text.replace("deadline_ms = 15\n", "deadline_ms = 60000\n")
 
 
 def base_txn(i: int = 1, **over) -> dict:

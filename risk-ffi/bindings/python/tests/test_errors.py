@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import risk
-from _util import base_txn
+from _util import base_txn, no_deadline_toml
 
 
 def raises(code: int, fn, *args, **kwargs) -> risk.RiskError:
@@ -164,12 +164,25 @@ def test_reload_without_rule_file():
 
 
 def test_from_toml_with_base_dir(example_toml):
-    text = example_toml.read_text()
+    # (the 60 s fast deadline: the model loaded through base_dir is what decides, whatever
+    # the machine's load, so the tier can be pinned)
+    text = no_deadline_toml(example_toml)
     with risk.RiskEngine.from_toml(text, base_dir=example_toml.parent) as e:
-        assert e.decide(base_txn(1)).tier in ("fast", "rules")
-    # without base_dir the relative model paths resolve against the cwd, which is elsewhere
-    e = raises(4, risk.RiskEngine.from_toml, text, base_dir="/")
-    assert "xgb_fraud.json" in e.message or "default.rules" in e.message
+        assert e.decide(base_txn(1)).tier == "fast"
+    # With another base_dir the relative paths do not resolve. One relative path at a time,
+    # so that the message must name that file (not whichever the library happens to load
+    # first).
+    repo = example_toml.parent.parent.resolve()
+    rules_rel, model_rel = "../risk-rules/rules/default.rules", "../testdata/models/xgb_fraud.json"
+    assert f'path = "{rules_rel}"' in text and f'path = "{model_rel}"' in text
+    only_model_rel = text.replace(f'path = "{rules_rel}"', f'path = "{repo / rules_rel[3:]}"')
+    e = raises(4, risk.RiskEngine.from_toml, only_model_rel, base_dir="/")
+    assert "xgb_fraud.json" in e.message
+    only_rules_rel = text.replace(f'path = "{model_rel}"', f'path = "{repo / model_rel[3:]}"')
+    e = raises(4, risk.RiskEngine.from_toml, only_rules_rel, base_dir="/")
+    assert "default.rules" in e.message
+    # both relative: refused too
+    raises(4, risk.RiskEngine.from_toml, text, base_dir="/")
 
 
 def test_error_is_picklable_and_comparable():
