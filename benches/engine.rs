@@ -75,6 +75,7 @@ pub fn thread_hop(c: &mut Criterion) {
                 fast_workers: 2,
                 spin,
                 async_workers: 1,
+                ..Default::default()
             })
             .build()
             .unwrap();
@@ -112,6 +113,7 @@ pub fn fallback(c: &mut Criterion) {
             fast_workers: 8,
             spin: Duration::from_micros(20),
             async_workers: 1,
+            ..Default::default()
         })
         .build()
         .unwrap();

@@ -9,7 +9,7 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::fmt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -89,6 +89,20 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// whichever comes first. May return early (spuriously); callers re-check their
     /// condition and the time in a loop. `deadline == Nanos::MAX` means no deadline.
     fn wait(&self, signal: &Arc<Notify>, seen: u64, deadline: Nanos);
+
+    /// Wall-clock time, milliseconds since the Unix epoch: the processing time that bounds
+    /// how far in the future a transaction's event time may be (entity state). The
+    /// default reads the system clock.
+    fn unix_ms(&self) -> i64 {
+        system_unix_ms()
+    }
+}
+
+/// The system's wall-clock time in ms since the Unix epoch (0 if the clock is before it).
+pub fn system_unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Waits on `signal` through `clock` until `ready()` is true or `deadline` passes.
@@ -175,6 +189,8 @@ impl Clock for SystemClock {
 #[derive(Default)]
 pub struct ManualClock {
     now: AtomicU64,
+    /// Wall-clock time at `now == 0` (ms since the epoch); 0: the system's wall clock.
+    unix_origin_ms: AtomicI64,
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
 
@@ -196,6 +212,12 @@ impl ManualClock {
     pub fn advance(&self, d: Duration) {
         self.now.fetch_add(nanos(d), Ordering::SeqCst);
         self.wake_all();
+    }
+
+    /// Pins the wall clock: [`Clock::unix_ms`] is `origin_ms` plus the manual time.
+    /// Until this is called it reads the system's wall clock.
+    pub fn set_unix_origin_ms(&self, origin_ms: i64) {
+        self.unix_origin_ms.store(origin_ms, Ordering::SeqCst);
     }
 
     /// Sets the time (it must not go backwards; a smaller value is ignored).
@@ -234,6 +256,13 @@ impl Clock for ManualClock {
             return;
         }
         signal.wait_changed(seen, None);
+    }
+
+    fn unix_ms(&self) -> i64 {
+        match self.unix_origin_ms.load(Ordering::SeqCst) {
+            0 => system_unix_ms(),
+            o => o.saturating_add((self.now() / 1_000_000) as i64),
+        }
     }
 }
 

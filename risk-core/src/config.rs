@@ -40,6 +40,7 @@
 //! fast_workers = 4
 //! spin_us = 20
 //! async_workers = 2
+//! async_queue_capacity = 1024
 //!
 //! [circuit]
 //! window_ms = 10000
@@ -53,6 +54,7 @@
 //! max_shift = 0.2
 //! ttl_ms = 86400000
 //! max_entities = 1000000
+//! max_future_ms = 300000
 //! ```
 
 use crate::decision::Action;
@@ -109,6 +111,9 @@ pub struct PoolConfig {
     pub spin: Duration,
     /// Threads serving [`Engine::decide_async`](crate::Engine::decide_async).
     pub async_workers: usize,
+    /// Calls waiting for an async worker; beyond it `decide_async` sheds: the call is
+    /// answered at once by the rules alone (`FallbackCause::Saturated`).
+    pub async_queue_capacity: usize,
 }
 
 impl Default for PoolConfig {
@@ -117,6 +122,7 @@ impl Default for PoolConfig {
             fast_workers: 4,
             spin: Duration::from_micros(20),
             async_workers: 2,
+            async_queue_capacity: 1024,
         }
     }
 }
@@ -130,8 +136,14 @@ pub struct FeedbackConfig {
     pub max_shift: f32,
     /// How long (event time) a verdict keeps affecting the entity.
     pub ttl: Duration,
-    /// Entities kept in memory (state for more is evicted).
+    /// Entities kept in memory (beyond it, the entities least recently or frequently
+    /// seen are evicted: S3-FIFO, see the engine's entity store).
     pub max_entities: usize,
+    /// How far ahead of the clock's wall time an event time may be (`feedback.max_future_ms`):
+    /// a later one is taken as `now + max_future` in entity state, so one terminal with a
+    /// skewed clock cannot make an entity's feedback never expire. `None`: no bound (for
+    /// replays of synthetic future data).
+    pub max_future: Option<Duration>,
 }
 
 impl Default for FeedbackConfig {
@@ -141,6 +153,7 @@ impl Default for FeedbackConfig {
             max_shift: 0.2,
             ttl: Duration::from_secs(24 * 3600),
             max_entities: 1_000_000,
+            max_future: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -252,6 +265,7 @@ impl EngineConfig {
         unit("deep.global_prior", d.global_prior)?;
         at_least_one("pool.fast_workers", self.pool.fast_workers)?;
         at_least_one("pool.async_workers", self.pool.async_workers)?;
+        at_least_one("pool.async_queue_capacity", self.pool.async_queue_capacity)?;
         if self.pool.spin > Duration::from_millis(10) {
             return Err(ConfigError::invalid(
                 "pool.spin_us",
@@ -495,6 +509,7 @@ pub(crate) struct RawPool {
     pub fast_workers: Option<i64>,
     pub spin_us: Option<f64>,
     pub async_workers: Option<i64>,
+    pub async_queue_capacity: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -514,6 +529,8 @@ pub(crate) struct RawFeedback {
     pub max_shift: Option<f32>,
     pub ttl_ms: Option<f64>,
     pub max_entities: Option<i64>,
+    /// 0 disables the bound.
+    pub max_future_ms: Option<f64>,
 }
 
 fn ms(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
@@ -642,6 +659,11 @@ impl RawFile {
                     self.pool.async_workers,
                     d.pool.async_workers,
                 )?,
+                async_queue_capacity: count(
+                    "pool.async_queue_capacity",
+                    self.pool.async_queue_capacity,
+                    d.pool.async_queue_capacity,
+                )?,
             },
             circuit: CircuitConfig {
                 window: ms("circuit.window_ms", c.window_ms, d.circuit.window)?,
@@ -671,6 +693,11 @@ impl RawFile {
                     f.max_entities,
                     d.feedback.max_entities,
                 )?,
+                max_future: match f.max_future_ms {
+                    Some(0.0) => None,
+                    Some(v) => Some(ms("feedback.max_future_ms", Some(v), Duration::ZERO)?),
+                    None => d.feedback.max_future,
+                },
             },
         })
     }

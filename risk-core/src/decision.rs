@@ -222,6 +222,8 @@ pub enum DeepFailure {
     Error,
     /// Every deep worker was busy with stalled calls.
     Saturated,
+    /// The deep tier's circuit breaker was open (the model failed or timed out too often).
+    CircuitOpen,
 }
 
 /// The deep tier's asynchronous answer for a gray-zone transaction.

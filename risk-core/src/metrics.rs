@@ -138,6 +138,8 @@ pub(crate) struct Metrics {
     pub hard_rule: AtomicU64,
     pub rules_failed: AtomicU64,
     pub late_discarded: std::sync::Arc<AtomicU64>,
+    pub fast_skipped: std::sync::Arc<AtomicU64>,
+    pub async_shed: AtomicU64,
     pub gray: GrayCounters,
 }
 
@@ -153,6 +155,9 @@ pub(crate) struct GrayCounters {
     pub abandoned: AtomicU64,
     pub batches: AtomicU64,
     pub subscriber_dropped: AtomicU64,
+    pub skipped: std::sync::Arc<AtomicU64>,
+    pub circuit_open: AtomicU64,
+    pub late_discarded: std::sync::Arc<AtomicU64>,
 }
 
 /// Gray-zone statistics in a [`MetricsSnapshot`].
@@ -176,6 +181,12 @@ pub struct GrayStats {
     pub batches: u64,
     /// Verdicts a full subscriber channel did not take.
     pub subscriber_dropped: u64,
+    /// Deep batches not run because their budget had passed before a worker took them.
+    pub skipped: u64,
+    /// Verdicts from the cached average because the deep tier's circuit was open.
+    pub circuit_open: u64,
+    /// Deep batches that finished after their budget (results discarded).
+    pub late_discarded: u64,
     /// In the queue now.
     pub queue_len: u64,
 }
@@ -197,6 +208,11 @@ pub struct MetricsSnapshot {
     pub rules_failed: u64,
     /// Fast-tier answers that arrived after their deadline and were discarded.
     pub late_discarded: u64,
+    /// Fast-tier calls not made because the deadline had already passed: the rule stage
+    /// used it up, or the job waited past it before a pool worker could start it.
+    pub fast_skipped: u64,
+    /// `decide_async` calls answered `Overloaded` because the async queue was full.
+    pub async_shed: u64,
     /// Rule stage latency.
     pub rules_latency: LatencySummary,
     /// Fast stage latency (including waits).
@@ -207,8 +223,10 @@ pub struct MetricsSnapshot {
     pub deep_latency: LatencySummary,
     /// Gray zone.
     pub gray: GrayStats,
-    /// Fast-tier circuit state name (`closed`, `open`, `half_open`).
+    /// Fast-tier circuit state name (`closed`, `open`, `half_open`; `absent`).
     pub fast_circuit: &'static str,
+    /// Deep-tier circuit state name (`closed`, `open`, `half_open`; `absent`).
+    pub deep_circuit: &'static str,
     /// Fast-tier pool workers busy now (running or stuck in a stalled call); 0 inline.
     pub fast_workers_busy: usize,
 }
@@ -233,6 +251,7 @@ impl Metrics {
         &self,
         queue_len: u64,
         fast_circuit: &'static str,
+        deep_circuit: &'static str,
         fast_workers_busy: usize,
     ) -> MetricsSnapshot {
         let l = |a: &AtomicU64| a.load(Relaxed);
@@ -245,6 +264,8 @@ impl Metrics {
             hard_rule: l(&self.hard_rule),
             rules_failed: l(&self.rules_failed),
             late_discarded: l(&self.late_discarded),
+            fast_skipped: l(&self.fast_skipped),
+            async_shed: l(&self.async_shed),
             rules_latency: self.rules.snapshot(),
             fast_latency: self.fast.snapshot(),
             total_latency: self.total.snapshot(),
@@ -259,9 +280,13 @@ impl Metrics {
                 abandoned: l(&g.abandoned),
                 batches: l(&g.batches),
                 subscriber_dropped: l(&g.subscriber_dropped),
+                skipped: l(&g.skipped),
+                circuit_open: l(&g.circuit_open),
+                late_discarded: l(&g.late_discarded),
                 queue_len,
             },
             fast_circuit,
+            deep_circuit,
             fast_workers_busy,
         }
     }

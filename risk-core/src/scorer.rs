@@ -72,6 +72,21 @@ pub trait Scorer: Send + Sync {
         Ok(())
     }
 
+    /// Scores several transactions with `budget` left before the deadline (the deep tier
+    /// calls this with the time left of its budget). Backends that can stop part-way (an
+    /// LLM between layers) override it and return [`ScoreError::Cancelled`] when the
+    /// budget passes, so a late batch frees its worker; the default calls
+    /// [`score_batch`](Self::score_batch).
+    fn score_batch_within(
+        &self,
+        txns: &[&Transaction],
+        budget: std::time::Duration,
+        out: &mut Vec<Score>,
+    ) -> Result<(), ScoreError> {
+        let _ = budget;
+        self.score_batch(txns, out)
+    }
+
     /// Prepares the scorer for serving (allocations, caches, JIT). Called once before the
     /// engine serves; a failure fails the build.
     fn warmup(&self) -> Result<(), ScoreError> {

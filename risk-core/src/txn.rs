@@ -38,10 +38,20 @@ impl TxnId {
 }
 
 /// The card, account or user a transaction belongs to: keys entity state and feedback.
+/// [`EntityKey::NONE`] (0, the default) means the transaction has no entity: it reads and
+/// writes no entity state (unkeyed transactions never share one record).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct EntityKey(pub u64);
 
 impl EntityKey {
+    /// No entity (the default): no entity state is read or written.
+    pub const NONE: EntityKey = EntityKey(0);
+
+    /// Whether this is [`EntityKey::NONE`].
+    pub fn is_none(self) -> bool {
+        self == Self::NONE
+    }
+
     /// Stable 64-bit FNV-1a hash of a string key (e.g. a card token).
     pub fn from_str_hash(s: &str) -> Self {
         Self(Fnv::hash(s.as_bytes()))
@@ -175,9 +185,13 @@ impl Channel {
 pub struct Transaction {
     /// Caller's id.
     pub id: TxnId,
-    /// Card / account / user.
+    /// Card / account / user; [`EntityKey::NONE`] (the default): no entity state.
     pub entity: EntityKey,
-    /// Event time, milliseconds since the Unix epoch.
+    /// Event time, milliseconds since the Unix epoch; [`Transaction::NO_TIME`] (0, the
+    /// default) means unknown: the transaction reads and writes no entity state (it would
+    /// otherwise freeze every window at 1970). Negative times are refused. In entity state,
+    /// time is monotone per entity (an earlier event counts at the entity's latest time)
+    /// and bounded ahead of the clock (`feedback.max_future_ms`).
     pub timestamp_ms: i64,
     /// Amount in major units of `currency`; finite and non-negative.
     pub amount: f64,
@@ -216,8 +230,27 @@ impl Transaction {
         }
     }
 
-    /// Checks what the engine relies on: finite non-negative amount, valid features.
+    /// `timestamp_ms` of a transaction whose event time is unknown.
+    pub const NO_TIME: i64 = 0;
+
+    /// Whether entity state applies: the transaction has an entity and an event time.
+    #[inline]
+    pub fn has_entity_state(&self) -> bool {
+        !self.entity.is_none() && self.timestamp_ms != Self::NO_TIME
+    }
+
+    /// Checks what the engine relies on: finite non-negative amount, a non-negative event
+    /// time, valid features.
     pub fn validate(&self) -> Result<(), DecideError> {
+        if self.timestamp_ms < 0 {
+            return Err(DecideError::InvalidField {
+                field: "timestamp_ms",
+                reason: format!(
+                    "{} is before the Unix epoch (0 means unknown)",
+                    self.timestamp_ms
+                ),
+            });
+        }
         if !self.amount.is_finite() {
             return Err(DecideError::InvalidField {
                 field: "amount",

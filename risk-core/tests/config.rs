@@ -60,6 +60,7 @@ gain = 1.0
 max_shift = 0.1
 ttl_ms = 3600000
 max_entities = 1000
+max_future_ms = 60000
 "#;
 
 fn load(text: &str) -> Result<Engine, ConfigError> {
@@ -102,7 +103,8 @@ fn every_option_maps_onto_the_config() {
         PoolConfig {
             fast_workers: 3,
             spin: Duration::ZERO,
-            async_workers: 1
+            async_workers: 1,
+            async_queue_capacity: 1024,
         }
     );
     assert_eq!(
@@ -121,7 +123,8 @@ fn every_option_maps_onto_the_config() {
             gain: 1.0,
             max_shift: 0.1,
             ttl: Duration::from_secs(3600),
-            max_entities: 1000
+            max_entities: 1000,
+            max_future: Some(Duration::from_secs(60)),
         }
     );
     assert_eq!(e.schema().len(), 3);

@@ -20,6 +20,7 @@ fn engine_with(
             fast_workers: workers,
             spin: Duration::ZERO,
             async_workers: 1,
+            ..Default::default()
         })
         .build()
         .unwrap()
@@ -445,12 +446,16 @@ fn wrong_length_batch_is_a_tier_failure() {
         .build()
         .unwrap();
     let txns: Vec<Transaction> = (1..=3).map(|i| txn(&s, i, i)).collect();
-    for d in e.decide_batch(&txns) {
+    // The broken batch call is a tier failure, retried row by row: each row gets what
+    // `decide` answers (the single-row path works), and nothing is misattributed.
+    for (d, t) in e.decide_batch(&txns).into_iter().zip(&txns) {
         let d = d.unwrap();
+        let one = e.decide(t).unwrap();
         assert_eq!(
-            (d.fallback, d.tier),
-            (Some(FallbackCause::Error), Tier::Rules)
+            (d.fallback, d.tier, d.model_score),
+            (None, Tier::Fast, Some(0.1))
         );
+        assert_eq!((d.action, d.score), (one.action, one.score));
     }
 }
 

@@ -4,3 +4,4 @@ mod common;
 mod config;
 mod engine;
 mod gray;
+mod reliability;

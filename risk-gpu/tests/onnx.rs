@@ -94,6 +94,7 @@ fn the_engine_deadline_terminates_the_run_and_frees_the_worker() {
             fast_workers: 1,
             spin: Duration::ZERO,
             async_workers: 1,
+            ..Default::default()
         })
         .circuit(risk_core::CircuitConfig {
             min_calls: 1_000,

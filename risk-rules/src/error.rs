@@ -146,7 +146,7 @@ impl fmt::Display for ErrorKind {
             }
             ErrorKind::DuplicateClause(c) => write!(f, "clause `{c}` is given twice"),
             ErrorKind::InvalidValue(m) => write!(f, "invalid value: {m}"),
-            ErrorKind::TooDeep(n) => write!(f, "expression nested deeper than {n}"),
+            ErrorKind::TooDeep(n) => write!(f, "expression nested deeper than {n} levels"),
             ErrorKind::TooLarge(m) => write!(f, "too large: {m}"),
         }
     }

@@ -12,6 +12,7 @@ pub fn schema() -> Arc<FeatureSchema> {
         .numeric("ratio")
         .categorical("country", &["US", "GB", "NG", "RU"])
         .categorical("channel", &["pos", "ecom", "app"])
+        .categorical("ip_country", &["GB", "US", "FR"])
         .build()
         .unwrap()
 }
@@ -24,6 +25,7 @@ fn features(s: &Arc<FeatureSchema>, input: Option<&toml::Table>) -> Features {
             .unwrap_or_else(|| panic!("test input names unknown field {k}"));
         let val = match v {
             toml::Value::String(x) if x == "missing" => f32::NAN,
+            toml::Value::String(x) if x == "other" => risk_core::schema::OTHER as f32,
             toml::Value::String(x) => s.field(slot).lookup(x).expect("vocab value") as f32,
             toml::Value::Integer(i) => *i as f32,
             toml::Value::Float(x) => *x as f32,

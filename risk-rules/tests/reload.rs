@@ -102,3 +102,44 @@ fn hot_reload_under_concurrent_decisions() {
     assert!(st.last_error.unwrap().contains("live.rules"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A ~1.8 MB rule whose condition is one long operator chain (no parentheses, under the
+/// source limit) used to build a tree as tall as the chain and overflow the stack in the
+/// checker, compiler, interpreter or `Drop`, aborting the host. It is refused with a typed
+/// error naming file:line:col, on a thread with a small stack (as a JVM or cgo caller
+/// may have), and the serving set stays.
+#[test]
+fn a_long_operator_chain_is_refused_not_a_stack_overflow() {
+    let dir = std::env::temp_dir().join(format!("risk-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("chain.rules");
+    std::fs::write(&path, set("v1", 0.1)).unwrap();
+    let s = schema();
+    let rules = Arc::new(RuleScorer::from_file(&path, s.clone()).unwrap());
+    let chain = vec!["amount"; 200_000].join(" + ");
+    let text = format!("version \"v2\"\nrule LONG {{\n  when {chain} > 0\n  score 0.5\n}}\n");
+    assert!(text.len() > 1_700_000, "{}", text.len());
+    std::fs::write(&path, &text).unwrap();
+    let r = Arc::clone(&rules);
+    let e = std::thread::Builder::new()
+        .stack_size(256 * 1024)
+        .spawn(move || r.reload().map(|_| ()).unwrap_err())
+        .unwrap()
+        .join()
+        .expect("reload did not crash its thread");
+    let ReloadError::Load(load) = &e else {
+        panic!("{e}")
+    };
+    let msg = load.to_string();
+    // Line 3 ("  when amount + amount + ..."), at the operator that crossed the height
+    // limit: the k-th `+` makes a tree of height k + 1 and sits at column 15 + 9 (k - 1).
+    let col = 15 + 9 * (risk_rules::parser::MAX_TREE_DEPTH - 1);
+    assert!(
+        msg.contains(&format!("chain.rules:3:{col}:")),
+        "{}",
+        &msg[..msg.len().min(300)]
+    );
+    assert!(msg.contains("nested deeper than 256"), "{}", &msg[..300]);
+    assert_eq!(rules.current().version(), "v1");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -215,6 +215,7 @@ impl EngineBuilder {
                             cfg.pool.fast_workers,
                             cfg.pool.spin,
                             Arc::clone(&metrics.late_discarded),
+                            Arc::clone(&metrics.fast_skipped),
                         )
                         .map_err(io("pool.fast_workers"))?,
                     ),
@@ -224,10 +225,11 @@ impl EngineBuilder {
                     pool,
                     circuit: Circuit::new(cfg.circuit),
                     deadline: nanos(cfg.fast_deadline),
+                    skipped: Arc::clone(&metrics.fast_skipped),
                 })
             }
         };
-        let entities = Arc::new(EntityStore::new(cfg.feedback));
+        let entities = Arc::new(EntityStore::new(cfg.feedback, Arc::clone(&self.clock)));
         let gray = match self.deep {
             None => None,
             Some(s) => {
@@ -242,6 +244,7 @@ impl EngineBuilder {
                         Arc::clone(&metrics),
                         self.callback,
                         cfg.pool.spin,
+                        cfg.circuit,
                     )
                     .map_err(io("deep.workers"))?,
                 )

@@ -206,6 +206,17 @@ impl Circuit {
     /// Records the outcome of a permitted call.
     #[inline]
     pub(crate) fn record(&self, permit: Permit, ok: bool, now: Nanos) {
+        self.record_n(permit, u32::from(ok), u32::from(!ok), now);
+    }
+
+    /// Records the outcomes of a permitted call that scored several items (a batch):
+    /// each item counts, so one bad row in a batch of 64 weighs 1/64, not a whole failure.
+    /// A probe fails if any item failed.
+    pub(crate) fn record_n(&self, permit: Permit, oks: u32, fails: u32, now: Nanos) {
+        if oks == 0 && fails == 0 {
+            return self.release(permit);
+        }
+        let ok = fails == 0;
         let mut g = self.inner.lock();
         match (permit, g.state) {
             (Permit::Denied, _) => {}
@@ -243,11 +254,11 @@ impl Circuit {
                         fail: 0,
                     };
                 }
+                b.ok = b.ok.saturating_add(oks);
                 if ok {
-                    b.ok += 1;
                     return;
                 }
-                b.fail += 1;
+                b.fail = b.fail.saturating_add(fails);
                 let (mut oks, mut fails) = (0u64, 0u64);
                 for b in &g.buckets {
                     if b.epoch + (BUCKETS as u64) > epoch {

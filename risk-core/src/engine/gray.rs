@@ -8,10 +8,22 @@
 //! budget already passed in the queue, and run the rest as one `score_batch` on the deep
 //! worker pool with the deadline `min(enqueued) + budget`. A late, failed or refused
 //! batch gets fallback verdicts: the entity's cached average, else the global prior.
+//!
+//! The deep tier has its own circuit breaker (the `[circuit]` settings, its own state):
+//! while open, batches are not run and get fallback verdicts at once. The budget reaches
+//! the scorer through `score_batch_within`, so a backend that can stop between layers
+//! frees its worker when the budget passes instead of blocking the next batch.
+//!
+//! Shutdown is a hard line: once [`GrayZone::shutdown`] returns, no verdict is delivered
+//! to the feedback store, subscribers or the callback, not even from a batch that was
+//! still running: a delivery announces itself before it checks `stop`, and shutdown sets
+//! `stop` before it waits for the deliveries in progress (a callback that itself calls
+//! shutdown is not waited for).
 
+use super::circuit::{Circuit, CircuitConfig, Permit};
 use super::entity::EntityStore;
 use super::pool::{DeadlinePool, PoolError, Task};
-use super::tier::{guarded_batch, Failure};
+use super::tier::{guarded_batch_within, Failure};
 use crate::clock::{nanos, wait_for, Clock, Nanos, Notify};
 use crate::config::DeepConfig;
 use crate::decision::{
@@ -42,6 +54,7 @@ struct Item {
 pub(crate) struct DeepTask {
     scorer: Option<Arc<dyn Scorer>>,
     txns: Vec<Transaction>,
+    budget: Duration,
 }
 
 impl Task for DeepTask {
@@ -52,7 +65,7 @@ impl Task for DeepTask {
         };
         let refs: Vec<&Transaction> = self.txns.iter().collect();
         let mut out = Vec::with_capacity(refs.len());
-        let r = guarded_batch(&**s, &refs, &mut out).map(|()| out);
+        let r = guarded_batch_within(&**s, &refs, self.budget, &mut out).map(|()| out);
         self.txns.clear();
         r
     }
@@ -64,6 +77,10 @@ pub(crate) struct GrayShared {
     notify: Arc<Notify>,
     closed: AtomicBool,
     stop: AtomicBool,
+    /// Verdict deliveries in progress: shutdown sets `stop` and waits for this to drain,
+    /// and a delivery that starts after `stop` drops its verdict.
+    delivering: AtomicUsize,
+    circuit: Circuit,
     in_flight: AtomicUsize,
     next_ticket: AtomicU64,
     cfg: DeepConfig,
@@ -108,17 +125,21 @@ impl GrayZone {
         metrics: Arc<Metrics>,
         callback: Option<VerdictCallback>,
         spin: Duration,
+        circuit: CircuitConfig,
     ) -> std::io::Result<Self> {
-        let late = Arc::new(AtomicU64::new(0));
+        let late = Arc::clone(&metrics.gray.late_discarded);
+        let skipped = Arc::clone(&metrics.gray.skipped);
         let shared = Arc::new(GrayShared {
             queue: Mutex::new(VecDeque::with_capacity(capacity.min(1 << 16))),
             capacity,
             notify: Notify::new(),
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            delivering: AtomicUsize::new(0),
+            circuit: Circuit::new(circuit),
             in_flight: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(1),
-            pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late)?,
+            pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late, skipped)?,
             cfg,
             scorer,
             clock,
@@ -138,6 +159,11 @@ impl GrayZone {
 
     pub(crate) fn len(&self) -> usize {
         self.shared.queue.lock().len()
+    }
+
+    /// State of the deep tier's circuit breaker.
+    pub(crate) fn circuit_state(&self) -> super::CircuitState {
+        self.shared.circuit.state(self.shared.clock.now())
     }
 
     /// Queues a gray-zone transaction without blocking.
@@ -186,6 +212,7 @@ impl GrayZone {
                 + g.timed_out.load(Ordering::Relaxed)
                 + g.failed.load(Ordering::Relaxed)
                 + g.saturated.load(Ordering::Relaxed)
+                + g.circuit_open.load(Ordering::Relaxed)
         };
         let before = verdicts();
         if let Some(t) = drain {
@@ -201,12 +228,18 @@ impl GrayZone {
             n
         };
         g.abandoned.fetch_add(abandoned, Ordering::Relaxed);
-        s.stop.store(true, Ordering::Release);
+        // Every delivery that starts from now on sees `stop` and drops its verdict; wait for
+        // those in progress (except this thread's own, when a verdict callback shuts the
+        // engine down). Then subscribers read what is buffered and see their channel
+        // closed: no verdict comes after this returns.
+        s.stop.store(true, Ordering::SeqCst);
+        let own = DELIVERING.with(|d| d.get() == Arc::as_ptr(s) as usize) as usize;
+        wait_for(&*s.clock, &s.notify, Nanos::MAX, || {
+            s.delivering.load(Ordering::SeqCst) <= own
+        });
+        s.subscribers.lock().clear();
         s.notify.notify();
         s.pool.shutdown();
-        // No verdict will come after this: subscribers read what is buffered, then see
-        // their channel closed.
-        s.subscribers.lock().clear();
         ShutdownReport {
             drained: verdicts() - before,
             abandoned,
@@ -269,6 +302,12 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
     if live.is_empty() {
         return;
     }
+    let permit = s.circuit.acquire(now);
+    if permit == Permit::Denied {
+        live.iter()
+            .for_each(|i| fallback(s, i, DeepFailure::CircuitOpen));
+        return;
+    }
     s.metrics.gray.batches.fetch_add(1, Ordering::Relaxed);
     let deadline = live
         .iter()
@@ -280,9 +319,16 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
         t.scorer = Some(Arc::clone(&s.scorer));
         t.txns.clear();
         t.txns.extend(live.iter().map(|i| i.txn.clone()));
+        t.budget = Duration::from_nanos(deadline.saturating_sub(now));
     });
+    let n = live.len() as u32;
+    let end = s.clock.now();
     match r {
         Ok(Ok(scores)) => {
+            // Recorded before delivery: a subscriber that sees the verdicts sees the
+            // breaker's state that they caused.
+            let oks = scores.iter().filter(|sc| sc.is_valid()).count() as u32;
+            s.circuit.record_n(permit, oks, n - oks, end);
             for (i, sc) in live.iter().zip(scores.iter()) {
                 if sc.is_valid() {
                     emit(s, i, sc.probability, DeepSource::Model, None);
@@ -291,25 +337,56 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
                 }
             }
         }
-        Ok(Err(_)) => live.iter().for_each(|i| fallback(s, i, DeepFailure::Error)),
-        Err(PoolError::Timeout) => live
-            .iter()
-            .for_each(|i| fallback(s, i, DeepFailure::Timeout)),
-        Err(PoolError::Saturated) => live
-            .iter()
-            .for_each(|i| fallback(s, i, DeepFailure::Saturated)),
+        Ok(Err(f)) => {
+            let why = match f {
+                Failure::Cancelled => DeepFailure::Timeout,
+                _ => DeepFailure::Error,
+            };
+            s.circuit.record_n(permit, 0, n, end);
+            live.iter().for_each(|i| fallback(s, i, why));
+        }
+        Err(PoolError::Timeout) => {
+            s.circuit.record_n(permit, 0, n, end);
+            live.iter()
+                .for_each(|i| fallback(s, i, DeepFailure::Timeout));
+        }
+        Err(PoolError::Saturated) => {
+            // Stalled workers: a health signal already counted by their own timeouts.
+            s.circuit.release(permit);
+            live.iter()
+                .for_each(|i| fallback(s, i, DeepFailure::Saturated));
+        }
     }
 }
 
 fn fallback(s: &GrayShared, i: &Item, why: DeepFailure) {
-    let (score, source) = match s.entities.cached_average(i.txn.entity, i.txn.timestamp_ms) {
+    let (score, source) = match s.entities.cached_average(&i.txn) {
         Some(avg) => (avg, DeepSource::CachedAverage),
         None => (s.cfg.global_prior, DeepSource::GlobalPrior),
     };
     emit(s, i, score, source, Some(why));
 }
 
+thread_local! {
+    /// The gray zone (its address) whose verdict this thread is delivering, or 0.
+    static DELIVERING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Option<DeepFailure>) {
+    s.delivering.fetch_add(1, Ordering::SeqCst);
+    if !s.stop.load(Ordering::SeqCst) {
+        DELIVERING.with(|d| d.set(s as *const GrayShared as usize));
+        deliver(s, i, score, source, failure);
+        DELIVERING.with(|d| d.set(0));
+    } else {
+        // Shutdown has reported (or is waiting for deliveries): nothing is delivered.
+        s.metrics.gray.abandoned.fetch_add(1, Ordering::Relaxed);
+    }
+    s.delivering.fetch_sub(1, Ordering::SeqCst);
+    s.notify.notify();
+}
+
+fn deliver(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Option<DeepFailure>) {
     let now = s.clock.now();
     let latency = now.saturating_sub(i.enqueued);
     let g = &s.metrics.gray;
@@ -318,6 +395,7 @@ fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Optio
         Some(DeepFailure::Timeout) => &g.timed_out,
         Some(DeepFailure::Error) => &g.failed,
         Some(DeepFailure::Saturated) => &g.saturated,
+        Some(DeepFailure::CircuitOpen) => &g.circuit_open,
     };
     s.metrics.deep.record(latency);
     let v = DeepVerdict {
@@ -331,7 +409,7 @@ fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Optio
         latency: Duration::from_nanos(latency),
     };
     s.entities.set_feedback(
-        i.txn.entity,
+        &i.txn,
         EntityFeedback {
             deep_score: score,
             source,

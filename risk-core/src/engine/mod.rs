@@ -127,15 +127,47 @@ impl Engine {
     pub fn decide(&self, txn: &Transaction) -> Result<Decision, DecideError> {
         let inner = &*self.inner;
         inner.check(txn)?;
+        self.decide_checked(txn, inner.clock.now())
+    }
+
+    /// [`decide`](Self::decide) whose deadline counts from `t0` (the time of a
+    /// `decide_async` call, before it waited in the queue).
+    pub(crate) fn decide_from(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
+        self.inner.check(txn)?;
+        self.decide_checked(txn, t0)
+    }
+
+    /// The answer to a `decide_async` call shed by a full queue: the rules alone, at once.
+    pub(crate) fn decide_shed(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
+        let inner = &*self.inner;
+        inner.check(txn)?;
+        inner.metrics.async_shed.fetch_add(1, Relaxed);
+        let rules = inner.run_rules(txn);
+        let t1 = inner.clock.now();
+        let fast = match inner.fast {
+            None => Err(FallbackCause::Absent),
+            Some(_) => Err(FallbackCause::Saturated),
+        };
+        Ok(inner.finish(txn, rules, fast, t0, t1.saturating_sub(t0), 0))
+    }
+
+    fn decide_checked(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
+        let inner = &*self.inner;
         let clock = &*inner.clock;
-        let t0 = clock.now();
         let rules = inner.run_rules(txn);
         let t1 = clock.now();
         let (fast, t2) = match &inner.fast {
             None => (Err(FallbackCause::Absent), t1),
             Some(f) => f.run(clock, txn, t1, t0.saturating_add(f.deadline)),
         };
-        Ok(inner.finish(txn, rules, fast, t0, t1 - t0, t2 - t1))
+        Ok(inner.finish(
+            txn,
+            rules,
+            fast,
+            t0,
+            t1.saturating_sub(t0),
+            t2.saturating_sub(t1),
+        ))
     }
 
     /// Decides on several transactions. A bounded fast tier scores them in chunks of
@@ -202,13 +234,17 @@ impl Engine {
     }
 
     /// A future of [`decide`](Engine::decide) that runs on the engine's async workers
-    /// and completes on any executor (it only uses the `Waker`).
+    /// and completes on any executor (it only uses the `Waker`). The fast tier's deadline
+    /// counts from this call (queueing included); when the bounded queue
+    /// (`pool.async_queue_capacity`) is full, the rules alone answer at once with
+    /// [`FallbackCause::Saturated`].
     pub fn decide_async(&self, txn: Transaction) -> DecisionFuture {
-        let pool = self
-            .inner
-            .async_pool
-            .get_or_init(|| async_decide::AsyncPool::new(self.inner.cfg.pool.async_workers));
-        pool.submit(self.clone(), txn)
+        let called = self.inner.clock.now();
+        let cfg = &self.inner.cfg.pool;
+        let pool = self.inner.async_pool.get_or_init(|| {
+            async_decide::AsyncPool::new(cfg.async_workers, cfg.async_queue_capacity)
+        });
+        pool.submit(self.clone(), txn, called)
     }
 
     /// A channel receiving every deep verdict from now on. A slow reader misses verdicts
@@ -252,13 +288,22 @@ impl Engine {
             .as_ref()
             .and_then(|f| f.pool.as_ref())
             .map_or(0, |p| p.busy());
-        i.metrics.snapshot(q, circuit, busy)
+        let deep = i
+            .gray
+            .as_ref()
+            .map_or("absent", |g| g.circuit_state().as_str());
+        i.metrics.snapshot(q, circuit, deep, busy)
     }
 
     /// State of the fast tier's circuit breaker (`None` without a fast tier).
     pub fn fast_circuit(&self) -> Option<CircuitState> {
         let i = &*self.inner;
         i.fast.as_ref().map(|f| f.circuit.state(i.clock.now()))
+    }
+
+    /// State of the deep tier's circuit breaker (`None` without a deep tier).
+    pub fn deep_circuit(&self) -> Option<CircuitState> {
+        self.inner.gray.as_ref().map(|g| g.circuit_state())
     }
 
     /// Stops the engine: later `decide` calls return [`DecideError::ShutDown`]; queued
@@ -321,9 +366,7 @@ impl Inner {
         fast_ns: u64,
     ) -> Decision {
         let model = fast.ok();
-        let shift =
-            self.entities
-                .on_decide(txn.entity, txn.timestamp_ms, model.map(|m| m.probability));
+        let shift = self.entities.on_decide(txn, model.map(|m| m.probability));
         let c = self.policy.combine(rules.as_ref(), model.as_ref(), shift);
         // Reasons: the deciding tier's first, then the other's.
         let mut reasons = Reasons::new();
@@ -399,7 +442,10 @@ impl Inner {
 
 impl FastTier {
     /// One `score_batch` call for a bounded (inline) tier, under the circuit breaker.
-    /// Per-item invalid scores become per-item failures.
+    /// A failure is the row's, not the chunk's: per-item invalid scores become per-item
+    /// failures, and a batch call that errs or panics is retried row by row (while the
+    /// deadline allows) so that only the rows that fail alone fall back. The breaker
+    /// counts rows, not calls.
     fn run_batch(
         &self,
         clock: &dyn Clock,
@@ -407,27 +453,53 @@ impl FastTier {
         until: u64,
     ) -> Result<Vec<Result<Score, FallbackCause>>, FallbackCause> {
         use circuit::Permit;
-        let permit = self.circuit.acquire(clock.now());
+        let now = clock.now();
+        if now >= until {
+            // The rule stage used up the deadline (see `FastTier::run`).
+            self.skipped.fetch_add(txns.len() as u64, Relaxed);
+            return Err(FallbackCause::Timeout);
+        }
+        let permit = self.circuit.acquire(now);
         if permit == Permit::Denied {
             return Err(FallbackCause::CircuitOpen);
         }
         let mut out = Vec::with_capacity(txns.len());
-        let r = match guarded_batch(&*self.scorer, txns, &mut out) {
-            Err(f) => Err(f.cause()),
-            Ok(()) if clock.now() > until => Err(FallbackCause::Timeout),
-            Ok(()) => Ok(out
-                .into_iter()
-                .map(|s| {
-                    if s.is_valid() {
-                        Ok(s)
-                    } else {
-                        Err(FallbackCause::InvalidScore)
-                    }
-                })
-                .collect::<Vec<_>>()),
+        let valid = |s: Score| {
+            if s.is_valid() {
+                Ok(s)
+            } else {
+                Err(FallbackCause::InvalidScore)
+            }
         };
-        let ok = matches!(&r, Ok(v) if v.iter().all(|x| x.is_ok()));
-        self.circuit.record(permit, ok, clock.now());
-        r
+        let r: Vec<Result<Score, FallbackCause>> =
+            match guarded_batch(&*self.scorer, txns, &mut out) {
+                Ok(()) => out.into_iter().map(valid).collect(),
+                Err(_) => txns
+                    .iter()
+                    .map(|t| {
+                        if clock.now() > until {
+                            return Err(FallbackCause::Timeout);
+                        }
+                        guarded_score(&*self.scorer, t).map_err(tier::Failure::cause)
+                    })
+                    .collect(),
+            };
+        let end = clock.now();
+        let (oks, fails) = if end > until {
+            (0, txns.len())
+        } else {
+            let oks = r.iter().filter(|x| x.is_ok()).count();
+            (oks, r.len() - oks)
+        };
+        self.circuit.record_n(
+            permit,
+            u32::try_from(oks).unwrap_or(u32::MAX),
+            u32::try_from(fails).unwrap_or(u32::MAX),
+            end,
+        );
+        if end > until {
+            return Err(FallbackCause::Timeout);
+        }
+        Ok(r)
     }
 }

@@ -5,7 +5,8 @@
 //! the slot in place (no allocation for the fast tier: the transaction is copied into the
 //! worker's buffer), wakes it and waits through the engine's [`Clock`] until the result or
 //! the deadline. If the deadline wins, the caller marks the job abandoned and returns; the
-//! worker discards the late result and frees itself. A worker stuck in a stalled call stays
+//! worker discards the late result and frees itself; a job whose caller gave up before a
+//! worker picked it up is not run at all (counted as skipped). A worker stuck in a stalled call stays
 //! claimed, so when every worker is stuck new calls get [`PoolError::Saturated`] at once
 //! instead of queueing past their deadline.
 
@@ -64,12 +65,14 @@ impl<T: Task> std::fmt::Debug for DeadlinePool<T> {
 }
 
 impl<T: Task> DeadlinePool<T> {
-    /// Starts `n` workers named `{name}-{i}`. `late` counts discarded late results.
+    /// Starts `n` workers named `{name}-{i}`. `late` counts discarded late results,
+    /// `skipped` jobs never run because their caller had already given up.
     pub(crate) fn new(
         name: &str,
         n: usize,
         spin: Duration,
         late: Arc<AtomicU64>,
+        skipped: Arc<AtomicU64>,
     ) -> std::io::Result<Self> {
         let mut workers = Vec::with_capacity(n);
         for i in 0..n {
@@ -88,10 +91,10 @@ impl<T: Task> DeadlinePool<T> {
                 ready: AtomicBool::new(false),
             });
             let w2 = Arc::clone(&w);
-            let late2 = Arc::clone(&late);
+            let (late2, skipped2) = (Arc::clone(&late), Arc::clone(&skipped));
             std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || worker_loop(&w2, spin, &late2))?;
+                .spawn(move || worker_loop(&w2, spin, &late2, &skipped2))?;
             workers.push(w);
         }
         Ok(Self {
@@ -179,7 +182,7 @@ impl<T: Task> Drop for DeadlinePool<T> {
     }
 }
 
-fn worker_loop<T: Task>(w: &Worker<T>, spin: Duration, late: &AtomicU64) {
+fn worker_loop<T: Task>(w: &Worker<T>, spin: Duration, late: &AtomicU64, skipped: &AtomicU64) {
     loop {
         if !spin.is_zero() {
             let start = Instant::now();
@@ -197,6 +200,16 @@ fn worker_loop<T: Task>(w: &Worker<T>, spin: Duration, late: &AtomicU64) {
             }
             s.has_job = false;
             w.pending.store(false, Ordering::Relaxed);
+            if s.abandoned {
+                // The caller's deadline passed before this worker started: the answer
+                // could only be discarded, so the work is not done at all.
+                s.abandoned = false;
+                skipped.fetch_add(1, Ordering::Relaxed);
+                w.busy.store(false, Ordering::Release);
+                drop(s);
+                w.done.notify();
+                continue;
+            }
             std::mem::take(&mut s.task)
         };
         let out = task.run();
@@ -245,7 +258,14 @@ mod tests {
     #[test]
     fn returns_result_before_deadline() {
         let clock = ManualClock::new();
-        let pool = DeadlinePool::<Gate>::new("t", 1, Duration::ZERO, Default::default()).unwrap();
+        let pool = DeadlinePool::<Gate>::new(
+            "t",
+            1,
+            Duration::ZERO,
+            Default::default(),
+            Default::default(),
+        )
+        .unwrap();
         assert_eq!(pool.run(&*clock, 100, |_| {}), Ok(7));
         assert_eq!(pool.busy(), 0);
     }
@@ -254,8 +274,16 @@ mod tests {
     fn stalled_task_times_out_and_saturates() {
         let clock = ManualClock::new();
         let late = Arc::new(AtomicU64::new(0));
-        let pool =
-            Arc::new(DeadlinePool::<Gate>::new("t", 1, Duration::ZERO, Arc::clone(&late)).unwrap());
+        let pool = Arc::new(
+            DeadlinePool::<Gate>::new(
+                "t",
+                1,
+                Duration::ZERO,
+                Arc::clone(&late),
+                Default::default(),
+            )
+            .unwrap(),
+        );
         let (started_tx, started_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel();
         let release_rx = Arc::new(Mutex::new(release_rx));
@@ -278,5 +306,47 @@ mod tests {
         }
         assert_eq!(late.load(Ordering::Relaxed), 1);
         assert_eq!(pool.run(&*clock, 5_000, |_| {}), Ok(7));
+    }
+
+    /// A job whose caller gave up before any worker started it is skipped, not run.
+    #[test]
+    fn job_abandoned_before_it_starts_is_skipped() {
+        let clock = ManualClock::new();
+        let (late, skipped) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+        let pool = Arc::new(
+            DeadlinePool::<Gate>::new(
+                "t",
+                1,
+                Duration::ZERO,
+                Arc::clone(&late),
+                Arc::clone(&skipped),
+            )
+            .unwrap(),
+        );
+        // The state a caller leaves when its deadline passed before the worker took the
+        // job (claimed, filled, then marked abandoned), set under the slot lock so the
+        // worker cannot take it half-way.
+        let w = Arc::clone(&pool.workers[0]);
+        let (started_tx, started_rx) = mpsc::channel();
+        assert!(w
+            .busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok());
+        {
+            let mut s = w.slot.lock();
+            s.task.started = Some(started_tx);
+            s.has_job = true;
+            s.abandoned = true;
+        }
+        w.pending.store(true, Ordering::Release);
+        w.work_cv.notify_one();
+        while pool.busy() != 0 {
+            std::thread::yield_now();
+        }
+        assert!(started_rx.try_recv().is_err(), "the abandoned job ran");
+        assert_eq!(skipped.load(Ordering::Relaxed), 1);
+        assert_eq!(late.load(Ordering::Relaxed), 0);
+        assert_eq!(pool.run(&*clock, 5_000, |_| {}), Ok(7));
+        drop(w);
     }
 }

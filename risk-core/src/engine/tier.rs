@@ -62,6 +62,24 @@ pub(crate) fn guarded_batch(
     }
 }
 
+/// [`guarded_batch`] through `scorer.score_batch_within(txns, budget, out)`; a
+/// cancellation is [`Failure::Cancelled`].
+pub(crate) fn guarded_batch_within(
+    scorer: &dyn Scorer,
+    txns: &[&Transaction],
+    budget: std::time::Duration,
+    out: &mut Vec<Score>,
+) -> Result<(), Failure> {
+    match catch_unwind(AssertUnwindSafe(|| {
+        scorer.score_batch_within(txns, budget, out)
+    })) {
+        Ok(Ok(())) if out.len() == txns.len() => Ok(()),
+        Ok(Err(ScoreError::Cancelled)) => Err(Failure::Cancelled),
+        Ok(Ok(())) | Ok(Err(_)) => Err(Failure::Error),
+        Err(_) => Err(Failure::Panic),
+    }
+}
+
 /// Calls `scorer.score_within(txn, budget)` with panics caught and the score validated.
 pub(crate) fn guarded_score_within(
     scorer: &dyn Scorer,
@@ -97,6 +115,8 @@ pub(crate) struct FastTier {
     pub pool: Option<DeadlinePool<FastTask>>,
     pub circuit: Circuit,
     pub deadline: Nanos,
+    /// Calls skipped because the deadline had passed ([`MetricsSnapshot::fast_skipped`](crate::MetricsSnapshot)).
+    pub skipped: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for FastTier {
@@ -122,6 +142,13 @@ impl FastTier {
         now: Nanos,
         until: Nanos,
     ) -> (Result<Score, FallbackCause>, Nanos) {
+        if now >= until {
+            // The rule stage used up the deadline: calling the tier could only produce a
+            // discarded answer. Says nothing about the model's health (no permit taken).
+            self.skipped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return (Err(FallbackCause::Timeout), now);
+        }
         let permit = self.circuit.acquire(now);
         if permit == Permit::Denied {
             return (Err(FallbackCause::CircuitOpen), now);

@@ -136,6 +136,15 @@ impl Emitter {
                     }
                 }
             }
+            TExpr::CatCmp(op, pair) => {
+                // Three tables: [slot a, slot b, common], then each side's map (the `Op`
+                // stays 12 bytes).
+                let header = [pair.a.0 as f32, pair.b.0 as f32, pair.common as f32];
+                let at = self.set(&header);
+                self.set(&pair.map_a);
+                self.set(&pair.map_b);
+                self.push(Op::CatCmp { op: *op, pair: at }, d, m, 1);
+            }
             TExpr::Neg(a) => {
                 self.emit(a, d, m);
                 self.push(Op::Neg, d, m, 0);

@@ -9,8 +9,19 @@ pub mod file;
 use crate::error::{err, ErrorKind, Result, Span};
 use crate::lexer::{Tok, Token};
 
-/// Nesting limit, enforced while parsing (before any recursion can blow the stack).
+/// Nesting limit (parentheses, unary operators, calls, lists), enforced while parsing
+/// (before any recursion can blow the stack).
 pub const MAX_DEPTH: usize = 64;
+
+/// Height limit of an expression tree, enforced while parsing. A chain of binary
+/// operators (`a + a + ... + a`) nests no parentheses but builds a tree as tall as the
+/// chain, and every later pass (checker, compiler, interpreter, `Drop`) recurses over
+/// it: bounding the height here bounds them all. 256 levels cost a few hundred bytes of
+/// stack each, well inside a JVM or Go thread's stack; longer lists belong in `in [...]`.
+pub const MAX_TREE_DEPTH: usize = 256;
+
+/// A parsed expression with the height of its tree.
+type Node = (Expr, usize);
 
 /// Binary operators.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,7 +174,17 @@ impl<'t> Parser<'t> {
 
     /// Parses one expression.
     pub(crate) fn expr(&mut self) -> Result<Expr> {
-        self.binary(0, 0)
+        Ok(self.binary(0, 0)?.0)
+    }
+
+    /// The node `kind` over children of heights `a` and `b`, refused past
+    /// [`MAX_TREE_DEPTH`] at `at` (the operator that crossed the limit).
+    fn join(kind: ExprKind, span: Span, a: usize, b: usize, at: Span) -> Result<Node> {
+        let h = 1 + a.max(b);
+        if h > MAX_TREE_DEPTH {
+            return err(ErrorKind::TooDeep(MAX_TREE_DEPTH), at);
+        }
+        Ok((Expr { kind, span }, h))
     }
 
     fn binop(&self) -> Option<(BinOp, u8)> {
@@ -188,58 +209,51 @@ impl<'t> Parser<'t> {
         })
     }
 
-    fn binary(&mut self, min_prec: u8, depth: usize) -> Result<Expr> {
+    fn binary(&mut self, min_prec: u8, depth: usize) -> Result<Node> {
         if depth > MAX_DEPTH {
             return err(ErrorKind::TooDeep(MAX_DEPTH), self.peek().span);
         }
-        let mut lhs = self.unary(depth + 1)?;
+        let (mut lhs, mut h) = self.unary(depth + 1)?;
         loop {
             // `in` binds like a comparison.
             if self.at_ident("in") && 4 > min_prec {
-                self.next();
-                let rhs = self.binary(4, depth + 1)?;
+                let at = self.next().span;
+                let (rhs, rh) = self.binary(4, depth + 1)?;
                 let span = lhs.span.to(rhs.span);
-                lhs = Expr {
-                    kind: ExprKind::In(Box::new(lhs), Box::new(rhs)),
-                    span,
-                };
+                let kind = ExprKind::In(Box::new(lhs), Box::new(rhs));
+                (lhs, h) = Self::join(kind, span, h, rh, at)?;
                 continue;
             }
             let Some((op, prec)) = self.binop() else {
-                return Ok(lhs);
+                return Ok((lhs, h));
             };
             if prec <= min_prec {
-                return Ok(lhs);
+                return Ok((lhs, h));
             }
-            self.next();
-            let rhs = self.binary(prec, depth + 1)?;
+            let at = self.next().span;
+            let (rhs, rh) = self.binary(prec, depth + 1)?;
             let span = lhs.span.to(rhs.span);
-            lhs = Expr {
-                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
-                span,
-            };
+            let kind = ExprKind::Binary(op, Box::new(lhs), Box::new(rhs));
+            (lhs, h) = Self::join(kind, span, h, rh, at)?;
         }
     }
 
-    fn unary(&mut self, depth: usize) -> Result<Expr> {
+    fn unary(&mut self, depth: usize) -> Result<Node> {
         if depth > MAX_DEPTH {
             return err(ErrorKind::TooDeep(MAX_DEPTH), self.peek().span);
         }
         for (p, op) in [("!", UnOp::Not), ("-", UnOp::Neg)] {
             if self.at_punct(p) {
                 let start = self.next().span;
-                let e = self.unary(depth + 1)?;
+                let (e, h) = self.unary(depth + 1)?;
                 let span = start.to(e.span);
-                return Ok(Expr {
-                    kind: ExprKind::Unary(op, Box::new(e)),
-                    span,
-                });
+                return Self::join(ExprKind::Unary(op, Box::new(e)), span, h, 0, start);
             }
         }
         self.primary(depth)
     }
 
-    fn primary(&mut self, depth: usize) -> Result<Expr> {
+    fn primary(&mut self, depth: usize) -> Result<Node> {
         let t = self.next();
         let kind = match t.tok {
             Tok::Num(n) => ExprKind::Num(n),
@@ -258,28 +272,22 @@ impl<'t> Parser<'t> {
             Tok::Ident(name) => {
                 if self.at_punct("(") {
                     self.next();
-                    let (args, end) = self.list_items(")", depth)?;
-                    return Ok(Expr {
-                        kind: ExprKind::Call(name, args),
-                        span: t.span.to(end),
-                    });
+                    let (args, h, end) = self.list_items(")", depth)?;
+                    let kind = ExprKind::Call(name, args);
+                    return Self::join(kind, t.span.to(end), h, 0, t.span);
                 }
                 ExprKind::Ident(name)
             }
             Tok::Punct("(") => {
-                let e = self.binary(0, depth + 1)?;
+                // Parentheses add no node: the height is the inner expression's.
+                let (e, h) = self.binary(0, depth + 1)?;
                 let end = self.expect_punct(")")?;
-                return Ok(Expr {
-                    kind: e.kind,
-                    span: t.span.to(end),
-                });
+                let span = t.span.to(end);
+                return Ok((Expr { kind: e.kind, span }, h));
             }
             Tok::Punct("[") => {
-                let (items, end) = self.list_items("]", depth)?;
-                return Ok(Expr {
-                    kind: ExprKind::List(items),
-                    span: t.span.to(end),
-                });
+                let (items, h, end) = self.list_items("]", depth)?;
+                return Self::join(ExprKind::List(items), t.span.to(end), h, 0, t.span);
             }
             other => {
                 return err(
@@ -291,26 +299,34 @@ impl<'t> Parser<'t> {
                 )
             }
         };
-        Ok(Expr { kind, span: t.span })
+        Ok((Expr { kind, span: t.span }, 1))
     }
 
-    /// Comma-separated expressions up to `close` (already past the opener).
-    fn list_items(&mut self, close: &'static str, depth: usize) -> Result<(Vec<Expr>, Span)> {
+    /// Comma-separated expressions up to `close` (already past the opener), with the
+    /// tallest item's height.
+    fn list_items(
+        &mut self,
+        close: &'static str,
+        depth: usize,
+    ) -> Result<(Vec<Expr>, usize, Span)> {
         let mut items = Vec::new();
+        let mut h = 0;
         if self.at_punct(close) {
-            return Ok((items, self.next().span));
+            return Ok((items, h, self.next().span));
         }
         loop {
-            items.push(self.binary(0, depth + 1)?);
+            let (e, eh) = self.binary(0, depth + 1)?;
+            items.push(e);
+            h = h.max(eh);
             if self.at_punct(",") {
                 self.next();
                 if self.at_punct(close) {
-                    return Ok((items, self.next().span));
+                    return Ok((items, h, self.next().span));
                 }
                 continue;
             }
             if self.at_punct(close) {
-                return Ok((items, self.next().span));
+                return Ok((items, h, self.next().span));
             }
             return self.expected(&format!("`,` or `{close}`"));
         }
@@ -383,5 +399,15 @@ mod tests {
         assert_eq!(e(&deep).kind, ErrorKind::TooDeep(MAX_DEPTH));
         let nots = "!".repeat(500) + "a";
         assert_eq!(e(&nots).kind, ErrorKind::TooDeep(MAX_DEPTH));
+        // A chain of binary operators nests no parentheses but builds a tree as tall as
+        // the chain: refused at the operator that crosses the limit.
+        let ok = vec!["a"; MAX_TREE_DEPTH].join(" + ");
+        assert!(parse_expr(&lex(&ok).unwrap()).is_ok());
+        let long = vec!["a"; MAX_TREE_DEPTH + 1].join(" + ");
+        let err = e(&long);
+        assert_eq!(err.kind, ErrorKind::TooDeep(MAX_TREE_DEPTH));
+        assert_eq!(err.span.start, long.rfind('+').unwrap());
+        let ors = vec!["x == 1"; 300].join(" || ");
+        assert_eq!(e(&ors).kind, ErrorKind::TooDeep(MAX_TREE_DEPTH));
     }
 }

@@ -27,6 +27,15 @@ pub enum Op {
         /// Set index.
         set: u32,
     },
+    /// Push `x[a] op x[b]` for two categorical fields by value
+    /// ([`CatPair`](crate::checker::CatPair)): `sets[pair]` is `[a, b, common]`,
+    /// `sets[pair + 1]` and `sets[pair + 2]` the two maps.
+    CatCmp {
+        /// `Eq` or `Ne`.
+        op: Cmp,
+        /// First of the three tables.
+        pair: u32,
+    },
     /// Pop b, a; push `a op b`.
     Cmp(Cmp),
     /// Replace the top with `top in set`.
@@ -170,6 +179,19 @@ pub fn run(
             }
             Op::InK { slot, set } => {
                 st[sp] = b(contains(&sets[set as usize], x[slot as usize]));
+                sp += 1;
+            }
+            Op::CatCmp { op, pair } => {
+                let p = pair as usize;
+                let h = &sets[p];
+                st[sp] = b(crate::checker::cat_cmp(
+                    op,
+                    x[h[0] as usize],
+                    x[h[1] as usize],
+                    &sets[p + 1],
+                    &sets[p + 2],
+                    h[2] as u32,
+                ));
                 sp += 1;
             }
             Op::Cmp(op) => {
