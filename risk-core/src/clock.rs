@@ -9,7 +9,7 @@
 
 use parking_lot::{Condvar, Mutex};
 use std::fmt;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
@@ -191,6 +191,8 @@ pub struct ManualClock {
     now: AtomicU64,
     /// Wall-clock time at `now == 0` (ms since the epoch); 0: the system's wall clock.
     unix_origin_ms: AtomicI64,
+    /// Threads inside [`Clock::wait`] now.
+    waiting: AtomicUsize,
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
 
@@ -212,6 +214,12 @@ impl ManualClock {
     pub fn advance(&self, d: Duration) {
         self.now.fetch_add(nanos(d), Ordering::SeqCst);
         self.wake_all();
+    }
+
+    /// Threads blocked in [`Clock::wait`] on this clock right now: lets a test proceed
+    /// once the threads it expects are waiting (an event, not a sleep).
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
     }
 
     /// Pins the wall clock: [`Clock::unix_ms`] is `origin_ms` plus the manual time.
@@ -255,7 +263,9 @@ impl Clock for ManualClock {
         if self.now() >= deadline {
             return;
         }
+        self.waiting.fetch_add(1, Ordering::SeqCst);
         signal.wait_changed(seen, None);
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
     }
 
     fn unix_ms(&self) -> i64 {

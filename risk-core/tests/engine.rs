@@ -65,12 +65,13 @@ fn blocking_scorer_with_the_real_clock_returns_by_the_deadline() {
     let took = start.elapsed();
     assert_eq!(d.fallback, Some(FallbackCause::Timeout));
     assert_eq!((d.tier, d.action), (Tier::Rules, Action::Approve));
+    // Returning before the deadline is a bug whatever the machine's load; how much later
+    // it returns is the machine's, measured in benches (no wall-clock ceiling here). The
+    // scorer blocks for ever: that the call returned at all is the point.
     assert!(
         took >= Duration::from_millis(15),
         "returned before the deadline: {took:?}"
     );
-    // The scorer would block for ever; the call came back at the deadline, not later.
-    assert!(took < Duration::from_millis(500), "took {took:?}");
     fast.release(1);
 }
 
@@ -358,7 +359,10 @@ fn decide_batch_and_async_agree_with_decide() {
     for latency in [Latency::Bounded, Latency::Unbounded] {
         let fast = Scripted::new(Act::Value(0.1), latency);
         *fast.by_entity.lock() = vec![(2, 0.5), (3, 0.95), (4, f32::NAN)];
+        // A manual clock that never moves: no path can time out on a busy machine, so
+        // the three paths must agree exactly.
         let e = Engine::builder(s.clone())
+            .clock(ManualClock::new())
             .rules(rules(0.4))
             .fast(fast)
             .circuit(lenient_circuit())

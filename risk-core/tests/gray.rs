@@ -215,20 +215,44 @@ fn scores_outside_the_band_and_hard_rules_do_not_escalate() {
 
 #[test]
 fn shutdown_drains_or_abandons_and_reports() {
-    // Drain: a healthy deep tier finishes everything queued.
+    // Drain: a deep tier that finishes everything queued. It is held until shutdown is
+    // waiting in its drain (two threads waiting on the manual clock: the dispatcher for
+    // its batch, shutdown for the queue), so every verdict comes during the drain and the
+    // report is exact.
     let clock = ManualClock::new();
-    let deep = Scripted::new(Act::Value(0.4), Latency::Unbounded);
-    let e = gray_engine(clock.clone(), Arc::new(ConstantScorer::new(0.5)), deep, 64);
+    let deep = Scripted::new(Act::Block, Latency::Unbounded);
+    let e = gray_engine(
+        clock.clone(),
+        Arc::new(ConstantScorer::new(0.5)),
+        deep.clone(),
+        64,
+    );
     let s = e.schema().clone();
-    for i in 0..20 {
+    for i in 1..=20 {
         e.decide(&txn(&s, i, i)).unwrap();
     }
-    let r = e.shutdown(Shutdown::Drain {
-        timeout: Duration::from_secs(1),
+    deep.wait_started();
+    assert_eq!(e.metrics().gray.completed, 0);
+    let e2 = e.clone();
+    let h = std::thread::spawn(move || {
+        e2.shutdown(Shutdown::Drain {
+            timeout: Duration::from_secs(1),
+        })
     });
-    assert_eq!(r.abandoned, 0);
+    while clock.waiting() < 2 {
+        std::thread::yield_now();
+    }
+    // Batches of 8, 8 and 4; a blocking batch blocks once more for its first item.
+    deep.release(9 + 9 + 5);
+    let r = h.join().unwrap();
+    assert_eq!(
+        r,
+        ShutdownReport {
+            drained: 20,
+            abandoned: 0
+        }
+    );
     assert_eq!(e.metrics().gray.completed, 20);
-    assert!(r.drained <= 20);
     assert!(matches!(
         e.decide(&txn(&s, 99, 1)),
         Err(DecideError::ShutDown)
