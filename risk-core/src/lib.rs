@@ -62,7 +62,7 @@ pub use engine::{
     CircuitConfig, CircuitState, DecisionFuture, Engine, EngineBuilder, VerdictCallback,
 };
 pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
-pub use metrics::{GrayStats, LatencySummary, MetricsSnapshot};
+pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};
 pub use policy::Policy;
 pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
 pub use scorer::{Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
