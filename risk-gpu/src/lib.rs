@@ -12,7 +12,7 @@
 //! returns [`DeviceError::NotCompiled`] so `cfg` lives in this one place.
 //! [`register`] adds the `xgboost` and `onnx` scorer kinds to a `risk.toml` registry.
 #![deny(missing_docs)]
-// `unsafe` only for intrinsics (`trees::bytes`: AVX2/BMI2, `trees::simd`: AVX-512, a
+// `unsafe` only for intrinsics (`trees::bytes`: AVX2/BMI2, `trees::avx512`: AVX-512, a
 // prefetch in `trees::shap_table`), one SAFETY comment per block.
 #![deny(unsafe_code)]
 

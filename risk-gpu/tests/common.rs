@@ -59,3 +59,37 @@ pub fn onnxruntime() -> PathBuf {
     );
     p
 }
+
+/// Whether the scoring kernel `name` (`risk_gpu::trees::KERNELS`) can run on this CPU,
+/// announced on stderr either way. `RISK_REQUIRE_KERNELS` (comma-separated kernel names;
+/// CI sets it from the CPU's flags) makes a kernel mandatory: a required kernel that
+/// cannot run here, or an unknown name in the list, fails the test instead of letting it
+/// pass on the scalar path alone.
+pub fn kernel_runs(name: &str, test: &str) -> bool {
+    use risk_gpu::trees::{kernel_available, KERNELS};
+    let list = std::env::var("RISK_REQUIRE_KERNELS").unwrap_or_default();
+    let required: Vec<&str> = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    for r in &required {
+        assert!(
+            kernel_available(r).is_some(),
+            "RISK_REQUIRE_KERNELS={list:?} names {r:?}, not a kernel (known: {KERNELS:?})"
+        );
+    }
+    let runs = kernel_available(name).unwrap_or_else(|| panic!("{name:?} is not a kernel"));
+    if runs {
+        eprintln!("{test}: kernel {name} runs on this CPU");
+    } else {
+        assert!(
+            !required.contains(&name),
+            "{test}: RISK_REQUIRE_KERNELS={list:?} requires {name}, which this CPU cannot run"
+        );
+        eprintln!(
+            "{test}: kernel {name} could NOT run here (CPU lacks it; not in RISK_REQUIRE_KERNELS={list:?}): only the scalar path was checked"
+        );
+    }
+    runs
+}

@@ -4,6 +4,7 @@
 mod common;
 mod config_file;
 mod llm;
+mod llm_limits;
 mod onnx;
 mod quant;
 mod trees;

@@ -231,21 +231,21 @@ mod deep;
 
 /// Hugging Face layout: `config.json` + safetensors with random weights, compared with
 /// candle-transformers' `llama` (rotate-half RoPE, Llama-3 frequency scaling).
-mod safetensors {
+pub(crate) mod safetensors {
     use super::max_rel;
     use candle_core::{DType, Device, Tensor};
     use risk_gpu::llm::{KvCache, Llama, LlmError};
     use std::collections::HashMap;
     use std::path::PathBuf;
 
-    const HIDDEN: usize = 64;
-    const HEADS: usize = 4;
+    pub(crate) const HIDDEN: usize = 64;
+    pub(crate) const HEADS: usize = 4;
     const KV: usize = 2;
     const INTER: usize = 96;
     const LAYERS: usize = 2;
     const VOCAB: usize = 120;
 
-    fn config(tied: bool, scaling: bool) -> String {
+    pub(crate) fn config(tied: bool, scaling: bool) -> String {
         let rope = if scaling {
             r#""rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 64, "rope_type": "llama3"},"#
         } else {
@@ -259,7 +259,7 @@ mod safetensors {
         )
     }
 
-    fn weights(tied: bool) -> HashMap<String, Tensor> {
+    pub(crate) fn weights(tied: bool) -> HashMap<String, Tensor> {
         let dev = Device::Cpu;
         let r = |shape: &[usize], s: f32| {
             (Tensor::randn(0f32, 1.0, shape, &dev).unwrap() * s as f64).unwrap()
@@ -290,7 +290,11 @@ mod safetensors {
         m
     }
 
-    fn write(name: &str, tied: bool, scaling: bool) -> (PathBuf, HashMap<String, Tensor>) {
+    pub(crate) fn write(
+        name: &str,
+        tied: bool,
+        scaling: bool,
+    ) -> (PathBuf, HashMap<String, Tensor>) {
         let dir = std::env::temp_dir().join(format!("risk-hf-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("config.json"), config(tied, scaling)).unwrap();

@@ -15,6 +15,14 @@ fn probabilities_equal_xgboost_on_every_test_row() {
     let r = reference();
     let m = model();
     assert!(m.is_padded());
+    kernel_runs(
+        "avx2-bytes",
+        "probabilities_equal_xgboost_on_every_test_row",
+    );
+    eprintln!(
+        "probabilities_equal_xgboost_on_every_test_row: kernel {} ran",
+        m.kernel()
+    );
     #[cfg(target_arch = "x86_64")]
     assert_eq!(
         m.kernel(),
@@ -175,9 +183,23 @@ fn risk_toml_builds_the_xgboost_tier() {
     assert_eq!(err.key(), Some("fast.scorer"));
 }
 
+/// Thresholds with ties and signed zeros (few distinct values: the byte kernel's case).
+const POOL: [f64; 10] = [-0.0, 0.0, 1.0, -1.0, 0.5, 2.5, 100.0, -3.25, 1e-3, 7.0];
+
 /// Random XGBoost JSON trees (depth up to `depth`, early leaves, features 0..`nf`,
-/// thresholds from a pool with ties and signed zeros, both missing directions).
+/// thresholds from [`POOL`], both missing directions).
 fn synthetic_model(n_trees: usize, depth: usize, nf: usize, seed: u64) -> XgbModel {
+    synthetic_model_with(n_trees, depth, nf, seed, &POOL)
+}
+
+/// [`synthetic_model`] with thresholds drawn from `pool`.
+fn synthetic_model_with(
+    n_trees: usize,
+    depth: usize,
+    nf: usize,
+    seed: u64,
+    pool: &[f64],
+) -> XgbModel {
     let mut s = seed;
     let mut next = move |n: u64| {
         s ^= s << 13;
@@ -185,7 +207,6 @@ fn synthetic_model(n_trees: usize, depth: usize, nf: usize, seed: u64) -> XgbMod
         s ^= s << 17;
         s % n
     };
-    let pool = [-0.0f64, 0.0, 1.0, -1.0, 0.5, 2.5, 100.0, -3.25, 1e-3, 7.0];
     let mut trees = Vec::new();
     for id in 0..n_trees {
         let (mut l, mut r, mut f, mut c, mut d) = (vec![], vec![], vec![], vec![], vec![]);
@@ -248,6 +269,10 @@ fn synthetic_model(n_trees: usize, depth: usize, nf: usize, seed: u64) -> XgbMod
 /// kernel, the scalar traversal and the plain walk give the same margins.
 #[test]
 fn simd_kernels_equal_the_walk_on_synthetic_models() {
+    let bytes = kernel_runs(
+        "avx2-bytes",
+        "simd_kernels_equal_the_walk_on_synthetic_models",
+    );
     for (case, &(trees, depth, nf)) in [
         (37, 3, 3),
         (64, 6, 12),
@@ -261,10 +286,13 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
         let m = synthetic_model(trees, depth, nf, 0x1234_5678 + case as u64);
         assert_eq!(m.ensemble().max_depth(), depth);
         assert!(m.has_shap_tables(), "case {case}");
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if bytes {
             assert_eq!(m.kernel(), "avx2-bytes", "case {case}");
         }
+        eprintln!(
+            "simd_kernels_equal_the_walk_on_synthetic_models: case {case} ran kernel {}",
+            m.kernel()
+        );
         let mut s = 99u64;
         for r in 0..2_000 {
             let x: Vec<f32> = (0..nf)
@@ -300,6 +328,112 @@ fn simd_kernels_equal_the_walk_on_synthetic_models() {
                 assert!(
                     (sum - a).abs() < 1e-4,
                     "case {case} row {r}: SHAP sum {sum} vs {a}"
+                );
+            }
+        }
+    }
+}
+
+/// Models with more distinct thresholds per feature in the top six levels than the byte
+/// kernel's ranks hold (254): it refuses them and the AVX-512 kernel runs them where the
+/// CPU has AVX-512F (top four levels in float lanes, the rest in the scalar traversal),
+/// else the scalar traversal. Margins equal the scalar path bit for bit on rows with
+/// missing values, infinities, signed zeros and values at and next to every threshold.
+#[test]
+fn avx512_kernel_equals_the_scalar_path_on_models_the_byte_kernel_refuses() {
+    let test = "avx512_kernel_equals_the_scalar_path_on_models_the_byte_kernel_refuses";
+    let runs = kernel_runs("avx512-top", test);
+    // 640 distinct thresholds, exact in f32: -40, -39.875, ..., 39.875.
+    let pool: Vec<f64> = (0..640).map(|k| k as f64 / 8.0 - 40.0).collect();
+    // Depth below, at and past the kernel's four levels; tree counts not a multiple of
+    // sixteen; up to the kernel's 32 features and close to its 1,024 trees.
+    for (case, &(trees, depth, nf)) in [(300, 3, 2), (201, 6, 5), (1000, 9, 32)].iter().enumerate()
+    {
+        let m = synthetic_model_with(trees, depth, nf, 0xa5a5 + case as u64, &pool);
+        assert_eq!(m.ensemble().max_depth(), depth, "case {case}");
+        // Distinct thresholds per feature among the top six levels' splits.
+        let mut per_feature = vec![std::collections::BTreeSet::new(); nf];
+        for t in &m.ensemble().trees {
+            let mut stack = vec![(0usize, 0usize)];
+            while let Some((i, d)) = stack.pop() {
+                let n = &t.nodes[i];
+                if n.is_leaf() || d >= 6 {
+                    continue;
+                }
+                per_feature[n.feature as usize].insert(n.threshold.to_bits());
+                stack.push((n.left as usize, d + 1));
+                stack.push((n.right as usize, d + 1));
+            }
+        }
+        let most = per_feature.iter().map(|s| s.len()).max().unwrap();
+        assert!(most > 254, "case {case}: only {most} distinct thresholds");
+        assert_ne!(
+            m.kernel(),
+            "avx2-bytes",
+            "case {case}: the byte kernel must refuse"
+        );
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            assert_eq!(m.kernel(), "avx512-top", "case {case}");
+        }
+        assert_eq!(
+            m.kernel(),
+            if runs { "avx512-top" } else { "scalar" },
+            "case {case}"
+        );
+        eprintln!("{test}: case {case} ran kernel {}", m.kernel());
+        let mut s = 7u64;
+        let mut next = move |n: u64| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (s >> 33) % n
+        };
+        let rows: Vec<Vec<f32>> = (0..3_000)
+            .map(|_| {
+                (0..nf)
+                    .map(|_| {
+                        let t = pool[next(pool.len() as u64) as usize] as f32;
+                        match next(12) {
+                            0 => f32::NAN,
+                            1 => f32::INFINITY,
+                            2 => f32::NEG_INFINITY,
+                            3 => -0.0,
+                            4 => t,
+                            5 => t.next_up(),
+                            6 => t.next_down(),
+                            _ => (next(100_000) as f32 / 1000.0) - 50.0,
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        for (r, x) in rows.iter().enumerate() {
+            let (a, b) = (m.margin(x), m.margin_scalar(x));
+            assert_eq!(
+                a.to_bits(),
+                b.to_bits(),
+                "case {case} row {r}: {a} vs {b}, {x:?}"
+            );
+            let w = m.ensemble().margin_walk(x);
+            assert!((a - w).abs() < 1e-9, "case {case} row {r}: {a} vs walk {w}");
+        }
+        // The batch path picks the same kernel.
+        let refs: Vec<&[f32]> = rows.iter().map(|r| r.as_slice()).collect();
+        let mut out = vec![0f32; refs.len()];
+        m.predict_batch(&refs, &mut out);
+        for (r, (x, p)) in refs.iter().zip(&out).enumerate() {
+            assert_eq!(m.predict(x).to_bits(), p.to_bits(), "case {case} row {r}");
+        }
+        // TreeSHAP (no byte ranks: the state pass) still equals the recursion.
+        for x in rows.iter().step_by(100) {
+            let (mut t, mut rec) = (Vec::new(), Vec::new());
+            m.contributions(x, &mut t);
+            m.contributions_recursive(x, &mut rec);
+            for (p, q) in t.iter().zip(&rec) {
+                assert!(
+                    (p - q).abs() < 1e-5,
+                    "case {case}: tables {p} vs recursive {q}"
                 );
             }
         }

@@ -3,6 +3,8 @@
 //! - [`model`]: the Llama forward on candle-core (GGUF loading, explicit per-request KV
 //!   caches, packed multi-sequence prefill on a shared prefix);
 //! - [`tokenizer`]: from `tokenizer.json` or the GGUF's own metadata;
+//! - [`limits`]: the bounds on every size a model file states, checked before anything
+//!   is allocated from it;
 //! - [`prompt`]: system prompt + per-transaction suffix templates
 //!   (`risk-gpu/prompts/fraud_analyst.txt` is the default);
 //! - [`prefix_cache`]: the shared-prefix KV state store, keyed by prompt tokens, model
@@ -10,6 +12,7 @@
 //! - [`deep`]: [`DeepScorer`], the gray-zone tier scoring by prefill only.
 
 pub mod deep;
+pub mod limits;
 pub mod model;
 pub mod prefix_cache;
 pub mod prompt;

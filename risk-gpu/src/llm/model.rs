@@ -41,6 +41,17 @@ pub enum LlmError {
     /// Quantized weights or a precision plan were refused.
     #[error("quantization: {0}")]
     Quant(#[from] QuantError),
+    /// A size the file states is beyond this loader's bounds ([`super::limits`]);
+    /// refused before anything is allocated from it.
+    #[error("model file: {key} = {value} is more than the limit of {max}")]
+    TooLarge {
+        /// What the file states (its key).
+        key: String,
+        /// The value stated.
+        value: u64,
+        /// The bound.
+        max: u64,
+    },
 }
 
 /// Hyper-parameters.
@@ -404,6 +415,7 @@ impl Llama {
             path: p.display().to_string(),
             message: e.to_string(),
         };
+        super::limits::check_gguf_file(p)?;
         let mut f = std::io::BufReader::new(std::fs::File::open(p).map_err(io)?);
         let c = gguf_file::Content::read(&mut f)
             .map_err(|e| LlmError::Format(format!("{}: {e}", p.display())))?;
@@ -424,6 +436,44 @@ impl Llama {
                 "inconsistent heads: hidden {hidden}, heads {heads}, kv heads {kv_heads}"
             )));
         }
+        // Every size is read and bounded, and every tensor's shape checked against them,
+        // before any tensor is read.
+        let vocab = match c.tensor_infos.get("token_embd.weight") {
+            Some(t) => t.shape.dims().first().copied().unwrap_or(0),
+            None => return Err(LlmError::Format("tensor token_embd.weight missing".into())),
+        };
+        if let Some(v) = c.metadata.get("llama.vocab_size") {
+            let stated = v.to_u64().map_err(|e| LlmError::Format(e.to_string()))?;
+            if stated != vocab as u64 {
+                return Err(LlmError::Format(format!(
+                    "llama.vocab_size is {stated}, token_embd.weight has {vocab} rows"
+                )));
+            }
+        }
+        let layers = md_u(&c, "llama.block_count")?;
+        let rope_theta = md(&c, "llama.rope.freq_base")
+            .and_then(|v| v.to_f32().map_err(|e| LlmError::Format(e.to_string())))
+            .unwrap_or(10_000.0);
+        let rms_eps = md(&c, "llama.attention.layer_norm_rms_epsilon")?
+            .to_f32()
+            .map_err(|e| LlmError::Format(e.to_string()))? as f64;
+        let max_positions = md_u(&c, "llama.context_length").unwrap_or(2048);
+        let intermediate = md_u(&c, "llama.feed_forward_length")?;
+        let cfg = LlamaConfig {
+            vocab,
+            hidden,
+            intermediate,
+            layers,
+            heads,
+            kv_heads,
+            head_dim: hidden / heads,
+            rope_theta,
+            rope_scaling: None,
+            rms_eps,
+            max_positions,
+        };
+        super::limits::check_config(&cfg, &super::limits::GGUF_KEYS)?;
+        super::limits::check_gguf_shapes(&c, &cfg)?;
         let mut tensor = |name: &str| -> Result<Tensor, LlmError> {
             let q = c
                 .tensor(&mut f, name, device)
@@ -431,8 +481,6 @@ impl Llama {
             Ok(q.dequantize(device)?.to_dtype(DType::F32)?)
         };
         let embed = tensor("token_embd.weight")?;
-        let (vocab, _) = embed.dims2()?;
-        let layers = md_u(&c, "llama.block_count")?;
         let mut blocks = Vec::with_capacity(layers);
         for i in 0..layers {
             let b = |n: &str| format!("blk.{i}.{n}.weight");
@@ -463,27 +511,6 @@ impl Llama {
             )
         } else {
             None
-        };
-        let rope_theta = md(&c, "llama.rope.freq_base")
-            .and_then(|v| v.to_f32().map_err(|e| LlmError::Format(e.to_string())))
-            .unwrap_or(10_000.0);
-        let rms_eps = md(&c, "llama.attention.layer_norm_rms_epsilon")?
-            .to_f32()
-            .map_err(|e| LlmError::Format(e.to_string()))? as f64;
-        let max_positions = md_u(&c, "llama.context_length").unwrap_or(2048);
-        let intermediate = md_u(&c, "llama.feed_forward_length")?;
-        let cfg = LlamaConfig {
-            vocab,
-            hidden,
-            intermediate,
-            layers,
-            heads,
-            kv_heads,
-            head_dim: hidden / heads,
-            rope_theta,
-            rope_scaling: None,
-            rms_eps,
-            max_positions,
         };
         let name = md(&c, "general.name")
             .ok()
@@ -594,6 +621,7 @@ impl Llama {
                 "max_position_embeddings",
             )?,
         };
+        super::limits::check_config(&cfg, &super::limits::HF_KEYS)?;
         let tied = j
             .get("tie_word_embeddings")
             .and_then(|v| v.as_bool())
@@ -666,7 +694,18 @@ impl Llama {
          -> Result<QLinear, LlmError> {
             if let Some(w) = crate::quant::checkpoint::take_awq(all, name, group_hint)? {
                 let w = match rope {
-                    Some(h) => w.permute_rows(&interleave_perm(h, head_dim)),
+                    Some(h) => {
+                        // The permutation indexes rows: the shape first.
+                        if [w.out, w.inp] != [h * head_dim, hidden] {
+                            return Err(LlmError::Format(format!(
+                                "tensor {name}.qweight holds a [{}, {}] matrix, the config implies {:?}",
+                                w.out,
+                                w.inp,
+                                [h * head_dim, hidden]
+                            )));
+                        }
+                        w.permute_rows(&interleave_perm(h, head_dim))
+                    }
                     None => w,
                 };
                 let p = crate::quant::Precision::AwqInt4 { group: w.group };

@@ -50,21 +50,49 @@ impl LlmTokenizer {
     /// Builds the tokenizer stored in a GGUF file's metadata.
     pub fn from_gguf(path: impl AsRef<Path>) -> Result<Self, LlmError> {
         let p = path.as_ref();
-        let mut f = std::fs::File::open(p).map_err(|e| LlmError::Io {
+        super::limits::check_gguf_file(p)?;
+        let mut f = std::io::BufReader::new(std::fs::File::open(p).map_err(|e| LlmError::Io {
             path: p.display().to_string(),
             message: e.to_string(),
-        })?;
+        })?);
         let c = gguf_file::Content::read(&mut f).map_err(fmt_err)?;
         Self::from_gguf_metadata(&c)
     }
 
-    /// Builds the tokenizer from already-read GGUF metadata.
+    /// Builds the tokenizer from already-read GGUF metadata (at most
+    /// [`MAX_VOCAB`](super::limits::MAX_VOCAB) tokens and merges; `token_type`, when
+    /// present, one per token).
     pub fn from_gguf_metadata(c: &gguf_file::Content) -> Result<Self, LlmError> {
         let get = |k: &str| {
             c.metadata
                 .get(k)
                 .ok_or_else(|| LlmError::Format(format!("metadata key {k:?} missing")))
         };
+        // Array lengths before anything is built from them.
+        let max = super::limits::MAX_VOCAB;
+        let len = |k: &str| match c.metadata.get(k) {
+            Some(gguf_file::Value::Array(a)) => Some(a.len()),
+            _ => None,
+        };
+        for k in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
+            if let Some(n) = len(k).filter(|&n| n > max) {
+                return Err(LlmError::TooLarge {
+                    key: k.into(),
+                    value: n as u64,
+                    max: max as u64,
+                });
+            }
+        }
+        if let (Some(t), Some(k)) = (
+            len("tokenizer.ggml.token_type"),
+            len("tokenizer.ggml.tokens"),
+        ) {
+            if t != k {
+                return Err(LlmError::Format(format!(
+                    "tokenizer.ggml.token_type has {t} entries for {k} tokens"
+                )));
+            }
+        }
         let model = get("tokenizer.ggml.model")?.to_string().map_err(fmt_err)?;
         if model != "gpt2" {
             return Err(LlmError::Format(format!(

@@ -7,6 +7,10 @@ use super::TreeError;
 pub const LEAF: u32 = u32::MAX;
 /// Deepest tree accepted.
 pub const MAX_DEPTH: usize = 64;
+/// How far a child's cover may exceed its parent's (relative) before the tree is refused.
+/// XGBoost's children sum to their parent (non-negative hessians), so a child is never
+/// larger up to rounding; the slack only absorbs rounding.
+pub const COVER_SLACK: f32 = 1e-3;
 
 /// One node. Internal nodes test `x[feature] < threshold` (left if true; a missing value
 /// follows `default_left`); leaves carry `value`.
@@ -48,7 +52,19 @@ pub struct Tree {
 impl Tree {
     /// Validates structure: every node reachable from the root exactly once (no cycles,
     /// no shared children, no orphans), children in range, depth within [`MAX_DEPTH`],
-    /// finite thresholds and leaf values, features in range.
+    /// finite thresholds and leaf values, features in range; and the covers TreeSHAP
+    /// divides by: finite and non-negative everywhere, positive on internal nodes, a
+    /// child's at most its parent's (within [`COVER_SLACK`]).
+    ///
+    /// Why a zero cover on an internal node is refused rather than handled: TreeSHAP
+    /// weights each branch by `cover(child) / cover(node)`, which is 0/0 there, and no
+    /// value of it is exact (XGBoost's own `pred_contribs` divides the same way and
+    /// yields NaN). Training does not write such nodes: a row's hessian under the
+    /// logistic objectives is positive (XGBoost clamps it at 1e-16), and a split whose
+    /// child gets no hessian has zero gain, so it is never made. (Only re-fitting
+    /// statistics on other data, the `refresh` updater, or zero sample weights can leave
+    /// one, and then XGBoost's own explanations are NaN too.) A leaf of zero cover is
+    /// fine (its branch weight is exactly 0) and is accepted.
     pub fn new(nodes: Vec<Node>, tree: usize, num_features: usize) -> Result<Self, TreeError> {
         let bad = |node: usize, reason: String| TreeError::BadTree { tree, node, reason };
         if nodes.is_empty() {
@@ -92,6 +108,17 @@ impl Tree {
                             ));
                         }
                     }
+                    // NaN and negative covers were refused above; this refuses 0.
+                    if nd.cover <= 0.0 {
+                        return Err(bad(
+                            i,
+                            format!(
+                                "internal node has cover {} (TreeSHAP divides by it; it must \
+                                 be positive)",
+                                nd.cover
+                            ),
+                        ));
+                    }
                     if !nd.threshold.is_finite() {
                         return Err(bad(i, format!("threshold {} is not finite", nd.threshold)));
                     }
@@ -114,6 +141,21 @@ impl Tree {
                 0,
                 format!("{} node(s) unreachable from the root", n - visited),
             ));
+        }
+        // A tree now, with finite covers: children against parents.
+        for (i, nd) in nodes.iter().enumerate().filter(|(_, nd)| !nd.is_leaf()) {
+            for c in [nd.left, nd.right] {
+                let cc = nodes[c as usize].cover;
+                if cc > nd.cover * (1.0 + COVER_SLACK) {
+                    return Err(bad(
+                        i,
+                        format!(
+                            "child {c} has cover {cc}, more than its parent's {}",
+                            nd.cover
+                        ),
+                    ));
+                }
+            }
         }
         Ok(Self { nodes, depth })
     }

@@ -12,12 +12,17 @@
 //! A leaf above depth `D` becomes a chain of pass-through nodes (threshold `+inf`,
 //! missing goes left) whose every descendant leaf holds the leaf's value.
 
+use super::avx512::{self, TopLevels};
 use super::bytes::{self, ByteTrees, Split};
 use super::ensemble::{Ensemble, Node, Tree};
-use super::simd::{self, TopLevels};
 
 /// Deepest padded layout built (2^10 leaves per tree); deeper ensembles use the walk.
 pub const MAX_PADDED_DEPTH: usize = 10;
+/// Most padded node slots (`trees · 2^depth`) built: under 300 MB of tables. A padded
+/// tree costs 2^depth slots however few nodes it has, so a small file of many deep,
+/// sparse trees would otherwise allocate far more than its own size; such ensembles use
+/// the walk.
+pub const MAX_PADDED_NODES: usize = 1 << 24;
 const LANES: usize = 8;
 /// Size of the stack buffer for an expanded row (models up to `XX / 2` features take the
 /// bounds-check-free path).
@@ -47,7 +52,7 @@ pub struct Flat {
     /// expanded row fits 256 slots: two plain loads per step, no masks.
     thresholds: Vec<f32>,
     slots8: Vec<u8>,
-    /// The top levels for the AVX-512 kernel ([`simd`]), when the CPU and model allow.
+    /// The top levels for the AVX-512 kernel ([`avx512`]), when the CPU and model allow.
     top: Option<TopLevels>,
     /// The AVX2 byte-lane kernel ([`bytes`]), preferred when the CPU and model allow.
     bytes: Option<ByteTrees>,
@@ -60,10 +65,11 @@ pub struct Flat {
 const MAX_TOP_TREES: usize = 1024;
 
 impl Flat {
-    /// Builds the layout, or `None` if a tree is deeper than [`MAX_PADDED_DEPTH`].
+    /// Builds the layout, or `None` if a tree is deeper than [`MAX_PADDED_DEPTH`] or the
+    /// layout would exceed [`MAX_PADDED_NODES`].
     pub fn new(e: &Ensemble) -> Option<Self> {
         let depth = e.max_depth();
-        if depth > MAX_PADDED_DEPTH {
+        if depth > MAX_PADDED_DEPTH || e.trees.len() << depth > MAX_PADDED_NODES {
             return None;
         }
         let internal = (1usize << depth) - 1;
@@ -273,7 +279,7 @@ impl Flat {
     #[inline]
     fn top_sum<const P: usize>(&self, x: &[f32], xx: &[f32; 256], top: &TopLevels) -> f64 {
         let mut pos = [0u32; P];
-        let mut row = [0f32; simd::MAX_FEATURES];
+        let mut row = [0f32; avx512::MAX_FEATURES];
         row[..self.num_features].copy_from_slice(&x[..self.num_features]);
         top.run(&row, &mut pos);
         self.by_depth(xx, &pos, top.levels())
@@ -412,7 +418,7 @@ impl Flat {
                 return match top.slots() {
                     0..=128 => self.top_sum::<128>(x, &xx, top),
                     129..=512 => self.top_sum::<512>(x, &xx, top),
-                    _ => self.top_sum::<{ MAX_TOP_TREES + simd::LANES }>(x, &xx, top),
+                    _ => self.top_sum::<{ MAX_TOP_TREES + avx512::LANES }>(x, &xx, top),
                 };
             }
             return self.by_depth(&xx, &[], 0);

@@ -8,12 +8,12 @@
 //! transactions scoring at or above `explain_above` get their top SHAP contributions
 //! ([`shap`]) as reason codes.
 
+mod avx512;
 mod bytes;
 pub mod ensemble;
 pub mod flat;
 pub mod shap;
 pub mod shap_table;
-mod simd;
 pub mod xgb_json;
 
 use ensemble::{sigmoid, Ensemble};
@@ -24,6 +24,21 @@ use risk_core::{
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
+
+/// Every scoring kernel [`XgbModel::kernel`] can report.
+pub const KERNELS: [&str; 4] = ["avx2-bytes", "avx512-top", "scalar", "walk"];
+
+/// Whether this CPU can run the kernel `name` (one of [`KERNELS`]; `None` for another
+/// name): `"avx2-bytes"` needs AVX2 and POPCNT, `"avx512-top"` AVX-512F, the others
+/// nothing. A model runs a SIMD kernel only if it also fits that kernel's limits.
+pub fn kernel_available(name: &str) -> Option<bool> {
+    match name {
+        "avx2-bytes" => Some(bytes::available()),
+        "avx512-top" => Some(avx512::available()),
+        "scalar" | "walk" => Some(true),
+        _ => None,
+    }
+}
 
 /// A model file that cannot be used.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -124,7 +139,7 @@ impl XgbModel {
     }
 
     /// Whether the padded fast layout is in use (trees no deeper than
-    /// [`flat::MAX_PADDED_DEPTH`]).
+    /// [`flat::MAX_PADDED_DEPTH`], at most [`flat::MAX_PADDED_NODES`] padded slots).
     pub fn is_padded(&self) -> bool {
         self.flat.is_some()
     }
@@ -169,8 +184,8 @@ impl XgbModel {
     /// The scoring kernel in use: `"avx2-bytes"` (x86-64 with AVX2; at most 32
     /// features, 1,024 trees and 254 distinct thresholds per feature in the top six
     /// levels), `"avx512-top"` (AVX-512F, models the byte kernel refuses; at most 32
-    /// features and 1,024 trees), `"scalar"` (the padded traversal) or `"walk"` (trees
-    /// deeper than [`flat::MAX_PADDED_DEPTH`]).
+    /// features and 1,024 trees), `"scalar"` (the padded traversal) or `"walk"` (no
+    /// padded layout: see [`is_padded`](Self::is_padded)).
     pub fn kernel(&self) -> &'static str {
         self.flat.as_ref().map_or("walk", |f| f.kernel())
     }

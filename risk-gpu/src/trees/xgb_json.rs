@@ -5,9 +5,22 @@
 //! and each tree's `left_children`, `right_children`, `split_indices`, `split_conditions`
 //! (leaf values on leaves), `default_left`, `split_type`, `sum_hessian`. Categorical
 //! splits (`split_type` 1) are rejected with an error naming the tree and node.
+//!
+//! Every count the file states is checked against the others before anything is built
+//! from it, so that a model that loads can score any row of `num_feature` values:
+//! `feature_names` / `feature_types` have `num_feature` entries (names unique);
+//! `gbtree_model_param.num_trees`, `tree_info` and `iteration_indptr` agree with the
+//! number of trees, tree ids are `0..trees`, and `tree_info` names only the one output
+//! group that `num_class` / `num_target` allow; per tree, every per-node array
+//! (`left_children`, `right_children`, `split_indices`, `split_conditions`,
+//! `default_left`, `sum_hessian`, and `split_type`, `base_weights`, `loss_changes`,
+//! `parents` where present) has `tree_param.num_nodes` entries, `tree_param.num_feature`
+//! is the model's, split indices are below `num_feature`, children are in range and form
+//! a tree ([`Tree::new`]), and TreeSHAP's covers are usable (see [`Tree::new`]).
 
 use super::ensemble::{Ensemble, Node, Tree, LEAF};
 use super::TreeError;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 
 /// Largest model file read.
@@ -19,6 +32,8 @@ pub const MAX_NODES: usize = 1 << 22;
 /// Most features.
 pub const MAX_FEATURES: usize = 1 << 20;
 
+// ===== file layout (the parts read or checked) =====
+
 #[derive(Deserialize)]
 struct File {
     learner: Learner,
@@ -28,6 +43,8 @@ struct File {
 struct Learner {
     #[serde(default)]
     feature_names: Vec<String>,
+    #[serde(default)]
+    feature_types: Vec<IgnoredAny>,
     gradient_booster: Booster,
     learner_model_param: ModelParam,
     objective: Objective,
@@ -36,10 +53,8 @@ struct Learner {
 #[derive(Deserialize)]
 struct ModelParam {
     base_score: String,
-    #[serde(default)]
     num_class: Option<String>,
     num_feature: String,
-    #[serde(default)]
     num_target: Option<String>,
 }
 
@@ -51,19 +66,26 @@ struct Objective {
 #[derive(Deserialize)]
 struct Booster {
     name: String,
-    #[serde(default)]
     model: Option<GbTree>,
 }
 
 #[derive(Deserialize)]
 struct GbTree {
+    gbtree_model_param: Option<GbTreeParam>,
     trees: Vec<RawTree>,
-    #[serde(default)]
-    tree_info: Vec<i64>,
+    tree_info: Option<Vec<i64>>,
+    iteration_indptr: Option<Vec<i64>>,
+}
+
+#[derive(Deserialize)]
+struct GbTreeParam {
+    num_trees: Option<String>,
+    num_parallel_tree: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct RawTree {
+    id: Option<i64>,
     left_children: Vec<i64>,
     right_children: Vec<i64>,
     split_indices: Vec<i64>,
@@ -73,6 +95,15 @@ struct RawTree {
     split_type: Vec<i64>,
     #[serde(default)]
     sum_hessian: Vec<f64>,
+    base_weights: Option<Vec<IgnoredAny>>,
+    loss_changes: Option<Vec<IgnoredAny>>,
+    parents: Option<Vec<IgnoredAny>>,
+    #[serde(default)]
+    categories_nodes: Vec<IgnoredAny>,
+    #[serde(default)]
+    categories_segments: Vec<IgnoredAny>,
+    #[serde(default)]
+    categories_sizes: Vec<IgnoredAny>,
     tree_param: TreeParam,
 }
 
@@ -86,16 +117,47 @@ enum DefaultLeft {
 #[derive(Deserialize)]
 struct TreeParam {
     num_nodes: String,
+    num_feature: Option<String>,
+    num_deleted: Option<String>,
+    size_leaf_vector: Option<String>,
 }
 
+// ===== scalar fields =====
+
+/// A probability-like number: XGBoost >= 2 writes vectors as `"[2.005E-2]"`, older
+/// versions a plain number. Exactly one value (one output).
 fn number(key: &str, s: &str) -> Result<f64, TreeError> {
-    // XGBoost >= 2 writes vectors as "[2.005E-2]"; older versions a plain number.
-    let t = s.trim().trim_start_matches('[').trim_end_matches(']');
-    let first = t.split(',').next().unwrap_or("").trim();
-    first
+    let t = s.trim();
+    let t = t
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(t);
+    let parts: Vec<&str> = t.split(',').map(str::trim).collect();
+    if parts.len() != 1 {
+        return Err(TreeError::Unsupported(format!(
+            "{key} {s:?} has {} values (one output only)",
+            parts.len()
+        )));
+    }
+    parts[0]
         .parse::<f64>()
         .map_err(|_| TreeError::Format(format!("{key} {s:?} is not a number")))
 }
+
+/// A count written as a decimal string (`"18"`): a non-negative integer, at most `max`
+/// (beyond: [`TreeError::TooLarge`]).
+fn count(key: &str, s: &str, max: usize) -> Result<usize, TreeError> {
+    let n = s
+        .trim()
+        .parse::<u64>()
+        .map_err(|_| TreeError::Format(format!("{key} {s:?} is not a non-negative integer")))?;
+    if n > max as u64 {
+        return Err(TreeError::TooLarge(format!("{key} {n} (max {max})")));
+    }
+    Ok(n as usize)
+}
+
+// ===== learner =====
 
 /// Parses and validates an XGBoost JSON model.
 pub fn parse(json: &[u8]) -> Result<Ensemble, TreeError> {
@@ -114,136 +176,45 @@ pub fn parse(json: &[u8]) -> Result<Ensemble, TreeError> {
         )));
     }
     let p = &l.learner_model_param;
-    for (k, v) in [("num_class", &p.num_class), ("num_target", &p.num_target)] {
-        if let Some(v) = v {
-            let n = number(k, v)?;
-            if n > 1.0 {
+    // Output groups: `num_class` (0 for binary objectives) and `num_target` (at least 1).
+    if let Some(v) = &p.num_class {
+        let n = count("num_class", v, u32::MAX as usize)?;
+        if n > 1 {
+            return Err(TreeError::Unsupported(format!(
+                "num_class = {n} (one binary output only)"
+            )));
+        }
+    }
+    if let Some(v) = &p.num_target {
+        match count("num_target", v, u32::MAX as usize)? {
+            0 => return Err(TreeError::Format("num_target 0 (at least 1)".into())),
+            1 => {}
+            n => {
                 return Err(TreeError::Unsupported(format!(
-                    "{k} = {n} (one binary output only)"
-                )));
+                    "num_target = {n} (one binary output only)"
+                )))
             }
         }
     }
-    let nf = number("num_feature", &p.num_feature)?;
-    if !(1.0..=MAX_FEATURES as f64).contains(&nf) {
-        return Err(TreeError::Format(format!("num_feature {nf} out of range")));
+    let num_features = count("num_feature", &p.num_feature, MAX_FEATURES)?;
+    if num_features == 0 {
+        return Err(TreeError::Format("num_feature 0 out of range".into()));
     }
-    let num_features = nf as usize;
     let base = number("base_score", &p.base_score)?;
     if !(base > 0.0 && base < 1.0) {
         return Err(TreeError::Format(format!(
             "base_score {base} is not a probability in (0, 1)"
         )));
     }
+    check_features(&l.feature_names, l.feature_types.len(), num_features)?;
     let model = l
         .gradient_booster
         .model
         .ok_or_else(|| TreeError::Format("gradient_booster has no model".into()))?;
-    if model.trees.len() > MAX_TREES {
-        return Err(TreeError::TooLarge(format!(
-            "{} trees (max {MAX_TREES})",
-            model.trees.len()
-        )));
-    }
-    if model.tree_info.iter().any(|&g| g != 0) {
-        return Err(TreeError::Unsupported("more than one output group".into()));
-    }
+    check_tree_counts(&model)?;
     let mut trees = Vec::with_capacity(model.trees.len());
     for (ti, t) in model.trees.into_iter().enumerate() {
-        let n = number("num_nodes", &t.tree_param.num_nodes)?;
-        if !(1.0..=MAX_NODES as f64).contains(&n) {
-            return Err(TreeError::TooLarge(format!(
-                "tree {ti}: {n} nodes (max {MAX_NODES})"
-            )));
-        }
-        let n = n as usize;
-        let lens = [
-            ("left_children", t.left_children.len()),
-            ("right_children", t.right_children.len()),
-            ("split_indices", t.split_indices.len()),
-            ("split_conditions", t.split_conditions.len()),
-            ("default_left", t.default_left.len()),
-        ];
-        for (name, len) in lens {
-            if len != n {
-                return Err(TreeError::BadTree {
-                    tree: ti,
-                    node: 0,
-                    reason: format!("{name} has {len} entries for {n} nodes"),
-                });
-            }
-        }
-        if !t.split_type.is_empty() && t.split_type.len() != n {
-            return Err(TreeError::BadTree {
-                tree: ti,
-                node: 0,
-                reason: format!(
-                    "split_type has {} entries for {n} nodes",
-                    t.split_type.len()
-                ),
-            });
-        }
-        if let Some(i) = t.split_type.iter().position(|&s| s != 0) {
-            return Err(TreeError::Unsupported(format!(
-                "categorical split in tree {ti}, node {i}: retrain with categorical features \
-                 encoded as numbers (enable_categorical=False)"
-            )));
-        }
-        let child = |c: i64, i: usize| -> Result<u32, TreeError> {
-            match c {
-                -1 => Ok(LEAF),
-                c if c >= 0 && (c as usize) < n => Ok(c as u32),
-                c => Err(TreeError::BadTree {
-                    tree: ti,
-                    node: i,
-                    reason: format!("child index {c} out of range"),
-                }),
-            }
-        };
-        let mut nodes = Vec::with_capacity(n);
-        for i in 0..n {
-            let (left, right) = (
-                child(t.left_children[i], i)?,
-                child(t.right_children[i], i)?,
-            );
-            let feat = t.split_indices[i];
-            let is_leaf = left == LEAF && right == LEAF;
-            let feature = if is_leaf {
-                0
-            } else if feat >= 0 && (feat as u64) < num_features as u64 {
-                feat as u32
-            } else {
-                return Err(TreeError::BadTree {
-                    tree: ti,
-                    node: i,
-                    reason: format!("feature index {feat} out of range (model has {num_features})"),
-                });
-            };
-            let cond = t.split_conditions[i] as f32;
-            nodes.push(Node {
-                feature,
-                threshold: if is_leaf { 0.0 } else { cond },
-                left,
-                right,
-                default_left: match t.default_left[i] {
-                    DefaultLeft::Int(v) => v != 0,
-                    DefaultLeft::Bool(b) => b,
-                },
-                value: if is_leaf { cond } else { 0.0 },
-                cover: t.sum_hessian.get(i).copied().unwrap_or(0.0) as f32,
-            });
-        }
-        if t.sum_hessian.len() != n {
-            return Err(TreeError::BadTree {
-                tree: ti,
-                node: 0,
-                reason: format!(
-                    "sum_hessian has {} entries for {n} nodes",
-                    t.sum_hessian.len()
-                ),
-            });
-        }
-        trees.push(Tree::new(nodes, ti, num_features)?);
+        trees.push(tree(ti, t, num_features)?);
     }
     Ok(Ensemble {
         trees,
@@ -251,4 +222,234 @@ pub fn parse(json: &[u8]) -> Result<Ensemble, TreeError> {
         num_features,
         feature_names: (!l.feature_names.is_empty()).then_some(l.feature_names),
     })
+}
+
+/// `feature_names` and `feature_types`: absent (empty) or one per feature; names unique
+/// (they are looked up in the schema).
+fn check_features(names: &[String], types: usize, nf: usize) -> Result<(), TreeError> {
+    if !names.is_empty() && names.len() != nf {
+        return Err(TreeError::Format(format!(
+            "feature_names has {} names, num_feature is {nf}",
+            names.len()
+        )));
+    }
+    if types != 0 && types != nf {
+        return Err(TreeError::Format(format!(
+            "feature_types has {types} entries, num_feature is {nf}"
+        )));
+    }
+    let mut seen = std::collections::HashSet::with_capacity(names.len());
+    if let Some(dup) = names.iter().find(|n| !seen.insert(n.as_str())) {
+        return Err(TreeError::Format(format!(
+            "feature name {dup:?} appears more than once in feature_names"
+        )));
+    }
+    Ok(())
+}
+
+/// The booster's counts against its trees: `num_trees`, `num_parallel_tree`,
+/// `tree_info` (one output group: all 0), `iteration_indptr`, tree ids.
+fn check_tree_counts(m: &GbTree) -> Result<(), TreeError> {
+    let n = m.trees.len();
+    if n > MAX_TREES {
+        return Err(TreeError::TooLarge(format!("{n} trees (max {MAX_TREES})")));
+    }
+    if let Some(gp) = &m.gbtree_model_param {
+        if let Some(s) = &gp.num_trees {
+            let stated = count("num_trees", s, usize::MAX)?;
+            if stated != n {
+                return Err(TreeError::Format(format!(
+                    "gbtree_model_param.num_trees is {stated}, the model has {n} trees"
+                )));
+            }
+        }
+        if let Some(s) = &gp.num_parallel_tree {
+            let k = count("num_parallel_tree", s, usize::MAX)?;
+            if k == 0 || !n.is_multiple_of(k) {
+                return Err(TreeError::Format(format!(
+                    "num_parallel_tree {k} does not divide the {n} trees into rounds"
+                )));
+            }
+        }
+    }
+    if let Some(info) = &m.tree_info {
+        if info.len() != n {
+            return Err(TreeError::Format(format!(
+                "tree_info has {} entries for {n} trees",
+                info.len()
+            )));
+        }
+        if let Some((t, &g)) = info.iter().enumerate().find(|(_, &g)| g < 0) {
+            return Err(TreeError::Format(format!(
+                "tree_info[{t}] = {g} is not an output group"
+            )));
+        }
+        if info.iter().any(|&g| g != 0) {
+            return Err(TreeError::Unsupported("more than one output group".into()));
+        }
+    }
+    if let Some(ip) = &m.iteration_indptr {
+        let ok = ip.first() == Some(&0)
+            && ip.last() == Some(&(n as i64))
+            && ip.windows(2).all(|w| w[0] <= w[1]);
+        if !ok {
+            return Err(TreeError::Format(format!(
+                "iteration_indptr ({} entries) does not run from 0 to the {n} trees in order",
+                ip.len()
+            )));
+        }
+    }
+    // XGBoost places each tree by its id: the ids are a permutation of 0..n.
+    let mut seen = vec![false; n];
+    for (t, tr) in m.trees.iter().enumerate() {
+        if let Some(id) = tr.id {
+            match usize::try_from(id).ok().filter(|&i| i < n) {
+                Some(i) if !seen[i] => seen[i] = true,
+                _ => {
+                    return Err(TreeError::BadTree {
+                        tree: t,
+                        node: 0,
+                        reason: format!("tree id {id} is repeated or not below {n}"),
+                    })
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+// ===== one tree =====
+
+/// Checks one tree's counts and converts it ([`Tree::new`] checks its structure).
+fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
+    let bad = |node: usize, reason: String| TreeError::BadTree {
+        tree: ti,
+        node,
+        reason,
+    };
+    let tp = &t.tree_param;
+    let n = count("num_nodes", &tp.num_nodes, MAX_NODES).map_err(|e| match e {
+        TreeError::TooLarge(m) => TreeError::TooLarge(format!("tree {ti}: {m}")),
+        e => e,
+    })?;
+    if n == 0 {
+        return Err(bad(0, "tree_param.num_nodes is 0".into()));
+    }
+    if let Some(s) = &tp.num_feature {
+        let f = count("tree_param.num_feature", s, usize::MAX)?;
+        if f != num_features {
+            return Err(bad(
+                0,
+                format!("tree_param.num_feature is {f}, the model's num_feature {num_features}"),
+            ));
+        }
+    }
+    if let Some(s) = &tp.size_leaf_vector {
+        // 0 (XGBoost < 2) and 1 both mean scalar leaves.
+        let k = count("tree_param.size_leaf_vector", s, usize::MAX)?;
+        if k > 1 {
+            return Err(TreeError::Unsupported(format!(
+                "tree {ti} has vector leaves (size_leaf_vector {k}; one output only)"
+            )));
+        }
+    }
+    if let Some(s) = &tp.num_deleted {
+        let d = count("tree_param.num_deleted", s, n)?;
+        if d > 0 {
+            return Err(TreeError::Unsupported(format!(
+                "tree {ti} has {d} deleted node(s) (pruned in place); save the model again \
+                 from XGBoost after training"
+            )));
+        }
+    }
+    let opt = |a: &Option<Vec<IgnoredAny>>| a.as_ref().map(Vec::len);
+    let lens = [
+        ("left_children", Some(t.left_children.len())),
+        ("right_children", Some(t.right_children.len())),
+        ("split_indices", Some(t.split_indices.len())),
+        ("split_conditions", Some(t.split_conditions.len())),
+        ("default_left", Some(t.default_left.len())),
+        ("sum_hessian", Some(t.sum_hessian.len())),
+        (
+            "split_type",
+            (!t.split_type.is_empty()).then_some(t.split_type.len()),
+        ),
+        ("base_weights", opt(&t.base_weights)),
+        ("loss_changes", opt(&t.loss_changes)),
+        ("parents", opt(&t.parents)),
+    ];
+    for (name, len) in lens {
+        if let Some(len) = len.filter(|&len| len != n) {
+            return Err(bad(0, format!("{name} has {len} entries for {n} nodes")));
+        }
+    }
+    if let Some(i) = t.split_type.iter().position(|&s| s == 1) {
+        return Err(TreeError::Unsupported(format!(
+            "categorical split in tree {ti}, node {i}: retrain with categorical features \
+             encoded as numbers (enable_categorical=False)"
+        )));
+    }
+    if let Some(i) = t.split_type.iter().position(|&s| s != 0) {
+        return Err(bad(
+            i,
+            format!(
+                "split_type {} (0 numerical, 1 categorical)",
+                t.split_type[i]
+            ),
+        ));
+    }
+    let cats = [
+        t.categories_nodes.len(),
+        t.categories_segments.len(),
+        t.categories_sizes.len(),
+    ];
+    if cats.iter().any(|&c| c != 0) {
+        return Err(bad(
+            0,
+            format!(
+                "categories_nodes / _segments / _sizes have {cats:?} entries but no node has a \
+                 categorical split"
+            ),
+        ));
+    }
+    let child = |c: i64, i: usize| -> Result<u32, TreeError> {
+        match c {
+            -1 => Ok(LEAF),
+            c if c >= 0 && (c as usize) < n => Ok(c as u32),
+            c => Err(bad(i, format!("child index {c} out of range ({n} nodes)"))),
+        }
+    };
+    let mut nodes = Vec::with_capacity(n);
+    for i in 0..n {
+        let (left, right) = (
+            child(t.left_children[i], i)?,
+            child(t.right_children[i], i)?,
+        );
+        // XGBoost writes 0 (or, for a node pruned to a leaf, its old split) on leaves:
+        // in range either way.
+        let feat = t.split_indices[i];
+        if !(feat >= 0 && (feat as u64) < num_features as u64) {
+            return Err(bad(
+                i,
+                format!("feature index {feat} out of range (model has {num_features})"),
+            ));
+        }
+        let default_left = match t.default_left[i] {
+            DefaultLeft::Int(v @ (0 | 1)) => v == 1,
+            DefaultLeft::Int(v) => return Err(bad(i, format!("default_left {v} is not 0 or 1"))),
+            DefaultLeft::Bool(b) => b,
+        };
+        let is_leaf = left == LEAF && right == LEAF;
+        let cond = t.split_conditions[i] as f32;
+        nodes.push(Node {
+            feature: if is_leaf { 0 } else { feat as u32 },
+            threshold: if is_leaf { 0.0 } else { cond },
+            left,
+            right,
+            default_left,
+            value: if is_leaf { cond } else { 0.0 },
+            cover: t.sum_hessian[i] as f32,
+        });
+    }
+    Tree::new(nodes, ti, num_features)
 }
