@@ -114,10 +114,11 @@ enum risk_result
 typedef uint32_t risk_result;
 #endif // __cplusplus
 
-// An engine (opaque).
+// An engine (opaque). A `risk_engine *` is a handle id, not an address: never dereference it.
 typedef struct risk_engine risk_engine;
 
-// A subscription to deep-tier verdicts (opaque).
+// A subscription to deep-tier verdicts (opaque). A `risk_subscription *` is a handle id,
+// not an address: never dereference it.
 typedef struct risk_subscription risk_subscription;
 
 // One extra feature by schema name: numeric `value`, or a categorical `category`
@@ -264,8 +265,9 @@ risk_result risk_engine_new_from_toml(const uint8_t *toml,
                                       struct risk_engine **out);
 
 // Releases an engine (shutting it down, abandoning queued deep work). NULL, or a handle
-// already freed, is ignored. Calls in flight on other threads finish safely (they hold
-// their own reference); later calls with the handle get `RISK_ERR_HANDLE`.
+// already freed, is ignored. Does not wait for calls in flight on other threads: they
+// hold their own reference and finish (a decision not yet started gets
+// `RISK_ERR_SHUT_DOWN`); calls made after this returns get `RISK_ERR_HANDLE`.
 //
 // # Safety
 // `e` is NULL or a pointer returned by `risk_engine_new_*`.
@@ -348,7 +350,10 @@ risk_result risk_subscription_poll(const struct risk_subscription *s,
                                    uint32_t timeout_ms,
                                    struct risk_verdict *out);
 
-// Releases a subscription. NULL or an already freed handle is ignored.
+// Releases a subscription. NULL or an already freed handle is ignored. Does not wait for
+// polls in flight on other threads: they hold their own reference and return as usual
+// (a verdict, `RISK_ERR_EMPTY` at their timeout, or `RISK_ERR_CLOSED`); polls made after
+// this returns get `RISK_ERR_HANDLE`.
 //
 // # Safety
 // `s` is NULL or a pointer returned by `risk_engine_subscribe`.

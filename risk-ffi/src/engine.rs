@@ -17,7 +17,7 @@ use std::time::Duration;
 /// Most transactions in one `risk_engine_decide_batch` call.
 pub const RISK_MAX_BATCH: usize = 65_536;
 
-/// An engine (opaque).
+/// An engine (opaque). A `risk_engine *` is a handle id, not an address: never dereference it.
 #[derive(Debug)]
 pub struct risk_engine {
     pub(crate) engine: Engine,
@@ -113,8 +113,9 @@ pub unsafe extern "C" fn risk_engine_new_from_toml(
 }
 
 /// Releases an engine (shutting it down, abandoning queued deep work). NULL, or a handle
-/// already freed, is ignored. Calls in flight on other threads finish safely (they hold
-/// their own reference); later calls with the handle get `RISK_ERR_HANDLE`.
+/// already freed, is ignored. Does not wait for calls in flight on other threads: they
+/// hold their own reference and finish (a decision not yet started gets
+/// `RISK_ERR_SHUT_DOWN`); calls made after this returns get `RISK_ERR_HANDLE`.
 ///
 /// # Safety
 /// `e` is NULL or a pointer returned by `risk_engine_new_*`.

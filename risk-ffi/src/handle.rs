@@ -1,6 +1,15 @@
-//! The handle registry: live handles by address, each mapped to a reference-counted object
-//! of its type, so a freed, never-created or wrong-type handle is refused with
+//! The handle registry: live handles by id, each mapped to a reference-counted object of
+//! its type, so a freed, never-created or wrong-type handle is refused with
 //! `RISK_ERR_HANDLE` instead of dereferenced.
+//!
+//! A handle is not an address: it is an id from a counter that starts at 1 and only counts
+//! up, cast to the opaque pointer type (never dereferenced, by C or by us). Ids are never
+//! reused, so a stale handle can never alias a newer one, and the registry holds only the
+//! live entries: freeing a handle frees everything kept for it.
+//!
+//! Calls look the handle up, clone its `Arc` and release the registry lock before working,
+//! so `_free` never waits for calls in flight: they finish on their own reference, and
+//! later calls with the handle get `RISK_ERR_HANDLE`.
 
 use crate::engine::risk_engine;
 use crate::error::fail;
@@ -9,9 +18,7 @@ use crate::subscription::risk_subscription;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
-/// Handle types. A handle is the address of a small token allocated for it and never
-/// freed or reused, so a stale handle can never alias a newer one; the registry maps
-/// tokens to reference-counted objects of the right type.
+/// Types a handle can name.
 pub(crate) trait Handle: Sized {
     const NAME: &'static str;
     fn wrap(a: Arc<Self>) -> Entry;
@@ -49,40 +56,78 @@ impl Handle for risk_subscription {
     }
 }
 
-#[derive(Default)]
-struct Registry {
+/// Live handles by id.
+pub(crate) struct Registry {
     live: HashMap<usize, Entry>,
-    /// Every token ever handed out, kept allocated so its address is never reused (boxed:
-    /// each token needs its own stable address, which a `Vec<u64>` would move).
-    #[allow(clippy::vec_box)]
-    tokens: Vec<Box<u64>>,
+    /// The id the next handle gets; never 0 (NULL), never handed out twice.
+    next: usize,
 }
 
-fn registry_lock() -> &'static RwLock<Registry> {
+impl Default for Registry {
+    fn default() -> Self {
+        Self {
+            live: HashMap::new(),
+            next: 1,
+        }
+    }
+}
+
+impl Registry {
+    /// Registers `obj` under a new id and returns it as a handle. Panics (caught at the
+    /// boundary) only when the ids run out: 2^64 handles on 64-bit targets.
+    pub(crate) fn insert<T: Handle>(&mut self, obj: Arc<T>) -> *mut T {
+        let id = self.next;
+        self.next = id.checked_add(1).expect("handle ids exhausted");
+        self.live.insert(id, T::wrap(obj));
+        std::ptr::without_provenance_mut(id)
+    }
+
+    /// The object behind a live handle of type `T`.
+    pub(crate) fn get<T: Handle>(&self, p: *const T) -> Result<Arc<T>, risk_result> {
+        if p.is_null() {
+            return Err(fail(RISK_ERR_NULL, format!("{} handle is NULL", T::NAME)));
+        }
+        match self.live.get(&p.addr()) {
+            Some(e) => T::unwrap(e).cloned().ok_or_else(|| {
+                fail(
+                    RISK_ERR_HANDLE,
+                    format!("the handle is not a {} handle", T::NAME),
+                )
+            }),
+            None => Err(fail(
+                RISK_ERR_HANDLE,
+                format!("not a live {} handle (freed, or never created)", T::NAME),
+            )),
+        }
+    }
+
+    /// Removes a live handle of type `T`; `None` if it was not one.
+    pub(crate) fn remove<T: Handle>(&mut self, p: *mut T) -> Option<Arc<T>> {
+        if p.is_null() {
+            return None;
+        }
+        let id = p.addr();
+        T::unwrap(self.live.get(&id)?)?;
+        self.live.remove(&id).and_then(|e| T::unwrap(&e).cloned())
+    }
+
+    /// Entries the registry holds: live handles and whatever it keeps for freed ones.
+    #[cfg(test)]
+    pub(crate) fn retained(&self) -> usize {
+        self.live.len()
+    }
+}
+
+fn registry() -> &'static RwLock<Registry> {
     static R: OnceLock<RwLock<Registry>> = OnceLock::new();
     R.get_or_init(|| RwLock::new(Registry::default()))
 }
 
 /// The object behind a live handle of type `T`. The registry lock is held only for the
 /// lookup: calls run on their own reference, so a long call (a poll, a drain) never
-/// blocks other handles, and `_free` never waits.
+/// blocks other handles, and `_free` never waits for it.
 pub(crate) fn lookup<T: Handle>(p: *const T) -> Result<Arc<T>, risk_result> {
-    if p.is_null() {
-        return Err(fail(RISK_ERR_NULL, format!("{} handle is NULL", T::NAME)));
-    }
-    let g = registry_lock().read().unwrap_or_else(|e| e.into_inner());
-    match g.live.get(&(p as usize)) {
-        Some(e) => T::unwrap(e).cloned().ok_or_else(|| {
-            fail(
-                RISK_ERR_HANDLE,
-                format!("the handle is not a {} handle", T::NAME),
-            )
-        }),
-        None => Err(fail(
-            RISK_ERR_HANDLE,
-            format!("not a live {} handle (freed, or never created)", T::NAME),
-        )),
-    }
+    registry().read().unwrap_or_else(|e| e.into_inner()).get(p)
 }
 
 /// Runs `f` on the object behind a live handle of type `T`, or returns the lookup's error.
@@ -98,21 +143,55 @@ pub(crate) fn with_handle<T: Handle>(
 
 /// Registers `obj` and returns its new handle.
 pub(crate) fn register_handle<T: Handle>(obj: T) -> *mut T {
-    let token = Box::new(0u64);
-    let addr = &*token as *const u64 as usize;
-    let mut g = registry_lock().write().unwrap_or_else(|e| e.into_inner());
-    g.tokens.push(token);
-    g.live.insert(addr, T::wrap(Arc::new(obj)));
-    addr as *mut T
+    let obj = Arc::new(obj);
+    registry()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(obj)
 }
 
 /// Removes a live handle of type `T`; `None` if it was not one.
 pub(crate) fn unregister_handle<T: Handle>(p: *mut T) -> Option<Arc<T>> {
-    if p.is_null() {
-        return None;
+    registry()
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subscription() -> Arc<risk_subscription> {
+        Arc::new(risk_subscription::new(std::sync::mpsc::sync_channel(1).1))
     }
-    let mut g = registry_lock().write().unwrap_or_else(|e| e.into_inner());
-    let addr = p as usize;
-    T::unwrap(g.live.get(&addr)?)?;
-    g.live.remove(&addr).and_then(|e| T::unwrap(&e).cloned())
+
+    #[test]
+    fn freed_handles_leave_nothing_behind() {
+        let mut reg = Registry::default();
+        let keep = reg.insert(subscription());
+        let first = reg.insert(subscription());
+        assert!(reg.remove(first).is_some());
+        let before = reg.retained();
+        for _ in 0..10_000 {
+            let h = reg.insert(subscription());
+            assert_ne!(h, first, "a new handle aliases a freed one");
+            assert!(reg.remove(h).is_some());
+        }
+        assert_eq!(
+            reg.retained(),
+            before,
+            "the registry grows with every handle"
+        );
+        assert_eq!(reg.retained(), 1);
+        assert!(
+            reg.live.capacity() <= 16,
+            "capacity {}",
+            reg.live.capacity()
+        );
+        // Stale handles stay refused, live ones stay served.
+        assert_eq!(reg.get(first).unwrap_err(), RISK_ERR_HANDLE);
+        assert!(reg.remove(first).is_none());
+        assert!(reg.get(keep).is_ok());
+    }
 }

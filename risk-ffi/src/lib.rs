@@ -10,9 +10,13 @@
 //!   `RISK_ERR_PANIC`, never an unwind into the caller.
 //! - Pointers are checked for NULL (`RISK_ERR_NULL`); strings must be NUL-terminated UTF-8
 //!   (`RISK_ERR_UTF8`); lengths are explicit and bounded.
-//! - Handles are opaque, created by `_new` and released by `_free`. Live handles are kept
-//!   in a registry, so a freed or foreign pointer is refused with `RISK_ERR_HANDLE` (freeing
-//!   twice is harmless), and `_free` waits for calls in flight on that handle to finish.
+//! - Handles are opaque, created by `_new` (or `risk_engine_subscribe`) and released by
+//!   `_free`. A handle is an id, not an address (never dereference it): ids are never
+//!   reused, and only live handles are registered, so a freed, never-created or wrong-type
+//!   handle is refused with `RISK_ERR_HANDLE` and freeing twice is harmless.
+//! - `_free` does not wait for calls in flight on that handle: they hold their own
+//!   reference and finish normally (on a freed engine, new decisions get
+//!   `RISK_ERR_SHUT_DOWN`); calls made after `_free` returns get `RISK_ERR_HANDLE`.
 //! - An engine handle may be shared by any number of threads; a subscription handle too.
 //! - Caller-owned buffers: functions writing text take `(buf, cap, *len)`, always set `*len`
 //!   to the full size, and return `RISK_ERR_BUFFER_TOO_SMALL` without writing when it does

@@ -8,10 +8,18 @@ use crate::handle::{register_handle, unregister_handle, with_handle};
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// A subscription to deep-tier verdicts (opaque).
+/// A subscription to deep-tier verdicts (opaque). A `risk_subscription *` is a handle id,
+/// not an address: never dereference it.
 #[derive(Debug)]
 pub struct risk_subscription {
     rx: Mutex<std::sync::mpsc::Receiver<risk_core::DeepVerdict>>,
+}
+
+impl risk_subscription {
+    /// A subscription reading `rx`.
+    pub(crate) fn new(rx: std::sync::mpsc::Receiver<risk_core::DeepVerdict>) -> Self {
+        Self { rx: Mutex::new(rx) }
+    }
 }
 
 /// A deep-tier verdict.
@@ -58,7 +66,7 @@ pub unsafe extern "C" fn risk_engine_subscribe(
         // Registered after `with_handle` released the live set's read lock (registering
         // takes the write lock).
         if let Some(rx) = rx {
-            let s = register_handle(risk_subscription { rx: Mutex::new(rx) });
+            let s = register_handle(risk_subscription::new(rx));
             // SAFETY: `out` is non-NULL and writable per the caller.
             unsafe { *out = s };
         }
@@ -123,7 +131,10 @@ pub unsafe extern "C" fn risk_subscription_poll(
     })
 }
 
-/// Releases a subscription. NULL or an already freed handle is ignored.
+/// Releases a subscription. NULL or an already freed handle is ignored. Does not wait for
+/// polls in flight on other threads: they hold their own reference and return as usual
+/// (a verdict, `RISK_ERR_EMPTY` at their timeout, or `RISK_ERR_CLOSED`); polls made after
+/// this returns get `RISK_ERR_HANDLE`.
 ///
 /// # Safety
 /// `s` is NULL or a pointer returned by `risk_engine_subscribe`.
