@@ -460,6 +460,8 @@ pub struct DeepStats {
     pub history_dropped: u64,
     /// Batches that failed.
     pub failures: u64,
+    /// Batches stopped between layers because their budget passed.
+    pub cancelled: u64,
     /// Prefix cache counters.
     pub cache: CacheStats,
 }
@@ -481,6 +483,7 @@ pub struct DeepScorer {
     suffix_tokens: AtomicU64,
     history_dropped: AtomicU64,
     failures: AtomicU64,
+    cancelled: AtomicU64,
 }
 
 impl std::fmt::Debug for DeepScorer {
@@ -588,6 +591,7 @@ impl DeepScorer {
             suffix_tokens: AtomicU64::new(0),
             history_dropped: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            cancelled: AtomicU64::new(0),
         })
     }
 
@@ -686,6 +690,7 @@ impl DeepScorer {
             suffix_tokens: self.suffix_tokens.load(Ordering::Relaxed),
             history_dropped: self.history_dropped.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
+            cancelled: self.cancelled.load(Ordering::Relaxed),
             cache: self.cache.stats(),
         }
     }
@@ -732,8 +737,18 @@ impl DeepScorer {
 
     /// Scores already-tokenised suffixes in one packed forward.
     pub fn score_tokens(&self, suffixes: &[&[u32]]) -> Result<Vec<f32>, LlmError> {
+        self.score_tokens_until(suffixes, None)
+    }
+
+    /// [`score_tokens`](Self::score_tokens) that stops between layers once `until` has
+    /// passed ([`LlmError::Cancelled`]).
+    pub fn score_tokens_until(
+        &self,
+        suffixes: &[&[u32]],
+        until: Option<std::time::Instant>,
+    ) -> Result<Vec<f32>, LlmError> {
         let prefix = self.prefix_state()?;
-        let hidden = self.model.forward_packed(&prefix, suffixes)?;
+        let hidden = self.model.forward_packed_until(&prefix, suffixes, until)?;
         let out = match &self.head {
             DeepHead::Answer { yes, no } => {
                 let ids: Vec<u32> = yes.iter().chain(no).copied().collect();
@@ -774,10 +789,15 @@ impl DeepScorer {
         Ok(self.model.forward_packed(&prefix, &refs)?.to_vec2()?)
     }
 
-    fn score_all(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), LlmError> {
+    fn score_all(
+        &self,
+        txns: &[&Transaction],
+        out: &mut Vec<Score>,
+        until: Option<std::time::Instant>,
+    ) -> Result<(), LlmError> {
         let toks = self.suffix_tokens(txns)?;
         let refs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
-        let ps = self.score_tokens(&refs)?;
+        let ps = self.score_tokens_until(&refs, until)?;
         out.clear();
         for (p, t) in ps.into_iter().zip(txns) {
             let mut reasons = Reasons::default();
@@ -790,6 +810,31 @@ impl DeepScorer {
         }
         self.scored.fetch_add(txns.len() as u64, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+impl DeepScorer {
+    fn batch_until(
+        &self,
+        txns: &[&Transaction],
+        out: &mut Vec<Score>,
+        until: Option<std::time::Instant>,
+    ) -> Result<(), ScoreError> {
+        out.clear();
+        if txns.is_empty() {
+            return Ok(());
+        }
+        match self.score_all(txns, out, until) {
+            Ok(()) => Ok(()),
+            Err(LlmError::Cancelled { .. }) => {
+                self.cancelled.fetch_add(1, Ordering::Relaxed);
+                Err(ScoreError::Cancelled)
+            }
+            Err(e) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+                Err(fail(e))
+            }
+        }
     }
 }
 
@@ -809,14 +854,19 @@ impl Scorer for DeepScorer {
     }
 
     fn score_batch(&self, txns: &[&Transaction], out: &mut Vec<Score>) -> Result<(), ScoreError> {
-        out.clear();
-        if txns.is_empty() {
-            return Ok(());
-        }
-        self.score_all(txns, out).map_err(|e| {
-            self.failures.fetch_add(1, Ordering::Relaxed);
-            fail(e)
-        })
+        self.batch_until(txns, out, None)
+    }
+
+    /// Checks the budget between layers: a batch whose budget passes stops at the next
+    /// layer with [`ScoreError::Cancelled`] and frees its worker for the next batch.
+    fn score_batch_within(
+        &self,
+        txns: &[&Transaction],
+        budget: std::time::Duration,
+        out: &mut Vec<Score>,
+    ) -> Result<(), ScoreError> {
+        let until = std::time::Instant::now().checked_add(budget);
+        self.batch_until(txns, out, until)
     }
 
     /// Prefills the system prompt (pinned in the cache) and runs one suffix so the first

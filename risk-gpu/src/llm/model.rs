@@ -41,6 +41,12 @@ pub enum LlmError {
     /// Quantized weights or a precision plan were refused.
     #[error("quantization: {0}")]
     Quant(#[from] QuantError),
+    /// The forward stopped between layers because its deadline passed.
+    #[error("cancelled: the deadline passed after {layers} of the model's layers")]
+    Cancelled {
+        /// Layers run before stopping.
+        layers: usize,
+    },
     /// A size the file states is beyond this loader's bounds ([`super::limits`]);
     /// refused before anything is allocated from it.
     #[error("model file: {key} = {value} is more than the limit of {max}")]
@@ -851,9 +857,24 @@ impl Llama {
         if seqs.is_empty() {
             return Err(LlmError::Request("no sequences".into()));
         }
+        self.forward_packed_until(prefix, seqs, None)
+    }
+
+    /// [`forward_packed`](Self::forward_packed) that stops with [`LlmError::Cancelled`]
+    /// between layers once `until` has passed (the deep tier's budget), so a late batch
+    /// frees its worker instead of running to the end unread.
+    pub fn forward_packed_until(
+        &self,
+        prefix: &KvCache,
+        seqs: &[&[u32]],
+        until: Option<std::time::Instant>,
+    ) -> Result<Tensor, LlmError> {
+        if seqs.is_empty() {
+            return Err(LlmError::Request("no sequences".into()));
+        }
         let lens: Vec<usize> = seqs.iter().map(|s| s.len()).collect();
         let tokens: Vec<u32> = seqs.concat();
-        self.run(&tokens, &lens, prefix, None, Positions::Last, None)
+        self.run_until(&tokens, &lens, prefix, None, Positions::Last, None, until)
     }
 
     /// Logits at every position of `tokens` (`[tokens, vocab]`), from an empty cache:
@@ -907,9 +928,24 @@ impl Llama {
         tokens: &[u32],
         lens: &[usize],
         prefix: &KvCache,
+        extend: Option<&mut Vec<(Tensor, Tensor)>>,
+        positions: Positions,
+        taps: Option<Taps<'_>>,
+    ) -> Result<Tensor, LlmError> {
+        self.run_until(tokens, lens, prefix, extend, positions, taps, None)
+    }
+
+    /// [`run`](Self::run) with a deadline checked before each layer.
+    #[allow(clippy::too_many_arguments)]
+    fn run_until(
+        &self,
+        tokens: &[u32],
+        lens: &[usize],
+        prefix: &KvCache,
         mut extend: Option<&mut Vec<(Tensor, Tensor)>>,
         positions: Positions,
         mut taps: Option<Taps<'_>>,
+        until: Option<std::time::Instant>,
     ) -> Result<Tensor, LlmError> {
         let c = &self.cfg;
         if lens.contains(&0) || tokens.is_empty() {
@@ -962,6 +998,9 @@ impl Llama {
         let group = c.heads / c.kv_heads;
         let scale = 1.0 / (c.head_dim as f64).sqrt();
         for (li, b) in self.blocks.iter().enumerate() {
+            if until.is_some_and(|u| std::time::Instant::now() >= u) {
+                return Err(LlmError::Cancelled { layers: li });
+            }
             let h = candle_nn::ops::rms_norm(&x, &b.attn_norm, eps)?;
             if let Some(t) = taps.as_deref_mut() {
                 t(li, Proj::Q, &h)?;

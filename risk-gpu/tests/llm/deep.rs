@@ -457,3 +457,47 @@ fn probe_fit_separates_a_linear_signal_and_folds_the_standardisation() {
     assert!(LinearProbe::fit(&rows, &vec![true; 600], Default::default()).is_err());
     assert!(LinearProbe::fit(&rows[..2], &labels, Default::default()).is_err());
 }
+
+/// Defect 10 of the reliability review: a late deep batch could not be cancelled (the
+/// forward ran to completion and blocked the next batch). With no budget left it stops
+/// before its first layer; a budget that passes mid-forward stops at the next layer; with
+/// time to spare it answers exactly what `score_batch` answers.
+#[test]
+fn a_batch_past_its_budget_stops_between_layers() {
+    use risk_core::ScoreError;
+    use std::time::Duration;
+    let cache = Arc::new(PrefixCache::new(4, 256 << 20));
+    let s = scorer_with(&template_text(), cache, DeepOptions::default());
+    s.warmup().unwrap();
+    let ts = txns(4);
+    let refs: Vec<&Transaction> = ts.iter().collect();
+    let mut out = Vec::new();
+    assert_eq!(
+        s.score_batch_within(&refs, Duration::ZERO, &mut out),
+        Err(ScoreError::Cancelled)
+    );
+    assert_eq!(s.stats().cancelled, 1);
+    // Stopped part-way: the layer count says where.
+    let toks: Vec<Vec<u32>> = ts.iter().map(|t| s.suffix(t).unwrap().1).collect();
+    let seqs: Vec<&[u32]> = toks.iter().map(|v| v.as_slice()).collect();
+    let prefix = s.prefix_state().unwrap();
+    let m = shared_model();
+    let start = std::time::Instant::now();
+    let full = m.forward_packed(&prefix, &seqs).unwrap();
+    let whole = start.elapsed();
+    match m.forward_packed_until(&prefix, &seqs, Some(std::time::Instant::now() + whole / 3)) {
+        Err(LlmError::Cancelled { layers }) => {
+            assert!(layers > 0 && layers < m.config().layers, "{layers}")
+        }
+        // A machine that got much faster between the two runs finished in time: the
+        // answer must then be the full one.
+        Ok(h) => assert_eq!(h.to_vec2::<f32>().unwrap(), full.to_vec2::<f32>().unwrap()),
+        Err(e) => panic!("{e}"),
+    }
+    let mut batch = Vec::new();
+    s.score_batch(&refs, &mut batch).unwrap();
+    s.score_batch_within(&refs, Duration::from_secs(3600), &mut out)
+        .unwrap();
+    let p = |v: &[risk_core::Score]| v.iter().map(|x| x.probability).collect::<Vec<_>>();
+    assert_eq!(p(&out), p(&batch));
+}
