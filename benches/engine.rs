@@ -50,6 +50,22 @@ pub fn overhead(c: &mut Criterion) {
             black_box(engine.decide(black_box(&txns[i])).unwrap())
         })
     });
+    // The same rows without an entity: no entity state is read or written (what the
+    // S3-FIFO entity store, the event-time bound and the per-entity day add to `decide`).
+    let unkeyed: Vec<_> = txns
+        .iter()
+        .cloned()
+        .map(|mut t| {
+            t.entity = risk_core::EntityKey::NONE;
+            t
+        })
+        .collect();
+    g.bench_function("decide_no_entity_state", |b| {
+        b.iter(|| {
+            i = (i + 1) % unkeyed.len();
+            black_box(engine.decide(black_box(&unkeyed[i])).unwrap())
+        })
+    });
     g.finish();
 }
 
