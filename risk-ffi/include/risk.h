@@ -119,6 +119,13 @@ typedef struct risk_engine risk_engine;
 
 // A subscription to deep-tier verdicts (opaque). A `risk_subscription *` is a handle id,
 // not an address: never dereference it.
+//
+// Any number of threads may poll it, and each waits at most its own timeout. The channel's
+// receiver cannot be shared (`std::sync::mpsc::Receiver` is not `Sync`), so it is passed
+// like a baton: one poller takes it out of `slot` and waits on the channel with its own
+// deadline; the others wait on `returned`, each with its own deadline, and the receiver
+// is handed on when the holder puts it back. No lock is held while waiting, so a long
+// poll never stretches a short one, and no extra thread is needed.
 typedef struct risk_subscription risk_subscription;
 
 // One extra feature by schema name: numeric `value`, or a categorical `category`
@@ -342,7 +349,8 @@ risk_result risk_engine_subscribe(const struct risk_engine *e, struct risk_subsc
 
 // Waits up to `timeout_ms` for the next verdict: `RISK_OK` with `*out` set,
 // `RISK_ERR_EMPTY` when none came in time, or `RISK_ERR_CLOSED` (at once) when none ever
-// will. Several threads may poll one subscription; they take turns.
+// will. Several threads may poll one subscription: each verdict goes to one of them, and
+// `timeout_ms` bounds every caller's wait, however long the others wait.
 //
 // # Safety
 // `s` is a live subscription; `out` is writable.

@@ -4,10 +4,14 @@
 //! threads, the registry, the metrics document against the header).
 
 mod handles;
+mod subscription;
 
 use risk_ffi::*;
 use std::ffi::{CStr, CString};
 use std::path::Path;
+
+/// Hang detector for waits on another thread: never reached by a passing run.
+const HANG: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// A minimal engine: one numeric field, a constant rule tier.
 const MINIMAL: &str = r#"
