@@ -118,14 +118,8 @@ typedef uint32_t risk_result;
 typedef struct risk_engine risk_engine;
 
 // A subscription to deep-tier verdicts (opaque). A `risk_subscription *` is a handle id,
-// not an address: never dereference it.
-//
-// Any number of threads may poll it, and each waits at most its own timeout. The channel's
-// receiver cannot be shared (`std::sync::mpsc::Receiver` is not `Sync`), so it is passed
-// like a baton: one poller takes it out of `slot` and waits on the channel with its own
-// deadline; the others wait on `returned`, each with its own deadline, and the receiver
-// is handed on when the holder puts it back. No lock is held while waiting, so a long
-// poll never stretches a short one, and no extra thread is needed.
+// not an address: never dereference it. Any number of threads may poll it; each waits at
+// most its own timeout.
 typedef struct risk_subscription risk_subscription;
 
 // One extra feature by schema name: numeric `value`, or a categorical `category`

@@ -1,5 +1,13 @@
 //! Subscriptions to deep-tier verdicts: `risk_engine_subscribe`, `risk_subscription_poll`,
 //! `risk_subscription_free`.
+//!
+//! Any number of threads may poll one subscription, and each waits at most its own timeout.
+//! The channel's receiver cannot be shared (`std::sync::mpsc::Receiver` is not `Sync`, and
+//! it is what `Engine::subscribe` returns), so it is passed like a baton: one poller takes it
+//! out of `slot` and waits on the channel until its own deadline; the others wait on the
+//! `returned` condition variable, each until its own deadline, and the receiver is handed
+//! on when the holder puts it back. No lock is held while anyone waits, so a long poll never
+//! stretches a short one, and no forwarding thread is needed.
 
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
@@ -12,14 +20,8 @@ use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// A subscription to deep-tier verdicts (opaque). A `risk_subscription *` is a handle id,
-/// not an address: never dereference it.
-///
-/// Any number of threads may poll it, and each waits at most its own timeout. The channel's
-/// receiver cannot be shared (`std::sync::mpsc::Receiver` is not `Sync`), so it is passed
-/// like a baton: one poller takes it out of `slot` and waits on the channel with its own
-/// deadline; the others wait on `returned`, each with its own deadline, and the receiver
-/// is handed on when the holder puts it back. No lock is held while waiting, so a long
-/// poll never stretches a short one, and no extra thread is needed.
+/// not an address: never dereference it. Any number of threads may poll it; each waits at
+/// most its own timeout.
 #[derive(Debug)]
 pub struct risk_subscription {
     /// The receiver while no poller holds it.
