@@ -294,8 +294,9 @@ risk_result risk_engine_decide_batch(const struct risk_engine *e,
                                      struct risk_decision *out,
                                      risk_result *results);
 
-// Reloads the engine's rule file (`[rules.scorer] kind = "rules"`). A file that does not
-// compile leaves the serving rules in place and returns `RISK_ERR_RELOAD`.
+// Reloads the rule tier's file (`[rules.scorer] kind = "rules"`; a fast or deep tier of
+// kind `rules` is not reloaded). A file that does not compile leaves the serving rules in
+// place and returns `RISK_ERR_RELOAD`, as does an engine whose rule tier has no file.
 //
 // # Safety
 // `e` is live.

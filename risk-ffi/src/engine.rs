@@ -24,13 +24,21 @@ pub struct risk_engine {
     pub(crate) rules: Option<Arc<RuleScorer>>,
 }
 
+/// The `ScorerSpec::key` of the rule tier's table (`[rules.scorer]`); the fast and deep
+/// tiers' tables are `fast.scorer` and `deep.scorer` and may be of kind `rules` too.
+const RULE_TIER_KEY: &str = "rules.scorer";
+
+/// Every scorer kind, with `rules` scorers built for the rule tier kept in `rules` for
+/// `risk_engine_reload_rules` (a fast or deep tier of kind `rules` is not the rule file).
 fn registry(rules: &Arc<Mutex<Option<Arc<RuleScorer>>>>) -> ScorerRegistry {
     let mut reg = ScorerRegistry::default();
     risk_gpu::register(&mut reg);
     let slot = Arc::clone(rules);
     reg.register("rules", move |spec| {
         let s = risk_rules::scorer_from_spec(spec)?;
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
+        if spec.key == RULE_TIER_KEY {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
+        }
         Ok(s as Arc<dyn risk_core::Scorer>)
     });
     reg
@@ -229,8 +237,9 @@ pub unsafe extern "C" fn risk_engine_decide_batch(
     })
 }
 
-/// Reloads the engine's rule file (`[rules.scorer] kind = "rules"`). A file that does not
-/// compile leaves the serving rules in place and returns `RISK_ERR_RELOAD`.
+/// Reloads the rule tier's file (`[rules.scorer] kind = "rules"`; a fast or deep tier of
+/// kind `rules` is not reloaded). A file that does not compile leaves the serving rules in
+/// place and returns `RISK_ERR_RELOAD`, as does an engine whose rule tier has no file.
 ///
 /// # Safety
 /// `e` is live.

@@ -4,11 +4,12 @@
 //! threads, the registry, the metrics document against the header).
 
 mod handles;
+mod reload;
 mod subscription;
 
 use risk_ffi::*;
 use std::ffi::{CStr, CString};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Hang detector for waits on another thread: never reached by a passing run.
 const HANG: std::time::Duration = std::time::Duration::from_secs(60);
@@ -81,4 +82,14 @@ fn free_engine(e: *mut risk_engine) {
 fn free_subscription(s: *mut risk_subscription) {
     // SAFETY: `risk_subscription_free` accepts any handle value.
     unsafe { risk_subscription_free(s) }
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("api")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
