@@ -324,8 +324,20 @@ risk_result risk_engine_decide_json(const struct risk_engine *e,
                                     size_t len,
                                     struct risk_decision *out);
 
-// Every metric as JSON (decisions by action, tier and fallback cause, latency
-// percentiles, gray zone, circuit state).
+// Every metric of the engine (every field of its `MetricsSnapshot`) as one JSON object
+// with these keys:
+// - `decisions`, `hard_rule`, `rules_failed`, `late_discarded`, `fast_skipped`,
+//   `async_shed`, `fast_workers_busy`: counts;
+// - `by_action` {`approve`, `review`, `decline`}, `by_tier` {`rules`, `fast`, `static`},
+//   `fallbacks` {`timeout`, `error`, `panic`, `invalid_score`, `circuit_open`, `absent`,
+//   `saturated`}: decisions by action, deciding tier and fast-tier fallback cause;
+// - `latency` {`rules`, `fast`, `total`, `deep`}, each {`count`, `mean_ns`, `p50_ns`,
+//   `p99_ns`, `p999_ns`, `max_ns`};
+// - `gray` {`enqueued`, `shed`, `completed`, `timed_out`, `failed`, `saturated`,
+//   `abandoned`, `batches`, `subscriber_dropped`, `skipped`, `circuit_open`,
+//   `late_discarded`, `queue_len`}: the gray zone and deep tier;
+// - `fast_circuit`, `deep_circuit`: a circuit breaker's state, "closed", "open",
+//   "half_open" or "absent".
 //
 // # Safety
 // `e` is live; `buf` has `cap` writable bytes (or is NULL to query the size); `len` is

@@ -5,10 +5,24 @@ use crate::engine::risk_engine;
 use crate::error::guard;
 use crate::error::risk_result;
 use crate::handle::with_handle;
+use risk_core::{GrayStats, LatencySummary, MetricsSnapshot};
+use serde_json::{json, Value};
 use std::ffi::c_char;
 
-/// Every metric as JSON (decisions by action, tier and fallback cause, latency
-/// percentiles, gray zone, circuit state).
+/// Every metric of the engine (every field of its `MetricsSnapshot`) as one JSON object
+/// with these keys:
+/// - `decisions`, `hard_rule`, `rules_failed`, `late_discarded`, `fast_skipped`,
+///   `async_shed`, `fast_workers_busy`: counts;
+/// - `by_action` {`approve`, `review`, `decline`}, `by_tier` {`rules`, `fast`, `static`},
+///   `fallbacks` {`timeout`, `error`, `panic`, `invalid_score`, `circuit_open`, `absent`,
+///   `saturated`}: decisions by action, deciding tier and fast-tier fallback cause;
+/// - `latency` {`rules`, `fast`, `total`, `deep`}, each {`count`, `mean_ns`, `p50_ns`,
+///   `p99_ns`, `p999_ns`, `max_ns`};
+/// - `gray` {`enqueued`, `shed`, `completed`, `timed_out`, `failed`, `saturated`,
+///   `abandoned`, `batches`, `subscriber_dropped`, `skipped`, `circuit_open`,
+///   `late_discarded`, `queue_len`}: the gray zone and deep tier;
+/// - `fast_circuit`, `deep_circuit`: a circuit breaker's state, "closed", "open",
+///   "half_open" or "absent".
 ///
 /// # Safety
 /// `e` is live; `buf` has `cap` writable bytes (or is NULL to query the size); `len` is
@@ -22,39 +36,108 @@ pub unsafe extern "C" fn risk_engine_metrics_json(
 ) -> risk_result {
     guard(|| {
         with_handle(e, |h| {
-            let m = h.engine.metrics();
-            let lat = |l: &risk_core::LatencySummary| serde_json::json!({"count": l.count, "p50_ns": l.p50_ns, "p99_ns": l.p99_ns, "p999_ns": l.p999_ns, "max_ns": l.max_ns});
-            let by = |v: Vec<(&str, u64)>| {
-                serde_json::Value::Object(
-                    v.into_iter()
-                        .map(|(k, c)| (k.to_owned(), c.into()))
-                        .collect(),
-                )
-            };
-            let g = &m.gray;
-            let j = serde_json::json!({
-                "decisions": m.decisions,
-                "by_action": by(m.by_action.iter().map(|(a, c)| (a.as_str(), *c)).collect()),
-                "by_tier": by(m.by_tier.iter().map(|(t, c)| (t.as_str(), *c)).collect()),
-                "fallbacks": by(m.fallbacks.iter().map(|(f, c)| (f.as_str(), *c)).collect()),
-                "hard_rule": m.hard_rule,
-                "rules_failed": m.rules_failed,
-                "late_discarded": m.late_discarded,
-                "latency": {
-                    "rules": lat(&m.rules_latency),
-                    "fast": lat(&m.fast_latency),
-                    "total": lat(&m.total_latency),
-                    "deep": lat(&m.deep_latency),
-                },
-                "gray": {
-                    "enqueued": g.enqueued, "shed": g.shed, "completed": g.completed,
-                    "timed_out": g.timed_out, "failed": g.failed, "saturated": g.saturated,
-                    "queue_len": g.queue_len,
-                },
-                "fast_circuit": m.fast_circuit,
-                "fast_workers_busy": m.fast_workers_busy,
-            });
-            write_text(&j.to_string(), buf, cap, len)
+            let text = metrics_json(&h.engine.metrics()).to_string();
+            write_text(&text, buf, cap, len)
         })
     })
+}
+
+/// The JSON document of [`risk_engine_metrics_json`]: the one place a snapshot becomes JSON.
+/// Every struct is destructured without `..`, so a field added to `MetricsSnapshot`,
+/// `LatencySummary` or `GrayStats` does not compile until it is emitted here (then list it
+/// in the function's documentation: a test checks the two agree).
+fn metrics_json(m: &MetricsSnapshot) -> Value {
+    let MetricsSnapshot {
+        decisions,
+        by_action,
+        by_tier,
+        fallbacks,
+        hard_rule,
+        rules_failed,
+        late_discarded,
+        fast_skipped,
+        async_shed,
+        rules_latency,
+        fast_latency,
+        total_latency,
+        deep_latency,
+        gray,
+        fast_circuit,
+        deep_circuit,
+        fast_workers_busy,
+    } = m;
+    let GrayStats {
+        enqueued,
+        shed,
+        completed,
+        timed_out,
+        failed,
+        saturated,
+        abandoned,
+        batches,
+        subscriber_dropped,
+        skipped,
+        circuit_open,
+        late_discarded: gray_late_discarded,
+        queue_len,
+    } = gray;
+    json!({
+        "decisions": decisions,
+        "by_action": counts(by_action.iter().map(|(a, c)| (a.as_str(), *c))),
+        "by_tier": counts(by_tier.iter().map(|(t, c)| (t.as_str(), *c))),
+        "fallbacks": counts(fallbacks.iter().map(|(f, c)| (f.as_str(), *c))),
+        "hard_rule": hard_rule,
+        "rules_failed": rules_failed,
+        "late_discarded": late_discarded,
+        "fast_skipped": fast_skipped,
+        "async_shed": async_shed,
+        "latency": {
+            "rules": latency(rules_latency),
+            "fast": latency(fast_latency),
+            "total": latency(total_latency),
+            "deep": latency(deep_latency),
+        },
+        "gray": {
+            "enqueued": enqueued,
+            "shed": shed,
+            "completed": completed,
+            "timed_out": timed_out,
+            "failed": failed,
+            "saturated": saturated,
+            "abandoned": abandoned,
+            "batches": batches,
+            "subscriber_dropped": subscriber_dropped,
+            "skipped": skipped,
+            "circuit_open": circuit_open,
+            "late_discarded": gray_late_discarded,
+            "queue_len": queue_len,
+        },
+        "fast_circuit": fast_circuit,
+        "deep_circuit": deep_circuit,
+        "fast_workers_busy": fast_workers_busy,
+    })
+}
+
+fn latency(l: &LatencySummary) -> Value {
+    let LatencySummary {
+        count,
+        mean_ns,
+        p50_ns,
+        p99_ns,
+        p999_ns,
+        max_ns,
+    } = l;
+    json!({
+        "count": count,
+        "mean_ns": mean_ns,
+        "p50_ns": p50_ns,
+        "p99_ns": p99_ns,
+        "p999_ns": p999_ns,
+        "max_ns": max_ns,
+    })
+}
+
+/// `{name: count}` in the snapshot's order.
+fn counts<'a>(v: impl Iterator<Item = (&'a str, u64)>) -> Value {
+    Value::Object(v.map(|(k, c)| (k.to_owned(), c.into())).collect())
 }
