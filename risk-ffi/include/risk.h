@@ -315,7 +315,10 @@ risk_result risk_engine_shutdown(const struct risk_engine *e,
 
 // Decides a transaction given as JSON: `{"id", "entity", "timestamp_ms", "amount",
 // "currency", "mcc", "country", "channel", "device", "features": {name: number | string |
-// null}}` (`amount` and `currency` required; unknown keys rejected).
+// null}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
+// only as a feature value, meaning missing). `RISK_ERR_JSON` when the text is not such an
+// object (the message names the key), `RISK_ERR_TRANSACTION` when the transaction rejects
+// a value.
 //
 // # Safety
 // `e` is live; `json` points to `len` bytes; `out` is writable.

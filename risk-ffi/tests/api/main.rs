@@ -4,6 +4,7 @@
 //! threads, the registry, the metrics document against the header).
 
 mod handles;
+mod json;
 mod metrics;
 mod reload;
 mod subscription;
