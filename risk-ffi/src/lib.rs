@@ -3,7 +3,7 @@
 //! The C ABI of **risk** (issue [6]). Conventions (also in the README, "API conventions"):
 //!
 //! - Every function returns a [`risk_result`] (`RISK_OK` = 0) except `risk_version`,
-//!   `risk_last_error` and the `_free` functions. On failure, `risk_last_error()` returns
+//!   `risk_last_error`, `risk_fallback_name` and the `_free` functions. On failure, `risk_last_error()` returns
 //!   a message for the calling thread (valid until that thread's next call); outputs are
 //!   left untouched: there are no partial successes (a batch reports one code per item).
 //! - Every function body runs inside a panic boundary: a Rust panic becomes
@@ -15,9 +15,10 @@
 //!   reused, and only live handles are registered, so a freed, never-created or wrong-type
 //!   handle is refused with `RISK_ERR_HANDLE` and freeing twice is harmless.
 //! - `_free` does not wait for calls in flight on that handle: they hold their own
-//!   reference and finish normally (on a freed engine, new decisions get
+//!   reference and finish (a decision not yet started on a freed engine gets
 //!   `RISK_ERR_SHUT_DOWN`); calls made after `_free` returns get `RISK_ERR_HANDLE`.
-//! - An engine handle may be shared by any number of threads; a subscription handle too.
+//! - An engine handle may be shared by any number of threads; a subscription handle too:
+//!   each verdict goes to one poller, and `timeout_ms` bounds every poller's wait.
 //! - Caller-owned buffers: functions writing text take `(buf, cap, *len)`, always set `*len`
 //!   to the full size, and return `RISK_ERR_BUFFER_TOO_SMALL` without writing when it does
 //!   not fit (`cap` must hold the text plus a NUL).
