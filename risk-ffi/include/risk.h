@@ -222,7 +222,8 @@ typedef struct risk_verdict {
   float fast_score;
   // 0 model, 1 cached average, 2 global prior.
   uint8_t source;
-  // 0 none, 1 timeout, 2 error, 3 saturated.
+  // 0 none, 1 timeout, 2 error, 3 saturated, 4 circuit open (the deep tier's breaker); 255 a
+  // cause this header version does not know.
   uint8_t failure;
   // Enqueue to verdict (ns).
   uint64_t latency_ns;

@@ -120,6 +120,7 @@ fn to_c(v: &DeepVerdict) -> risk_verdict {
             Some(DeepFailure::Timeout) => 1,
             Some(DeepFailure::Error) => 2,
             Some(DeepFailure::Saturated) => 3,
+            Some(DeepFailure::CircuitOpen) => 4,
             Some(_) => 255,
         },
         latency_ns: v.latency.as_nanos() as u64,
@@ -142,7 +143,8 @@ pub struct risk_verdict {
     pub fast_score: f32,
     /// 0 model, 1 cached average, 2 global prior.
     pub source: u8,
-    /// 0 none, 1 timeout, 2 error, 3 saturated.
+    /// 0 none, 1 timeout, 2 error, 3 saturated, 4 circuit open (the deep tier's breaker); 255 a
+    /// cause this header version does not know.
     pub failure: u8,
     /// Enqueue to verdict (ns).
     pub latency_ns: u64,

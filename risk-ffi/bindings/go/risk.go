@@ -810,7 +810,7 @@ func (s *Subscription) Close() error {
 }
 
 var sourceNames = [...]VerdictSource{SourceModel, SourceCachedAverage, SourceGlobalPrior}
-var failureNames = [...]VerdictFailure{FailureNone, FailureTimeout, FailureError, FailureSaturated}
+var failureNames = [...]VerdictFailure{FailureNone, FailureTimeout, FailureError, FailureSaturated, FailureCircuitOpen}
 
 func verdictFromC(v *C.risk_verdict) Verdict {
 	return Verdict{

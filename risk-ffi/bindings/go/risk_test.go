@@ -1109,7 +1109,7 @@ func TestUnknownCodes(t *testing.T) {
 	if got := libFallbackName(CodeUnknown); got != string(FallbackUnknown) {
 		t.Errorf("library fallback 255 = %q", got)
 	}
-	if tierName(2) != TierStatic || sourceName(2) != SourceGlobalPrior || failureName(3) != FailureSaturated {
+	if tierName(2) != TierStatic || sourceName(2) != SourceGlobalPrior || failureName(3) != FailureSaturated || failureName(4) != FailureCircuitOpen {
 		t.Error("known codes")
 	}
 	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_UNKNOWN(14)" {

@@ -173,6 +173,8 @@ const (
 	FailureTimeout   VerdictFailure = "timeout"
 	FailureError     VerdictFailure = "error"
 	FailureSaturated VerdictFailure = "saturated"
+	// FailureCircuitOpen: the deep tier's circuit breaker was open.
+	FailureCircuitOpen VerdictFailure = "circuit_open"
 	// FailureUnknown: a failure this binding does not know (RISK_CODE_UNKNOWN).
 	FailureUnknown VerdictFailure = "unknown"
 )

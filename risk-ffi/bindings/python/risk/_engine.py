@@ -427,7 +427,7 @@ class Decision:
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """A deep-tier verdict (``risk_verdict``). ``source``: model / cached_average /
-    global_prior / unknown; ``failure``: none / timeout / error / saturated / unknown
+    global_prior / unknown; ``failure``: none / timeout / error / saturated / circuit_open / unknown
     ("unknown": ``RISK_CODE_UNKNOWN``, a code newer than this binding)."""
 
     ticket: int

@@ -131,7 +131,7 @@ ESCALATION_NAMES = {
 }
 # risk_verdict.source / .failure (header comments; no name function in the ABI).
 VERDICT_SOURCE_NAMES = {0: "model", 1: "cached_average", 2: "global_prior", RISK_CODE_UNKNOWN: "unknown"}
-VERDICT_FAILURE_NAMES = {0: "none", 1: "timeout", 2: "error", 3: "saturated", RISK_CODE_UNKNOWN: "unknown"}
+VERDICT_FAILURE_NAMES = {0: "none", 1: "timeout", 2: "error", 3: "saturated", 4: "circuit_open", RISK_CODE_UNKNOWN: "unknown"}
 
 
 def enum_name(table: dict, code: int) -> str:

@@ -3,7 +3,7 @@ package dev.risk;
 /**
  * A deep-tier verdict ({@code risk_verdict}). {@code source}: 0 model, 1 cached average,
  * 2 global prior, {@link #CODE_UNKNOWN} unknown; {@code failure}: 0 none, 1 timeout, 2 error,
- * 3 saturated, {@link #CODE_UNKNOWN} unknown.
+ * 3 saturated, 4 circuit open (the deep tier's breaker), {@link #CODE_UNKNOWN} unknown.
  */
 public record Verdict(long ticket, long txnId, long entity, float score, float fastScore,
                       int source, int failure, long latencyNs) {
