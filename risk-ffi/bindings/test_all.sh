@@ -7,6 +7,7 @@ cd "$root"
 cargo build --release -p risk-ffi
 export RISK_FFI_LIB_DIR="$root/target/release"
 test -f "$RISK_FFI_LIB_DIR/librisk_ffi.so" || { echo "librisk_ffi.so missing in $RISK_FFI_LIB_DIR"; exit 1; }
+bash "$root/risk-ffi/tests/c/run_valgrind.sh" # C stress under valgrind memcheck + helgrind; fails if valgrind is missing
 for lang in python go java; do
   echo "==> bindings/$lang"
   bash "$root/risk-ffi/bindings/$lang/run_tests.sh"
