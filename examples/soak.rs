@@ -15,8 +15,8 @@
 
 use risk_core::synth::{generate, schema, SynthConfig};
 use risk_core::{
-    CircuitConfig, DeepConfig, Engine, FallbackCause, Histogram, Latency, PoolConfig, Score,
-    ScoreError, Scorer, ScorerInfo, Shutdown, Transaction,
+    CircuitConfig, DeepConfig, Engine, FallbackCause, Histogram, Latency, LatencySummary,
+    PoolConfig, Score, ScoreError, Scorer, ScorerInfo, Shutdown, Transaction,
 };
 use risk_rules::{RuleScorer, RuleSet, DEFAULT_RULES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -149,7 +149,7 @@ fn drive(
     txns: &Arc<Vec<Transaction>>,
     threads: usize,
     secs: u64,
-) -> (u64, u64, Histogram, Histogram) {
+) -> (u64, u64, LatencySummary, LatencySummary) {
     let stop = Arc::new(AtomicBool::new(false));
     let (total, late) = (Arc::new(Histogram::new()), Arc::new(Histogram::new()));
     let (n, errs) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
@@ -184,8 +184,12 @@ fn drive(
     stop.store(true, Relaxed);
     hs.into_iter()
         .for_each(|h| h.join().expect("driver thread"));
-    let take = |h: Arc<Histogram>| Arc::try_unwrap(h).ok().expect("histogram");
-    (n.load(Relaxed), errs.load(Relaxed), take(total), take(late))
+    (
+        n.load(Relaxed),
+        errs.load(Relaxed),
+        total.snapshot(),
+        late.snapshot(),
+    )
 }
 
 fn transactions(n: usize) -> Arc<Vec<Transaction>> {
@@ -223,8 +227,7 @@ fn soak(secs: u64) {
     sampler_stop.store(true, Relaxed);
     let rss = sampler.join().expect("sampler");
     let m = e.metrics();
-    let t = total.snapshot();
-    let l = late.snapshot();
+    let (t, l) = (total, late);
     println!(
         "soak: {secs} s after {warm} s warm-up, {THREADS} caller threads, deadline {DEADLINE:?}"
     );
