@@ -76,7 +76,9 @@ pub trait Scorer: Send + Sync {
     /// calls this with the time left of its budget). Backends that can stop part-way (an
     /// LLM between layers) override it and return [`ScoreError::Cancelled`] when the
     /// budget passes, so a late batch frees its worker; the default calls
-    /// [`score_batch`](Self::score_batch).
+    /// [`score_batch`](Self::score_batch). Like `score_within`'s, the budget is a
+    /// duration from the call: backends measure it on the real clock, whatever clock the
+    /// engine was given (a test on a manual clock gives a budget a real run outlasts).
     fn score_batch_within(
         &self,
         txns: &[&Transaction],

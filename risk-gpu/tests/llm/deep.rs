@@ -298,7 +298,10 @@ fn gray_zone_transactions_get_model_verdicts_that_shift_the_next_decision() {
         .fast(Arc::new(ConstantScorer::new(0.5)))
         .deep(deep.clone())
         .deep_config(DeepConfig {
-            budget: Duration::from_millis(500),
+            // The engine measures the budget on its (manual) clock, which never moves; the
+            // scorer stops a forward past the budget measured on the real clock
+            // (`score_batch_within`), so the budget must outlast a forward on a busy machine.
+            budget: Duration::from_secs(3600),
             max_batch: 4,
             max_wait: Duration::ZERO,
             workers: 1,
