@@ -45,7 +45,10 @@ gcc -std=c11 -Wall -Wextra -Werror -g -O1 -pthread -I "$root/risk-ffi/include" \
   -L "$lib" "-Wl,--disable-new-dtags,-rpath,$lib" -lrisk_ffi -lm
 
 echo "run_valgrind.sh: $(valgrind --version), $mode mode: $deciders deciders x $rounds rounds"
-common=(--error-exitcode=99 --num-callers=64 --suppressions="$here/valgrind.supp")
+# --fair-sched=yes: valgrind runs one thread at a time, and its default lock is unfair: a
+# thread that never blocks (a poller with timeout 0) can take it again and again and starve
+# the deciders for minutes (seen: 10+ min for the short mode). The ticket lock is fair.
+common=(--error-exitcode=99 --num-callers=64 --fair-sched=yes --suppressions="$here/valgrind.supp")
 
 # run NAME ORDER VALGRIND-ARGS...: runs stress under valgrind; fails on a non-zero exit.
 run() {
@@ -72,7 +75,7 @@ run() {
 }
 
 if [ "$mode" = nosupp ]; then
-  env -u LD_LIBRARY_PATH nice -n 19 valgrind --tool=helgrind --num-callers=64 \
+  env -u LD_LIBRARY_PATH nice -n 19 valgrind --tool=helgrind --num-callers=64 --fair-sched=yes \
     "$tmp/stress" "$tmp" "$deciders" "$rounds" || true
   exit 0
 fi
