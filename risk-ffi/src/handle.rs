@@ -2,10 +2,10 @@
 //! its type, so a freed, never-created or wrong-type handle is refused with
 //! `RISK_ERR_HANDLE` instead of dereferenced.
 //!
-//! A handle is not an address: it is an id from a counter that starts at 1 and only counts
-//! up, cast to the opaque pointer type (never dereferenced, by C or by us). Ids are never
-//! reused, so a stale handle can never alias a newer one, and the registry holds only the
-//! live entries: freeing a handle frees everything kept for it.
+//! A handle is not an address: it is an id from a counter that starts at [`HANDLE_BASE`] and
+//! only counts up, cast to the opaque pointer type (never dereferenced, by C or by us). Ids
+//! are never reused, so a stale handle can never alias a newer one, and the registry holds
+//! only the live entries: freeing a handle frees everything kept for it.
 //!
 //! Calls look the handle up, clone its `Arc` and release the registry lock before working,
 //! so `_free` never waits for calls in flight: they finish on their own reference, and
@@ -63,18 +63,31 @@ pub(crate) struct Registry {
     next: usize,
 }
 
+/// The first handle id. Callers' runtimes keep handles in pointer-typed variables (Go's
+/// `unsafe.Pointer`, cgo's `*C.risk_engine`), and their garbage collectors inspect them: a
+/// small integer there is fatal (Go's stack copier throws "invalid pointer found on stack"
+/// for any value below a page), and a value inside their heap would be mistaken for an
+/// object. On 64-bit targets ids therefore start in the upper half of the address space,
+/// where no user-space allocation can be (kernel addresses on x86-64 and AArch64), so a GC
+/// ignores them; on 32-bit targets, above the first page.
+#[cfg(target_pointer_width = "64")]
+pub(crate) const HANDLE_BASE: usize = 0xFFFF_8000_0000_0000;
+/// The first handle id (see the 64-bit definition).
+#[cfg(not(target_pointer_width = "64"))]
+pub(crate) const HANDLE_BASE: usize = 0x1000;
+
 impl Default for Registry {
     fn default() -> Self {
         Self {
             live: HashMap::new(),
-            next: 1,
+            next: HANDLE_BASE,
         }
     }
 }
 
 impl Registry {
     /// Registers `obj` under a new id and returns it as a handle. Panics (caught at the
-    /// boundary) only when the ids run out: 2^64 handles on 64-bit targets.
+    /// boundary) only when the ids run out: 2^63 handles on 64-bit targets.
     pub(crate) fn insert<T: Handle>(&mut self, obj: Arc<T>) -> *mut T {
         let id = self.next;
         self.next = id.checked_add(1).expect("handle ids exhausted");
