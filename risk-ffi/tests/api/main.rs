@@ -3,6 +3,7 @@
 //! from C under sanitizers; these tests check what C cannot see easily (timing between
 //! threads, the registry, the metrics document against the header).
 
+mod fuzz_seeds;
 mod handles;
 mod json;
 mod metrics;
