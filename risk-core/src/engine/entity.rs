@@ -141,10 +141,10 @@ impl EntityStore {
                 shift(&s, s.last_ms)
             });
         };
-        if map.get(&key.0).is_none() {
-            map.insert(key.0, State::default());
-        }
-        let Some(mut s) = map.get_mut(&key.0) else {
+        let inserted = map.get_mut_or_insert_with(&key.0, || {
+            Ok::<_, std::convert::Infallible>(State::default())
+        });
+        let Ok(Some(mut s)) = inserted else {
             // Not admitted (impossible with unit weights and a capacity of at least one):
             // no state rather than a panic.
             return 0.0;
