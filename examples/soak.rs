@@ -24,7 +24,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const DEADLINE: Duration = Duration::from_millis(15);
-/// Caller threads: one per core here (2 vCPUs), so lateness is the engine's, not a run queue's.
+/// Caller threads unless the third argument says otherwise: one per core here (2 vCPUs).
+/// `-- soak 600 1` leaves a core free for the wake-ups of a caller whose deadline passed.
 const THREADS: usize = 2;
 
 /// What a call does, by a hash of (transaction id, call number): reproducible shares.
@@ -223,13 +224,17 @@ fn soak(secs: u64) {
         }
         v
     });
-    let (n, errs, total, late) = drive(&e, &txns, THREADS, secs);
+    let threads = std::env::args()
+        .nth(3)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(THREADS);
+    let (n, errs, total, late) = drive(&e, &txns, threads, secs);
     sampler_stop.store(true, Relaxed);
     let rss = sampler.join().expect("sampler");
     let m = e.metrics();
     let (t, l) = (total, late);
     println!(
-        "soak: {secs} s after {warm} s warm-up, {THREADS} caller threads, deadline {DEADLINE:?}"
+        "soak: {secs} s after {warm} s warm-up, {threads} caller threads, deadline {DEADLINE:?}"
     );
     println!(
         "  decisions {n} (+ warm-up), errors {errs}, answered 100%: {}",
@@ -391,6 +396,6 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("soak") => soak(secs),
         Some("overload") => overload(secs),
-        _ => eprintln!("usage: soak (soak | overload) SECONDS"),
+        _ => eprintln!("usage: soak (soak SECONDS [CALLER_THREADS] | overload SECONDS)"),
     }
 }

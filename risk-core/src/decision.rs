@@ -1,7 +1,8 @@
 //! What the engine answers: [`Decision`], and what the deep tier answers later: [`DeepVerdict`].
 
-use crate::scorer::Reasons;
+use crate::scorer::{FiredRules, Reasons};
 use crate::txn::{EntityKey, TxnId};
+use crate::version::{VersionId, Versions};
 use std::fmt;
 use std::time::Duration;
 
@@ -158,8 +159,10 @@ pub enum Escalation {
     Shed(ShedReason),
 }
 
-/// The engine's answer for one transaction.
+/// The engine's answer for one transaction. `#[non_exhaustive]`: fields are added
+/// without a breaking change (only the engine builds one).
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Decision {
     /// The transaction.
     pub txn: TxnId,
@@ -187,6 +190,12 @@ pub struct Decision {
     pub timings: StageTimings,
     /// Gray-zone hand-off.
     pub escalation: Escalation,
+    /// The rules that fired (names, in evaluation order; empty when the rule tier failed).
+    pub rules_fired: FiredRules,
+    /// The rule set, models, configuration and schema that produced this decision.
+    pub versions: Versions,
+    /// When the engine decided, milliseconds since the Unix epoch (by its clock).
+    pub decided_at_ms: i64,
 }
 
 /// Where a deep verdict's score came from.
@@ -227,7 +236,9 @@ pub enum DeepFailure {
 }
 
 /// The deep tier's asynchronous answer for a gray-zone transaction.
+/// `#[non_exhaustive]`: only the engine builds one.
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct DeepVerdict {
     /// The escalation ticket from the [`Decision`].
     pub ticket: Ticket,
@@ -245,6 +256,10 @@ pub struct DeepVerdict {
     pub fast_score: f32,
     /// Enqueue to verdict.
     pub latency: Duration,
+    /// The deep model that was asked (also when its answer was replaced by a fallback).
+    pub deep: VersionId,
+    /// When the verdict was delivered, milliseconds since the Unix epoch (engine clock).
+    pub decided_at_ms: i64,
 }
 
 /// What a deep verdict left in the entity's feedback store, read by the next decision.

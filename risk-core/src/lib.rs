@@ -36,6 +36,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod audit;
 pub mod clock;
 pub mod config;
 pub mod decision;
@@ -48,6 +49,7 @@ pub mod scorer;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod txn;
+pub mod version;
 
 pub use clock::{Clock, ManualClock, Nanos, Notify, SystemClock};
 pub use config::{
@@ -65,8 +67,9 @@ pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
 pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};
 pub use policy::Policy;
 pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
-pub use scorer::{Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
+pub use scorer::{FiredRules, Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
 pub use txn::{Channel, Country, Currency, DeviceId, EntityKey, Transaction, TxnId};
+pub use version::{VersionId, Versions};
 
 /// The README's example, compiled and run as a doctest.
 #[cfg(doctest)]

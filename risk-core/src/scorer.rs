@@ -3,6 +3,7 @@
 use crate::decision::Action;
 use crate::error::ScoreError;
 use crate::txn::Transaction;
+use crate::version::VersionId;
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::fmt;
@@ -27,16 +28,42 @@ pub struct ScorerInfo {
     pub version: String,
     /// Latency class.
     pub latency: Latency,
+    /// Hash of the artifact's content (see [`content_hash`](Self::content_hash)).
+    pub content_hash: u64,
 }
 
 impl ScorerInfo {
-    /// A new info record.
+    /// A new info record. Its content hash is the FNV-1a 64 of `name`, a NUL and
+    /// `version` until [`with_content_hash`](Self::with_content_hash) sets the artifact's.
     pub fn new(name: impl Into<String>, version: impl Into<String>, latency: Latency) -> Self {
+        let (name, version) = (name.into(), version.into());
+        let mut h = crate::schema::Fnv::new();
+        h.write(name.as_bytes());
+        h.write(&[0]);
+        h.write(version.as_bytes());
         Self {
-            name: name.into(),
-            version: version.into(),
+            content_hash: h.finish(),
+            name,
+            version,
             latency,
         }
+    }
+
+    /// Sets the content hash: backends that load a file pass the hash of its bytes.
+    pub fn with_content_hash(mut self, hash: u64) -> Self {
+        self.content_hash = hash;
+        self
+    }
+
+    /// The artifact's content hash: the FNV-1a 64 of the model or rule file's bytes
+    /// where the backend set it, otherwise of the name and version.
+    pub fn content_hash(&self) -> u64 {
+        self.content_hash
+    }
+
+    /// The identity recorded on decisions.
+    pub fn version_id(&self) -> VersionId {
+        VersionId::new(&self.name, &self.version, self.content_hash)
     }
 }
 
@@ -105,15 +132,23 @@ pub struct Score {
     pub reasons: Reasons,
     /// Set by hard rules: overrides the model (when the engine allows hard overrides).
     pub directive: Option<Action>,
+    /// The rules that fired (rule tier only; empty for models).
+    pub fired: FiredRules,
+    /// The version that produced this score, for scorers whose version changes while
+    /// serving (a hot-reloaded rule set); `None`: the version the scorer reported in
+    /// [`Scorer::info`] when the engine was built.
+    pub version: Option<VersionId>,
 }
 
 impl Score {
-    /// A score with no reasons and no directive.
+    /// A score with no reasons, no directive, no fired rules.
     pub fn new(probability: f32) -> Self {
         Self {
             probability,
             reasons: Reasons::new(),
             directive: None,
+            fired: FiredRules::new(),
+            version: None,
         }
     }
 
@@ -290,6 +325,79 @@ impl Reasons {
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+// ===== Fired rules =====
+
+/// The names of the rules that fired, in evaluation order, inline (no allocation): the
+/// first [`FiredRules::CAPACITY`] are kept and [`total`](Self::total) counts them all,
+/// so an audit record says when the list was cut.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct FiredRules {
+    len: u8,
+    total: u32,
+    names: [ReasonCode; FiredRules::CAPACITY],
+}
+
+impl Default for FiredRules {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for FiredRules {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl FiredRules {
+    /// How many names are kept.
+    pub const CAPACITY: usize = 16;
+
+    /// None fired.
+    pub const fn new() -> Self {
+        Self {
+            len: 0,
+            total: 0,
+            names: [ReasonCode::UNSET; Self::CAPACITY],
+        }
+    }
+
+    /// Records a fired rule (its interned name).
+    #[inline]
+    pub fn push(&mut self, name: ReasonCode) {
+        if (self.len as usize) < Self::CAPACITY {
+            self.names[self.len as usize] = name;
+            self.len += 1;
+        }
+        self.total = self.total.saturating_add(1);
+    }
+
+    /// The kept names' codes.
+    pub fn codes(&self) -> &[ReasonCode] {
+        &self.names[..self.len as usize]
+    }
+
+    /// The kept names.
+    pub fn iter(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.codes().iter().map(|c| c.name())
+    }
+
+    /// How many fired (kept or not).
+    pub fn total(&self) -> u32 {
+        self.total
+    }
+
+    /// Whether none fired.
+    pub fn is_empty(&self) -> bool {
+        self.total == 0
+    }
+
+    /// Whether `name` is among the kept names.
+    pub fn contains(&self, name: &str) -> bool {
+        self.iter().any(|n| n == name)
     }
 }
 

@@ -1,5 +1,6 @@
 //! Integration tests of the engine: deterministic (injected clock, scripted scorers).
 
+mod audit;
 mod common;
 mod config;
 mod engine;

@@ -8,7 +8,7 @@ use crate::lexer::lex;
 use crate::parser::file::{parse_file, HitPolicy, Outcome};
 use crate::parser::parse_expr;
 use crate::vm::{all_atoms, run, Atom, Op};
-use risk_core::{Action, FeatureSchema, Features, ReasonCode};
+use risk_core::{Action, FeatureSchema, Features, ReasonCode, VersionId};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -38,6 +38,8 @@ pub struct Rule {
     pub condition: String,
     /// Line of the rule in its file.
     pub line: usize,
+    /// The id, interned: what a decision's `rules_fired` holds.
+    pub name: ReasonCode,
     cond: Cond,
     texpr: TExpr,
 }
@@ -78,6 +80,7 @@ pub struct RuleSet {
     version: String,
     file: String,
     schema_fingerprint: u64,
+    version_id: VersionId,
 }
 
 /// The rule tier's answer for one transaction.
@@ -201,6 +204,7 @@ impl RuleSet {
                 hard: r.hard,
                 condition: src[when.span.start..when.span.end].to_owned(),
                 line: src[..r.id_span.start].matches('\n').count() + 1,
+                name: ReasonCode::intern(&r.id),
                 cond,
                 texpr,
             });
@@ -210,6 +214,12 @@ impl RuleSet {
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(rules[i as usize].priority));
         let plan = order.iter().map(|&i| (i, rules[i as usize].cond)).collect();
+        let version = ast.version.unwrap_or_else(|| "unversioned".into());
+        let version_id = VersionId::new(
+            &format!("rules:{file}"),
+            &version,
+            risk_core::schema::Fnv::hash(src.as_bytes()),
+        );
         Ok(Self {
             rules,
             plan,
@@ -218,9 +228,10 @@ impl RuleSet {
             sets: em.sets,
             policy: ast.policy,
             review_score: ast.review_score,
-            version: ast.version.unwrap_or_else(|| "unversioned".into()),
+            version,
             file: file.to_owned(),
             schema_fingerprint: schema.fingerprint(),
+            version_id,
         })
     }
 
@@ -255,6 +266,12 @@ impl RuleSet {
     /// Probability given to a fired non-hard `review` rule.
     pub fn review_score(&self) -> f32 {
         self.review_score
+    }
+
+    /// Identity recorded on decisions: `rules:<file>`, the file's `version`, and the
+    /// FNV-1a 64 of its source text.
+    pub fn version_id(&self) -> VersionId {
+        self.version_id
     }
 
     /// The file name it was compiled from.

@@ -214,6 +214,7 @@ impl Scorer for RuleScorer {
     fn info(&self) -> ScorerInfo {
         let s = self.current.load();
         ScorerInfo::new(format!("rules:{}", s.file()), s.version(), Latency::Bounded)
+            .with_content_hash(s.version_id().hash())
     }
 
     fn score(&self, txn: &Transaction) -> Result<Score, ScoreError> {
@@ -223,6 +224,7 @@ impl Scorer for RuleScorer {
             let v = set.evaluate(&txn.features, &mut h);
             let mut s = Score::new(v.score);
             s.directive = v.directive;
+            s.version = Some(set.version_id());
             // Reasons: fired rules merged by reason code (weights add up), hard rules
             // first, then by weight; at most `Reasons::CAPACITY`, without allocating.
             let review = set.review_score();
@@ -231,6 +233,7 @@ impl Scorer for RuleScorer {
             let mut n = 0;
             for &i in h.indices() {
                 let r = &set.rules()[i as usize];
+                s.fired.push(r.name);
                 let w = r.contribution(review);
                 if let Some(t) = top[..n].iter_mut().find(|t| t.0 == r.reason) {
                     t.1 += w;

@@ -7,6 +7,8 @@ use super::pool::DeadlinePool;
 use super::tier::FastTier;
 use super::{Engine, Inner};
 use crate::clock::{nanos, Clock, SystemClock};
+use crate::audit::{AuditSink, SegmentLog};
+use crate::version::Versions;
 use crate::config::{
     DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, RawFile, ScorerRegistry, ScorerSpec,
 };
@@ -30,6 +32,8 @@ pub struct EngineBuilder {
     deep: Option<Arc<dyn Scorer>>,
     clock: Arc<dyn Clock>,
     callback: Option<VerdictCallback>,
+    audit: Option<Arc<dyn AuditSink>>,
+    audit_log: Option<Arc<SegmentLog>>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -53,6 +57,8 @@ impl EngineBuilder {
             deep: None,
             clock: Arc::new(SystemClock::new()),
             callback: None,
+            audit: None,
+            audit_log: None,
         }
     }
 
@@ -76,6 +82,10 @@ impl EngineBuilder {
         }
         if let Some(d) = &raw.deep {
             b.deep = Some(registry.build(&spec("deep.scorer", &d.scorer))?);
+        }
+        if let Some(a) = raw.audit_options(base_dir)? {
+            let log = SegmentLog::open(a).map_err(|e| ConfigError::invalid("audit.dir", e.to_string()))?;
+            b = b.audit_log(Arc::new(log));
         }
         Ok(b)
     }
@@ -183,6 +193,22 @@ impl EngineBuilder {
         self
     }
 
+    /// Records every decision and deep verdict to `sink` (`[audit]` builds a
+    /// [`SegmentLog`]). The sink's `offer` runs on the caller's thread and must not block
+    /// beyond its own policy.
+    pub fn audit(mut self, sink: Arc<dyn AuditSink>) -> Self {
+        self.audit = Some(sink);
+        self
+    }
+
+    /// Records to a local [`SegmentLog`] (`[audit]`), reachable later through
+    /// [`Engine::audit_log`].
+    pub fn audit_log(mut self, log: Arc<SegmentLog>) -> Self {
+        self.audit = Some(Arc::clone(&log) as Arc<dyn AuditSink>);
+        self.audit_log = Some(log);
+        self
+    }
+
     /// Validates, warms every scorer up, starts the pools, and returns the engine.
     pub fn build(self) -> Result<Engine, ConfigError> {
         let cfg = self.cfg;
@@ -197,7 +223,20 @@ impl EngineBuilder {
             })
         };
         warm("rules.scorer", &rules)?;
+        if let Some(l) = &self.audit_log {
+            l.check_schema(&self.schema)
+                .map_err(|e| ConfigError::invalid("audit.features", e.to_string()))?;
+        }
         let rules_info = rules.info();
+        let fast_id = self.fast.as_ref().map(|s| s.info().version_id());
+        let deep_id = self.deep.as_ref().map(|s| s.info().version_id());
+        let versions = Versions {
+            rules: rules_info.version_id(),
+            fast: fast_id,
+            deep: deep_id,
+            config: cfg.fingerprint(),
+            schema: self.schema.fingerprint(),
+        };
         let metrics = Arc::new(Metrics::default());
         let io = |key: &str| {
             let key = key.to_owned();
@@ -245,6 +284,7 @@ impl EngineBuilder {
                         self.callback,
                         cfg.pool.spin,
                         cfg.circuit,
+                        self.audit.clone(),
                     )
                     .map_err(io("deep.workers"))?,
                 )
@@ -257,6 +297,9 @@ impl EngineBuilder {
                 cfg,
                 rules,
                 rules_info,
+                versions,
+                audit: self.audit,
+                audit_log: self.audit_log,
                 fast,
                 gray,
                 entities,

@@ -32,6 +32,8 @@ use crate::decision::{
 use crate::metrics::Metrics;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
+use crate::audit::{AuditEvent, AuditSink};
+use crate::version::VersionId;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -91,6 +93,8 @@ pub(crate) struct GrayShared {
     metrics: Arc<Metrics>,
     subscribers: Mutex<Vec<SyncSender<DeepVerdict>>>,
     callback: Option<VerdictCallback>,
+    deep_id: VersionId,
+    audit: Option<Arc<dyn AuditSink>>,
 }
 
 /// Handle owned by the engine.
@@ -126,7 +130,9 @@ impl GrayZone {
         callback: Option<VerdictCallback>,
         spin: Duration,
         circuit: CircuitConfig,
+        audit: Option<Arc<dyn AuditSink>>,
     ) -> std::io::Result<Self> {
+        let deep_id = scorer.info().version_id();
         let late = Arc::clone(&metrics.gray.late_discarded);
         let skipped = Arc::clone(&metrics.gray.skipped);
         let shared = Arc::new(GrayShared {
@@ -147,6 +153,8 @@ impl GrayZone {
             metrics,
             subscribers: Mutex::new(Vec::new()),
             callback,
+            deep_id,
+            audit,
         });
         for i in 0..cfg.workers {
             let s = Arc::clone(&shared);
@@ -407,6 +415,8 @@ fn deliver(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Op
         failure,
         fast_score: i.fast_score,
         latency: Duration::from_nanos(latency),
+        deep: s.deep_id,
+        decided_at_ms: s.clock.unix_ms(),
     };
     s.entities.set_feedback(
         &i.txn,
@@ -419,6 +429,9 @@ fn deliver(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Op
     );
     // Counted after the feedback is stored: a reader that sees the counter sees the state.
     counter.fetch_add(1, Ordering::Release);
+    if let Some(a) = &s.audit {
+        let _ = a.offer(&AuditEvent::Verdict(&v));
+    }
     {
         let mut subs = s.subscribers.lock();
         subs.retain(|tx| match tx.try_send(v) {

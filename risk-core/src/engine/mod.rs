@@ -30,6 +30,8 @@ use crate::policy::Policy;
 use crate::schema::FeatureSchema;
 use crate::scorer::{Reasons, Score, Scorer, ScorerInfo};
 use crate::txn::{EntityKey, Transaction};
+use crate::version::Versions;
+use crate::audit::{AuditEvent, AuditSink};
 use entity::EntityStore;
 use gray::GrayZone;
 use std::path::Path;
@@ -50,6 +52,11 @@ struct Inner {
     policy: Policy,
     rules: Arc<dyn Scorer>,
     rules_info: ScorerInfo,
+    /// Versions as built; a score that names its own version (a reloaded rule set)
+    /// overrides its tier's entry per decision.
+    versions: Versions,
+    audit: Option<Arc<dyn AuditSink>>,
+    audit_log: Option<Arc<crate::audit::SegmentLog>>,
     fast: Option<FastTier>,
     gray: Option<GrayZone>,
     entities: Arc<EntityStore>,
@@ -265,7 +272,7 @@ impl Engine {
     /// Name, version and latency class of each configured tier's scorer, as
     /// `("rules" | "fast" | "deep", info)`: what is serving, for logs and audits.
     pub fn scorers(&self) -> Vec<(&'static str, ScorerInfo)> {
-        let mut v = vec![("rules", self.inner.rules_info.clone())];
+        let mut v = vec![("rules", self.inner.rules.info())];
         if let Some(f) = &self.inner.fast {
             v.push(("fast", f.scorer.info()));
         }
@@ -273,6 +280,25 @@ impl Engine {
             v.push(("deep", g.scorer_info()));
         }
         v
+    }
+
+    /// The versions serving now: what the next decision records (the rule tier's
+    /// entry follows hot reloads).
+    pub fn versions(&self) -> Versions {
+        let mut v = self.inner.versions;
+        v.rules = self.inner.rules.info().version_id();
+        v
+    }
+
+    /// The engine's audit sink, if one is configured.
+    pub fn audit_sink(&self) -> Option<&Arc<dyn AuditSink>> {
+        self.inner.audit.as_ref()
+    }
+
+    /// The engine's segment log, when its audit sink is one (`[audit]` in `risk.toml`,
+    /// or [`EngineBuilder::audit_log`]): read, flush, and inspect it.
+    pub fn audit_log(&self) -> Option<&Arc<crate::audit::SegmentLog>> {
+        self.inner.audit_log.as_ref()
     }
 
     /// A snapshot of every metric.
@@ -322,6 +348,13 @@ impl Engine {
         };
         if let Some(p) = i.fast.as_ref().and_then(|f| f.pool.as_ref()) {
             p.shutdown();
+        }
+        if let Some(a) = &i.audit {
+            // After the last verdict: what was accepted is made durable (bounded wait).
+            a.close(match mode {
+                Shutdown::Drain { timeout } => timeout,
+                Shutdown::Abandon => std::time::Duration::ZERO,
+            });
         }
         report
     }
@@ -401,6 +434,13 @@ impl Inner {
             _ => Escalation::None,
         };
         let fallback = fast.err();
+        let mut versions = self.versions;
+        if let Some(v) = rules.as_ref().and_then(|r| r.version) {
+            versions.rules = v;
+        }
+        if let Some(v) = model.as_ref().and_then(|m| m.version) {
+            versions.fast = Some(v);
+        }
         let m = &self.metrics;
         m.by_action[c.action as usize].fetch_add(1, Relaxed);
         m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
@@ -417,7 +457,7 @@ impl Inner {
             m.fast.record(fast_ns);
         }
         m.total.record(total);
-        Decision {
+        let d = Decision {
             txn: txn.id,
             entity: txn.entity,
             action: c.action,
@@ -436,7 +476,19 @@ impl Inner {
                 total_ns: total,
             },
             escalation,
+            rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
+            versions,
+            decided_at_ms: self.clock.unix_ms(),
+        };
+        if let Some(a) = &self.audit {
+            // Never blocks beyond the sink's policy; a shed record is counted by the sink.
+            let _ = a.offer(&AuditEvent::Decision {
+                decision: &d,
+                txn,
+                policy: &self.policy,
+            });
         }
+        d
     }
 }
 

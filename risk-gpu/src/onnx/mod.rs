@@ -132,6 +132,7 @@ pub struct OnnxScorer {
     watchdog: Watchdog,
     placement: String,
     version: String,
+    content_hash: u64,
     warmup: Option<Duration>,
 }
 
@@ -295,6 +296,7 @@ impl OnnxScorer {
             slots,
             watchdog: Watchdog::start().map_err(|e| OnnxError::Runtime(e.to_string()))?,
             placement,
+            content_hash: risk_core::schema::Fnv::hash(&bytes),
             version: format!(
                 "{}:{:016x}",
                 cfg.path
@@ -406,6 +408,7 @@ impl Scorer for OnnxScorer {
             &self.version,
             Latency::Unbounded,
         )
+        .with_content_hash(self.content_hash)
     }
 
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {

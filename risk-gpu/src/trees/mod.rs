@@ -84,6 +84,8 @@ pub struct XgbModel {
     tables: Option<shap_table::ShapTables>,
     bias: f64,
     version: String,
+    /// FNV-1a 64 of the JSON bytes.
+    content_hash: u64,
 }
 
 impl XgbModel {
@@ -114,8 +116,10 @@ impl XgbModel {
         let flat = Flat::new(&ensemble);
         let tables = shap_table::ShapTables::new(&ensemble);
         let bias = ensemble.base_margin + shap::expected_values(&ensemble).iter().sum::<f64>();
+        let content_hash = risk_core::schema::Fnv::hash(bytes);
         Ok(Self {
-            version: format!("{:016x}", risk_core::schema::Fnv::hash(bytes)),
+            version: format!("{content_hash:016x}"),
+            content_hash,
             ensemble,
             flat,
             tables,
@@ -136,6 +140,11 @@ impl XgbModel {
     /// File name and content hash.
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// FNV-1a 64 of the model file's bytes (recorded on decisions).
+    pub fn content_hash(&self) -> u64 {
+        self.content_hash
     }
 
     /// Whether the padded fast layout is in use (trees no deeper than
@@ -354,6 +363,7 @@ impl XgbScorer {
 impl Scorer for XgbScorer {
     fn info(&self) -> ScorerInfo {
         ScorerInfo::new("xgboost", self.model.version(), Latency::Bounded)
+            .with_content_hash(self.model.content_hash())
     }
 
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {

@@ -55,21 +55,34 @@
 //! ttl_ms = 86400000
 //! max_entities = 1000000
 //! max_future_ms = 300000
+//!
+//! [audit]                   # a local segment log of every decision and verdict
+//! dir = "audit"             # relative to this file
+//! durability = "batch"      # "batch" (fsync per batch) | "interval" | "none"
+//! fsync_interval_ms = 100   # for "interval"
+//! queue_capacity = 65536
+//! on_full = "drop"          # or "backpressure" (wait up to backpressure_max_wait_us)
+//! segment_bytes = 67108864
+//! segment_age_ms = 3600000
+//! retention_days = 180
+//! retention_bytes = 0       # 0: no byte bound
+//! features = "all"          # "all" | "none" | ["amount", "country", ...]
 //! ```
 
-use crate::decision::Action;
 use crate::engine::circuit::CircuitConfig;
 use crate::error::{ConfigError, ScoreError};
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
 use crate::scorer::{Latency, Score, Scorer, ScorerInfo};
 use crate::txn::Transaction;
-use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+pub(crate) mod raw;
+pub(crate) use raw::RawFile;
 
 /// Deep-tier settings (`[deep]`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -287,9 +300,15 @@ impl EngineConfig {
         at_least_one("feedback.max_entities", f.max_entities)?;
         Ok(())
     }
+
+    /// Fingerprint of these settings: FNV-1a 64 of their canonical (`Debug`) rendering,
+    /// recorded on every decision ([`Versions::config`](crate::Versions::config)).
+    pub fn fingerprint(&self) -> u64 {
+        crate::schema::Fnv::hash(format!("{self:?}").as_bytes())
+    }
 }
 
-// ===== TOML form =====
+// ===== Scorers named in the file =====
 
 /// A scorer table from `risk.toml` (`[rules.scorer]`, `[fast.scorer]`, `[deep.scorer]`),
 /// handed to the factory registered for its `kind`.
@@ -421,284 +440,5 @@ impl Scorer for ConstantScorer {
     }
     fn score(&self, _txn: &Transaction) -> Result<Score, ScoreError> {
         Ok(Score::new(self.p))
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFile {
-    pub schema: RawSchema,
-    pub rules: RawTier,
-    #[serde(default)]
-    pub fast: Option<RawFast>,
-    #[serde(default)]
-    pub thresholds: RawThresholds,
-    #[serde(default)]
-    pub gray: RawGray,
-    #[serde(default)]
-    pub deep: Option<RawDeep>,
-    #[serde(default)]
-    pub pool: RawPool,
-    #[serde(default)]
-    pub circuit: RawCircuit,
-    #[serde(default)]
-    pub feedback: RawFeedback,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawSchema {
-    pub fields: Vec<RawField>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawField {
-    pub name: String,
-    pub kind: String,
-    #[serde(default)]
-    pub required: bool,
-    #[serde(default)]
-    pub vocab: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawTier {
-    pub scorer: toml::Table,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFast {
-    pub deadline_ms: Option<f64>,
-    pub scorer: toml::Table,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawThresholds {
-    pub approve_below: Option<f32>,
-    pub decline_at: Option<f32>,
-    pub hard_rule_override: Option<bool>,
-    pub static_action: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawGray {
-    pub band: Option<Vec<f32>>,
-    pub queue_capacity: Option<i64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawDeep {
-    pub budget_ms: Option<f64>,
-    pub max_batch: Option<i64>,
-    pub max_wait_ms: Option<f64>,
-    pub workers: Option<i64>,
-    pub global_prior: Option<f32>,
-    pub subscriber_capacity: Option<i64>,
-    pub scorer: toml::Table,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawPool {
-    pub fast_workers: Option<i64>,
-    pub spin_us: Option<f64>,
-    pub async_workers: Option<i64>,
-    pub async_queue_capacity: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawCircuit {
-    pub window_ms: Option<f64>,
-    pub min_calls: Option<i64>,
-    pub failure_rate: Option<f32>,
-    pub open_ms: Option<f64>,
-    pub half_open_probes: Option<i64>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RawFeedback {
-    pub gain: Option<f32>,
-    pub max_shift: Option<f32>,
-    pub ttl_ms: Option<f64>,
-    pub max_entities: Option<i64>,
-    /// 0 disables the bound.
-    pub max_future_ms: Option<f64>,
-}
-
-fn ms(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    match v {
-        None => Ok(default),
-        Some(x) if (0.0..=1e12).contains(&x) => Ok(Duration::from_secs_f64(x / 1e3)),
-        Some(x) => Err(ConfigError::invalid(
-            key,
-            format!("{x} is not a non-negative number of milliseconds"),
-        )),
-    }
-}
-
-fn us(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    ms(key, v.map(|x| x / 1e3), default)
-}
-
-fn count(key: &str, v: Option<i64>, default: usize) -> Result<usize, ConfigError> {
-    match v {
-        None => Ok(default),
-        Some(x) if x >= 0 => {
-            usize::try_from(x).map_err(|_| ConfigError::invalid(key, format!("{x} is too large")))
-        }
-        Some(x) => Err(ConfigError::invalid(key, format!("{x} is negative"))),
-    }
-}
-
-impl RawFile {
-    pub(crate) fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
-    }
-
-    pub(crate) fn schema(&self) -> Result<Arc<FeatureSchema>, ConfigError> {
-        let mut b = FeatureSchema::builder();
-        for (i, f) in self.schema.fields.iter().enumerate() {
-            b = match (f.kind.as_str(), f.required) {
-                ("numeric", false) => b.numeric(&f.name),
-                ("numeric", true) => b.numeric_required(&f.name),
-                ("categorical", _) => b.categorical(&f.name, &f.vocab),
-                (other, _) => {
-                    return Err(ConfigError::invalid(
-                        format!("schema.fields[{i}].kind"),
-                        format!("{other:?} is not \"numeric\" or \"categorical\""),
-                    ))
-                }
-            };
-        }
-        Ok(b.build()?)
-    }
-
-    pub(crate) fn engine_config(&self) -> Result<EngineConfig, ConfigError> {
-        let d = EngineConfig::default();
-        let t = &self.thresholds;
-        let static_action = match &t.static_action {
-            None => d.policy.static_action,
-            Some(s) => Action::parse(s).ok_or_else(|| {
-                ConfigError::invalid(
-                    "thresholds.static_action",
-                    format!("{s:?} is not approve, review or decline"),
-                )
-            })?,
-        };
-        let gray_band = match &self.gray.band {
-            None => d.gray_band,
-            Some(v) if v.len() == 2 => (v[0], v[1]),
-            Some(v) => {
-                return Err(ConfigError::invalid(
-                    "gray.band",
-                    format!("needs exactly two numbers, got {}", v.len()),
-                ))
-            }
-        };
-        let deadline = match self.fast.as_ref().and_then(|f| f.deadline_ms) {
-            Some(x) if x.is_nan() || x <= 0.0 => {
-                return Err(ConfigError::invalid(
-                    "fast.deadline_ms",
-                    format!("{x} is not a positive number of milliseconds"),
-                ))
-            }
-            v => ms("fast.deadline_ms", v, d.fast_deadline)?,
-        };
-        let deep = match &self.deep {
-            None => d.deep,
-            Some(r) => DeepConfig {
-                budget: ms("deep.budget_ms", r.budget_ms, d.deep.budget)?,
-                max_batch: count("deep.max_batch", r.max_batch, d.deep.max_batch)?,
-                max_wait: ms("deep.max_wait_ms", r.max_wait_ms, d.deep.max_wait)?,
-                workers: count("deep.workers", r.workers, d.deep.workers)?,
-                global_prior: r.global_prior.unwrap_or(d.deep.global_prior),
-                subscriber_capacity: count(
-                    "deep.subscriber_capacity",
-                    r.subscriber_capacity,
-                    d.deep.subscriber_capacity,
-                )?,
-            },
-        };
-        let c = &self.circuit;
-        let f = &self.feedback;
-        Ok(EngineConfig {
-            fast_deadline: deadline,
-            policy: Policy {
-                approve_below: t.approve_below.unwrap_or(d.policy.approve_below),
-                decline_at: t.decline_at.unwrap_or(d.policy.decline_at),
-                hard_rule_override: t.hard_rule_override.unwrap_or(d.policy.hard_rule_override),
-                static_action,
-            },
-            gray_band,
-            gray_queue_capacity: count(
-                "gray.queue_capacity",
-                self.gray.queue_capacity,
-                d.gray_queue_capacity,
-            )?,
-            deep,
-            pool: PoolConfig {
-                fast_workers: count(
-                    "pool.fast_workers",
-                    self.pool.fast_workers,
-                    d.pool.fast_workers,
-                )?,
-                spin: us("pool.spin_us", self.pool.spin_us, d.pool.spin)?,
-                async_workers: count(
-                    "pool.async_workers",
-                    self.pool.async_workers,
-                    d.pool.async_workers,
-                )?,
-                async_queue_capacity: count(
-                    "pool.async_queue_capacity",
-                    self.pool.async_queue_capacity,
-                    d.pool.async_queue_capacity,
-                )?,
-            },
-            circuit: CircuitConfig {
-                window: ms("circuit.window_ms", c.window_ms, d.circuit.window)?,
-                min_calls: count(
-                    "circuit.min_calls",
-                    c.min_calls,
-                    d.circuit.min_calls as usize,
-                )?
-                .try_into()
-                .map_err(|_| ConfigError::invalid("circuit.min_calls", "too large"))?,
-                failure_rate: c.failure_rate.unwrap_or(d.circuit.failure_rate),
-                open_for: ms("circuit.open_ms", c.open_ms, d.circuit.open_for)?,
-                half_open_probes: count(
-                    "circuit.half_open_probes",
-                    c.half_open_probes,
-                    d.circuit.half_open_probes as usize,
-                )?
-                .try_into()
-                .map_err(|_| ConfigError::invalid("circuit.half_open_probes", "too large"))?,
-            },
-            feedback: FeedbackConfig {
-                gain: f.gain.unwrap_or(d.feedback.gain),
-                max_shift: f.max_shift.unwrap_or(d.feedback.max_shift),
-                ttl: ms("feedback.ttl_ms", f.ttl_ms, d.feedback.ttl)?,
-                max_entities: count(
-                    "feedback.max_entities",
-                    f.max_entities,
-                    d.feedback.max_entities,
-                )?,
-                max_future: match f.max_future_ms {
-                    Some(0.0) => None,
-                    Some(v) => Some(ms("feedback.max_future_ms", Some(v), Duration::ZERO)?),
-                    None => d.feedback.max_future,
-                },
-            },
-        })
     }
 }

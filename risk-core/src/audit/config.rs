@@ -1,0 +1,122 @@
+//! `[audit]` in `risk.toml` (see [`crate::config`] for every key) onto [`LogOptions`].
+
+use super::log::{Durability, FeatureSelection, LogOptions, OnFull};
+use crate::config::raw::{count, ms};
+use crate::config::RawFile;
+use crate::error::ConfigError;
+use serde::Deserialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// `features = "all" | "none" | ["name", ...]`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum RawFeatures {
+    Word(String),
+    Names(Vec<String>),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawAudit {
+    pub dir: String,
+    pub durability: Option<String>,
+    pub fsync_interval_ms: Option<f64>,
+    pub queue_capacity: Option<i64>,
+    pub on_full: Option<String>,
+    pub backpressure_max_wait_us: Option<f64>,
+    pub max_batch: Option<i64>,
+    pub segment_bytes: Option<i64>,
+    pub segment_age_ms: Option<f64>,
+    pub retention_days: Option<f64>,
+    pub retention_bytes: Option<i64>,
+    pub features: Option<RawFeatures>,
+    pub truncate_corrupt_tail: Option<bool>,
+}
+
+impl RawFile {
+    /// The `[audit]` table as log options (`None` without one); `dir` resolves against
+    /// `base_dir`.
+    pub(crate) fn audit_options(&self, base_dir: &Path) -> Result<Option<LogOptions>, ConfigError> {
+        let Some(a) = &self.audit else {
+            return Ok(None);
+        };
+        if a.dir.is_empty() {
+            return Err(ConfigError::invalid("audit.dir", "must not be empty"));
+        }
+        let mut o = LogOptions::new(base_dir.join(&a.dir));
+        o.durability = match a.durability.as_deref().unwrap_or("batch") {
+            "batch" => Durability::Batch,
+            "none" => Durability::None,
+            "interval" => Durability::Interval(ms(
+                "audit.fsync_interval_ms",
+                a.fsync_interval_ms,
+                Duration::from_millis(100),
+            )?),
+            other => {
+                return Err(ConfigError::invalid(
+                    "audit.durability",
+                    format!("{other:?} is not \"batch\", \"interval\" or \"none\""),
+                ))
+            }
+        };
+        if a.fsync_interval_ms.is_some() && !matches!(o.durability, Durability::Interval(_)) {
+            return Err(ConfigError::invalid(
+                "audit.fsync_interval_ms",
+                "only applies to durability = \"interval\"",
+            ));
+        }
+        o.queue_capacity = count("audit.queue_capacity", a.queue_capacity, o.queue_capacity)?;
+        o.on_full = match a.on_full.as_deref().unwrap_or("drop") {
+            "drop" => OnFull::Drop,
+            "backpressure" => OnFull::Backpressure {
+                max_wait: ms(
+                    "audit.backpressure_max_wait_us",
+                    a.backpressure_max_wait_us.map(|x| x / 1e3),
+                    Duration::from_micros(100),
+                )?,
+            },
+            other => {
+                return Err(ConfigError::invalid(
+                    "audit.on_full",
+                    format!("{other:?} is not \"drop\" or \"backpressure\""),
+                ))
+            }
+        };
+        o.max_batch = count("audit.max_batch", a.max_batch, o.max_batch)?;
+        o.segment_bytes =
+            count("audit.segment_bytes", a.segment_bytes, o.segment_bytes as usize)? as u64;
+        o.segment_age = ms("audit.segment_age_ms", a.segment_age_ms, o.segment_age)?;
+        o.retention_age = match a.retention_days {
+            None => o.retention_age,
+            Some(d) if d == 0.0 => None,
+            Some(d) if d.is_finite() && d > 0.0 && d < 1e6 => {
+                Some(Duration::from_secs_f64(d * 86_400.0))
+            }
+            Some(d) => {
+                return Err(ConfigError::invalid(
+                    "audit.retention_days",
+                    format!("{d} is not a number of days (0 keeps forever)"),
+                ))
+            }
+        };
+        o.retention_bytes = match count("audit.retention_bytes", a.retention_bytes, 0)? {
+            0 => None,
+            b => Some(b as u64),
+        };
+        o.features = match &a.features {
+            None => FeatureSelection::All,
+            Some(RawFeatures::Word(w)) if w == "all" => FeatureSelection::All,
+            Some(RawFeatures::Word(w)) if w == "none" => FeatureSelection::None,
+            Some(RawFeatures::Word(w)) => {
+                return Err(ConfigError::invalid(
+                    "audit.features",
+                    format!("{w:?} is not \"all\", \"none\" or a list of field names"),
+                ))
+            }
+            Some(RawFeatures::Names(v)) => FeatureSelection::Named(v.clone()),
+        };
+        o.truncate_corrupt_tail = a.truncate_corrupt_tail.unwrap_or(false);
+        Ok(Some(o))
+    }
+}

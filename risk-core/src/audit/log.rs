@@ -1,0 +1,474 @@
+//! [`SegmentLog`]: the embedded audit sink, an append-only segmented log on local disk.
+//!
+//! The deciding thread only copies the decision and the selected feature values into a
+//! bounded queue ([`OnFull`] says what a full queue does). One writer thread takes up to
+//! `max_batch` records at a time, assigns each the next sequence number, encodes them
+//! (Protobuf, CRC-32C per frame, format in `frame.rs`) and writes the batch with one
+//! `write` call: group commit. Durability ([`Durability`]) decides when it `fdatasync`s:
+//!
+//! | mode | a record is durable | lost by a crash of the process | lost by power loss / OS crash |
+//! |---|---|---|---|
+//! | `Batch` (default) | after its batch's fsync | records still queued or in the batch being written | the same |
+//! | `Interval(t)` | at the next fsync, at most `t` after it was written | queued / being written | also up to `t` of written records |
+//! | `None` | when the OS writes it back | queued / being written | whatever the OS had not written back |
+//!
+//! A record handed to the OS survives a crash of the process in every mode (the page
+//! cache belongs to the kernel). [`SegmentLog::flush`] waits until every record accepted
+//! before it is durable, in any mode; [`LogStats::durable_seq`] is the acknowledgement.
+//!
+//! A write error (disk full, I/O error) truncates the segment back to its last good
+//! frame and retries the same batch with backoff: nothing accepted is dropped by the
+//! writer, the queue fills, and offers shed with a count until the disk recovers.
+//! Segments rotate by size and age; retention deletes whole closed segments by age and
+//! by total bytes. Opening a log recovers its last segment: a torn tail is truncated and
+//! reported ([`Recovery`]); a damaged frame that is not a torn tail stops the open with
+//! [`AuditError::Corrupt`] unless [`LogOptions::truncate_corrupt_tail`] allows cutting it.
+
+use super::frame;
+use super::record::DecisionItem;
+use super::writer::{recover, select_slots, Writer};
+use super::{AuditError, AuditEvent, AuditSink, Offer};
+use crate::clock::{Clock, SystemClock};
+use crate::decision::DeepVerdict;
+use crate::schema::FeatureSchema;
+use crossbeam_channel::{bounded, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::Mutex;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// When the writer forces records to stable storage (the module docs give loss windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// `fdatasync` after every batch (`durability = "batch"`).
+    Batch,
+    /// `fdatasync` at most this long after a write (`"interval"`, `fsync_interval_ms`).
+    Interval(Duration),
+    /// Never forced (`"none"`), except by [`SegmentLog::flush`] and on close.
+    None,
+}
+
+/// What [`SegmentLog::offer`](AuditSink::offer) does when the queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnFull {
+    /// Shed the record and count it (`on_full = "drop"`, default): `decide` never waits.
+    Drop,
+    /// Wait up to `max_wait` for room, then shed and count (`"backpressure"`,
+    /// `backpressure_max_wait_us`): adds up to `max_wait` to a `decide` call.
+    Backpressure {
+        /// Longest wait.
+        max_wait: Duration,
+    },
+}
+
+/// Which feature values each decision record carries (data minimisation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeatureSelection {
+    /// Every feature (`features = "all"`, default; replay needs it).
+    All,
+    /// None (`"none"`).
+    None,
+    /// These, by name (`features = ["amount", ...]`); unknown names are refused.
+    Named(Vec<String>),
+}
+
+/// Options of a [`SegmentLog`].
+#[derive(Debug, Clone)]
+pub struct LogOptions {
+    /// Directory (created if missing).
+    pub dir: PathBuf,
+    /// When records are forced to disk.
+    pub durability: Durability,
+    /// Queue bound between the deciding threads and the writer.
+    pub queue_capacity: usize,
+    /// A full queue's policy.
+    pub on_full: OnFull,
+    /// Most records per write.
+    pub max_batch: usize,
+    /// Rotate when the active segment reaches this size.
+    pub segment_bytes: u64,
+    /// Rotate when the active segment is this old.
+    pub segment_age: Duration,
+    /// Delete closed segments older than this (`None`: keep).
+    pub retention_age: Option<Duration>,
+    /// Delete the oldest closed segments while the log is larger than this.
+    pub retention_bytes: Option<u64>,
+    /// Recorded features.
+    pub features: FeatureSelection,
+    /// At open, cut a damaged frame at the end of the last segment (and everything
+    /// after it) instead of refusing to open. Off by default: damage is never silent.
+    pub truncate_corrupt_tail: bool,
+}
+
+impl LogOptions {
+    /// The defaults for `dir`: fsync per batch, 8192-record queue, drop when full,
+    /// batches of up to 4096, 64 MiB / 1 h segments, 180 days' retention, all features.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self {
+            dir: dir.into(),
+            durability: Durability::Batch,
+            queue_capacity: 8192,
+            on_full: OnFull::Drop,
+            max_batch: 4096,
+            segment_bytes: 64 << 20,
+            segment_age: Duration::from_secs(3600),
+            retention_age: Some(Duration::from_secs(180 * 86_400)),
+            retention_bytes: None,
+            features: FeatureSelection::All,
+            truncate_corrupt_tail: false,
+        }
+    }
+
+    fn validate(&self) -> Result<(), AuditError> {
+        let bad = |key, message: &str| {
+            Err(AuditError::Invalid {
+                key,
+                message: message.into(),
+            })
+        };
+        if self.queue_capacity == 0 {
+            return bad("queue_capacity", "must be at least 1");
+        }
+        if self.max_batch == 0 {
+            return bad("max_batch", "must be at least 1");
+        }
+        if self.segment_bytes < 4096 {
+            return bad("segment_bytes", "must be at least 4096");
+        }
+        if self.segment_age.is_zero() {
+            return bad("segment_age_ms", "must be positive");
+        }
+        if let Durability::Interval(t) = self.durability {
+            if t.is_zero() {
+                return bad("fsync_interval_ms", "must be positive");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What opening the log found at the end of its last segment.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Recovery {
+    /// The segment that was repaired, if one was.
+    pub segment: Option<PathBuf>,
+    /// Bytes cut from its end (a torn write, or damage when allowed).
+    pub truncated_bytes: u64,
+    /// Whether what was cut was damage rather than a torn write.
+    pub corrupt: bool,
+    /// The last sequence number in the log after recovery (0: empty).
+    pub last_seq: u64,
+}
+
+/// Counters of a [`SegmentLog`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogStats {
+    /// Offers accepted into the queue.
+    pub accepted: u64,
+    /// Offers shed because the queue was full.
+    pub shed_full: u64,
+    /// Offers shed because the log was closed.
+    pub shed_closed: u64,
+    /// Highest sequence number written to the OS.
+    pub written_seq: u64,
+    /// Highest sequence number known durable (fsynced).
+    pub durable_seq: u64,
+    /// Batches written.
+    pub batches: u64,
+    /// Write or fsync errors (each retried).
+    pub io_errors: u64,
+    /// The last write error, rendered.
+    pub last_error: Option<String>,
+    /// Segments deleted by retention.
+    pub segments_deleted: u64,
+    /// What the open repaired.
+    pub recovery: Recovery,
+}
+
+pub(super) enum Msg {
+    Decision(DecisionItem),
+    Verdict(DeepVerdict),
+    /// Make everything before this durable, then answer.
+    Flush(Sender<Result<u64, AuditError>>),
+    /// Flush, answer, and stop the writer.
+    Close(Sender<Result<u64, AuditError>>),
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub accepted: AtomicU64,
+    pub shed_full: AtomicU64,
+    pub shed_closed: AtomicU64,
+    pub written: AtomicU64,
+    pub durable: AtomicU64,
+    pub batches: AtomicU64,
+    pub io_errors: AtomicU64,
+    pub deleted: AtomicU64,
+}
+
+/// The local segment log (see the module docs).
+pub struct SegmentLog {
+    dir: PathBuf,
+    tx: Sender<Msg>,
+    closed: Arc<AtomicBool>,
+    pin: Arc<AtomicU64>,
+    on_full: OnFull,
+    features: FeatureSelection,
+    counters: Arc<Counters>,
+    last_error: Arc<Mutex<Option<String>>>,
+    recovery: Recovery,
+    writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Selected slots per schema fingerprint (computed once per schema).
+    slots: Mutex<Option<(u64, Arc<[u32]>)>>,
+}
+
+impl std::fmt::Debug for SegmentLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SegmentLog")
+            .field("dir", &self.dir)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl SegmentLog {
+    /// Opens (or creates) the log in `opts.dir` on the system clock, recovering its
+    /// last segment, and starts the writer.
+    pub fn open(opts: LogOptions) -> Result<Self, AuditError> {
+        Self::open_with_clock(opts, Arc::new(SystemClock::new()))
+    }
+
+    /// [`open`](Self::open) with the clock that names segments and judges their age.
+    pub fn open_with_clock(opts: LogOptions, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
+        opts.validate()?;
+        std::fs::create_dir_all(&opts.dir).map_err(AuditError::io(&opts.dir))?;
+        let segments = frame::list(&opts.dir).map_err(AuditError::io(&opts.dir))?;
+        let recovery = recover(&segments, opts.truncate_corrupt_tail)?;
+        let (tx, rx) = bounded(opts.queue_capacity);
+        let counters = Arc::new(Counters::default());
+        counters.written.store(recovery.last_seq, Relaxed);
+        counters.durable.store(recovery.last_seq, Relaxed);
+        let last_error = Arc::new(Mutex::new(None));
+        let mut w = Writer::new(
+            opts.clone(),
+            clock,
+            rx,
+            Arc::clone(&counters),
+            Arc::clone(&last_error),
+            segments,
+            recovery.last_seq,
+        );
+        w.start_segment()?;
+        let (closed, pin) = (Arc::clone(&w.closed), Arc::clone(&w.pin));
+        let writer = std::thread::Builder::new()
+            .name("risk-audit".into())
+            .spawn(move || w.run())
+            .map_err(AuditError::io(&opts.dir))?;
+        Ok(Self {
+            dir: opts.dir,
+            tx,
+            closed,
+            pin,
+            on_full: opts.on_full,
+            features: opts.features,
+            counters,
+            last_error,
+            recovery,
+            writer: Mutex::new(Some(writer)),
+            slots: Mutex::new(None),
+        })
+    }
+
+    /// The log's directory.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// A reader over the log as it is on disk now (and as it grows).
+    pub fn reader(&self) -> super::AuditReader {
+        super::AuditReader::new(self.dir.clone())
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> LogStats {
+        let c = &*self.counters;
+        LogStats {
+            accepted: c.accepted.load(Relaxed),
+            shed_full: c.shed_full.load(Relaxed),
+            shed_closed: c.shed_closed.load(Relaxed),
+            written_seq: c.written.load(Relaxed),
+            durable_seq: c.durable.load(Relaxed),
+            batches: c.batches.load(Relaxed),
+            io_errors: c.io_errors.load(Relaxed),
+            last_error: self.last_error.lock().clone(),
+            segments_deleted: c.deleted.load(Relaxed),
+            recovery: self.recovery.clone(),
+        }
+    }
+
+    /// Waits until every record accepted before this call is durable (fsynced, whatever
+    /// the [`Durability`]) and returns the durable sequence number. Blocks: not for the
+    /// decide path.
+    pub fn flush(&self, timeout: Duration) -> Result<u64, AuditError> {
+        if self.closed.load(Relaxed) {
+            return Err(AuditError::Closed);
+        }
+        self.control(Msg::Flush, timeout)
+    }
+
+    fn control(
+        &self,
+        msg: fn(Sender<Result<u64, AuditError>>) -> Msg,
+        timeout: Duration,
+    ) -> Result<u64, AuditError> {
+        let (tx, rx) = bounded(1);
+        self.tx.send_timeout(msg(tx), timeout).map_err(|e| {
+            if e.is_disconnected() {
+                AuditError::Closed
+            } else {
+                AuditError::Timeout {
+                    pending: self.pending(),
+                }
+            }
+        })?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Timeout) => Err(AuditError::Timeout {
+                pending: self.pending(),
+            }),
+            Err(RecvTimeoutError::Disconnected) => Err(AuditError::Closed),
+        }
+    }
+
+    fn pending(&self) -> u64 {
+        let c = &*self.counters;
+        (c.accepted.load(Relaxed) + self.recovery.last_seq).saturating_sub(c.durable.load(Relaxed))
+    }
+
+    /// Stops accepting, writes and fsyncs what was accepted, and stops the writer
+    /// (waiting at most `timeout` for it). Idempotent.
+    pub fn close(&self, timeout: Duration) -> Result<u64, AuditError> {
+        if self.closed.swap(true, Relaxed) {
+            return Ok(self.counters.durable.load(Relaxed));
+        }
+        let r = self.control(Msg::Close, timeout.max(Duration::from_millis(1)));
+        if let Some(h) = self.writer.lock().take() {
+            // Joined only when the writer answered: a writer stuck on a failing disk is
+            // left to finish on its own rather than hang the caller.
+            if r.is_ok() {
+                let _ = h.join();
+            }
+        }
+        r
+    }
+
+    /// Refuses a feature selection that names a field `schema` lacks (the engine
+    /// builder calls this).
+    pub fn check_schema(&self, schema: &FeatureSchema) -> Result<(), AuditError> {
+        if let FeatureSelection::Named(names) = &self.features {
+            if let Some(n) = names.iter().find(|n| schema.slot(n).is_none()) {
+                return Err(AuditError::Invalid {
+                    key: "features",
+                    message: format!("{n:?} is not a field of the schema"),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Retention keeps every record from `seq` on (a forwarder's first undelivered
+    /// record); `u64::MAX` releases the pin.
+    pub(crate) fn pin_from(&self, seq: u64) {
+        self.pin.store(seq, Relaxed);
+    }
+
+    fn selected(&self, schema: &Arc<FeatureSchema>) -> Arc<[u32]> {
+        let fp = schema.fingerprint();
+        let mut g = self.slots.lock();
+        if let Some((f, s)) = &*g {
+            if *f == fp {
+                return Arc::clone(s);
+            }
+        }
+        let s: Arc<[u32]> = select_slots(&self.features, schema).into();
+        *g = Some((fp, Arc::clone(&s)));
+        s
+    }
+
+    fn send(&self, m: Msg) -> Offer {
+        if self.closed.load(Relaxed) {
+            self.counters.shed_closed.fetch_add(1, Relaxed);
+            return Offer::Shed;
+        }
+        let r = match self.on_full {
+            OnFull::Drop => self
+                .tx
+                .try_send(m)
+                .map_err(|e| matches!(e, TrySendError::Full(_))),
+            OnFull::Backpressure { max_wait } => self
+                .tx
+                .send_timeout(m, max_wait)
+                .map_err(|e| e.is_timeout()),
+        };
+        match r {
+            Ok(()) => {
+                self.counters.accepted.fetch_add(1, Relaxed);
+                Offer::Accepted
+            }
+            Err(true) => {
+                self.counters.shed_full.fetch_add(1, Relaxed);
+                Offer::Shed
+            }
+            Err(false) => {
+                self.counters.shed_closed.fetch_add(1, Relaxed);
+                Offer::Shed
+            }
+        }
+    }
+}
+
+impl AuditSink for SegmentLog {
+    fn offer(&self, event: &AuditEvent<'_>) -> Offer {
+        match *event {
+            AuditEvent::Decision {
+                decision,
+                txn,
+                policy,
+            } => {
+                let schema = txn.features.schema();
+                let values = txn.features.values();
+                let features: Box<[f32]> = match &self.features {
+                    FeatureSelection::All => values.into(),
+                    FeatureSelection::None => Box::new([]),
+                    FeatureSelection::Named(_) => self
+                        .selected(schema)
+                        .iter()
+                        .map(|&i| values[i as usize])
+                        .collect(),
+                };
+                self.send(Msg::Decision(DecisionItem {
+                    d: *decision,
+                    event_time_ms: txn.timestamp_ms,
+                    amount: txn.amount,
+                    currency: txn.currency,
+                    approve_below: policy.approve_below,
+                    decline_at: policy.decline_at,
+                    schema: Arc::clone(schema),
+                    features,
+                }))
+            }
+            AuditEvent::Verdict(v) => self.send(Msg::Verdict(*v)),
+        }
+    }
+
+    fn close(&self, timeout: Duration) {
+        let _ = SegmentLog::close(self, timeout);
+    }
+}
+
+impl Drop for SegmentLog {
+    fn drop(&mut self) {
+        let _ = self.close(Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,3 @@
+//! The audit trail: records, the segment log, reading back, replay.
+
+mod proto;
