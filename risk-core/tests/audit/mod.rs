@@ -1,3 +1,5 @@
 //! The audit trail: records, the segment log, reading back, replay.
 
+mod crash;
+mod log;
 mod proto;
