@@ -32,6 +32,83 @@ pub(crate) struct RawAudit {
     pub retention_bytes: Option<i64>,
     pub features: Option<RawFeatures>,
     pub truncate_corrupt_tail: Option<bool>,
+    pub kafka: Option<RawKafka>,
+}
+
+/// `[audit.kafka]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawKafka {
+    pub brokers: String,
+    pub topic: String,
+    pub max_in_flight: Option<i64>,
+    pub message_timeout_ms: Option<f64>,
+    pub properties: Option<toml::Table>,
+}
+
+/// What `[audit.kafka]` asks for, checked; started by the engine builder.
+#[derive(Debug, Clone)]
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+pub(crate) struct KafkaSpec {
+    pub brokers: String,
+    pub topic: String,
+    pub max_in_flight: usize,
+    pub message_timeout: Duration,
+    pub properties: Vec<(String, String)>,
+}
+
+impl RawFile {
+    /// `[audit.kafka]`, checked (`None` without one).
+    pub(crate) fn kafka_spec(&self) -> Result<Option<KafkaSpec>, ConfigError> {
+        let Some(k) = self.audit.as_ref().and_then(|a| a.kafka.as_ref()) else {
+            return Ok(None);
+        };
+        if k.brokers.is_empty() {
+            return Err(ConfigError::invalid(
+                "audit.kafka.brokers",
+                "must not be empty",
+            ));
+        }
+        if k.topic.is_empty() {
+            return Err(ConfigError::invalid(
+                "audit.kafka.topic",
+                "must not be empty",
+            ));
+        }
+        let mut properties = Vec::new();
+        for (key, v) in k.properties.iter().flatten() {
+            let v = match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(ConfigError::invalid(
+                        "audit.kafka.properties",
+                        format!("{key}: {other} is not a string, integer or boolean"),
+                    ))
+                }
+            };
+            properties.push((key.clone(), v));
+        }
+        let max_in_flight = count("audit.kafka.max_in_flight", k.max_in_flight, 10_000)?;
+        if max_in_flight == 0 {
+            return Err(ConfigError::invalid(
+                "audit.kafka.max_in_flight",
+                "must be at least 1",
+            ));
+        }
+        Ok(Some(KafkaSpec {
+            brokers: k.brokers.clone(),
+            topic: k.topic.clone(),
+            max_in_flight,
+            message_timeout: ms(
+                "audit.kafka.message_timeout_ms",
+                k.message_timeout_ms,
+                Duration::from_secs(30),
+            )?,
+            properties,
+        }))
+    }
 }
 
 impl RawFile {
@@ -84,8 +161,11 @@ impl RawFile {
             }
         };
         o.max_batch = count("audit.max_batch", a.max_batch, o.max_batch)?;
-        o.segment_bytes =
-            count("audit.segment_bytes", a.segment_bytes, o.segment_bytes as usize)? as u64;
+        o.segment_bytes = count(
+            "audit.segment_bytes",
+            a.segment_bytes,
+            o.segment_bytes as usize,
+        )? as u64;
         o.segment_age = ms("audit.segment_age_ms", a.segment_age_ms, o.segment_age)?;
         o.retention_age = match a.retention_days {
             None => o.retention_age,

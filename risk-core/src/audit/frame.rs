@@ -161,6 +161,12 @@ impl<R: Read> FrameReader<R> {
         Ok(Some(Self { r, offset: HEADER }))
     }
 
+    /// A reader already positioned at `offset` (a frame boundary past the header).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    pub(crate) fn at(r: R, offset: u64) -> Self {
+        Self { r, offset }
+    }
+
     /// Byte offset of the next frame.
     pub(crate) fn offset(&self) -> u64 {
         self.offset

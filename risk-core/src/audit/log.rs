@@ -212,6 +212,7 @@ pub struct SegmentLog {
     dir: PathBuf,
     tx: Sender<Msg>,
     closed: Arc<AtomicBool>,
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pin: Arc<AtomicU64>,
     on_full: OnFull,
     features: FeatureSelection,
@@ -379,6 +380,7 @@ impl SegmentLog {
 
     /// Retention keeps every record from `seq` on (a forwarder's first undelivered
     /// record); `u64::MAX` releases the pin.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn pin_from(&self, seq: u64) {
         self.pin.store(seq, Relaxed);
     }

@@ -30,7 +30,7 @@ mod record;
 mod replay;
 mod writer;
 
-pub(crate) use config::RawAudit;
+pub(crate) use config::{KafkaSpec, RawAudit};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaForwarder, KafkaOptions, KafkaStats};
 pub use log::{Durability, FeatureSelection, LogOptions, LogStats, OnFull, Recovery, SegmentLog};

@@ -112,9 +112,8 @@ impl Query {
         if r.seq < self.from_seq {
             return false;
         }
-        let time = |t: i64| {
-            self.from_ms.is_none_or(|f| t >= f) && self.to_ms.is_none_or(|to| t < to)
-        };
+        let time =
+            |t: i64| self.from_ms.is_none_or(|f| t >= f) && self.to_ms.is_none_or(|to| t < to);
         match &r.body {
             Some(Body::Decision(d)) => {
                 self.decisions

@@ -176,7 +176,9 @@ fn num(x: f32) -> Value {
 fn version_json(v: &Option<pb::VersionId>) -> Value {
     match v {
         None => Value::Null,
-        Some(v) => json!({"name": v.name, "version": v.version, "hash": format!("{:016x}", v.hash)}),
+        Some(v) => {
+            json!({"name": v.name, "version": v.version, "hash": format!("{:016x}", v.hash)})
+        }
     }
 }
 
@@ -196,9 +198,17 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
             m.insert("entity".into(), json!(d.entity));
             m.insert("event_time_ms".into(), json!(d.event_time_ms));
             m.insert("decided_at_ms".into(), json!(d.decided_at_ms));
-            m.insert("action".into(), json!(lower(d.action().as_str_name().trim_start_matches("ACTION_"))));
+            m.insert(
+                "action".into(),
+                json!(lower(
+                    d.action().as_str_name().trim_start_matches("ACTION_")
+                )),
+            );
             m.insert("score".into(), num(d.score));
-            m.insert("tier".into(), json!(lower(d.tier().as_str_name().trim_start_matches("TIER_"))));
+            m.insert(
+                "tier".into(),
+                json!(lower(d.tier().as_str_name().trim_start_matches("TIER_"))),
+            );
             let fb = d.fallback();
             m.insert(
                 "fallback".into(),
@@ -243,7 +253,11 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
             }
             m.insert(
                 "escalation".into(),
-                json!(lower(d.escalation().as_str_name().trim_start_matches("ESCALATION_"))),
+                json!(lower(
+                    d.escalation()
+                        .as_str_name()
+                        .trim_start_matches("ESCALATION_")
+                )),
             );
             if d.ticket != 0 {
                 m.insert("ticket".into(), json!(d.ticket));
@@ -284,7 +298,9 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
             m.insert("score".into(), num(v.score));
             m.insert(
                 "source".into(),
-                json!(lower(v.source().as_str_name().trim_start_matches("DEEP_SOURCE_"))),
+                json!(lower(
+                    v.source().as_str_name().trim_start_matches("DEEP_SOURCE_")
+                )),
             );
             let f = v.failure();
             m.insert(
@@ -302,7 +318,10 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
         }
         Some(Body::Schema(s)) => {
             m.insert("kind".into(), json!("schema"));
-            m.insert("fingerprint".into(), json!(format!("{:016x}", s.fingerprint)));
+            m.insert(
+                "fingerprint".into(),
+                json!(format!("{:016x}", s.fingerprint)),
+            );
             let names: Vec<&str> = s.fields.iter().map(|f| f.name.as_str()).collect();
             m.insert("fields".into(), json!(names));
             m.insert("complete".into(), json!(s.complete));

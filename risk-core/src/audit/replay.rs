@@ -104,7 +104,10 @@ fn vid(v: &Option<pb::VersionId>) -> String {
 /// Rebuilds the transaction of a decision record on `engine`'s schema.
 pub fn rebuild(e: &AuditEntry, engine: &Engine) -> Result<Transaction, String> {
     let d = e.decision().ok_or("not a decision")?;
-    let layout = e.layout.as_ref().ok_or("no schema record for its features")?;
+    let layout = e
+        .layout
+        .as_ref()
+        .ok_or("no schema record for its features")?;
     if d.features.len() != layout.fields.len() {
         return Err("features do not match their schema record".into());
     }
@@ -223,10 +226,13 @@ pub fn replay(
             rep.changed += 1;
             *rep.transitions.entry((before, now.action)).or_default() += 1;
             let rec_tier = pb::Tier::try_from(d.tier)
-                .map(|t| t.as_str_name().trim_start_matches("TIER_").to_ascii_lowercase())
+                .map(|t| {
+                    t.as_str_name()
+                        .trim_start_matches("TIER_")
+                        .to_ascii_lowercase()
+                })
                 .unwrap_or_else(|_| "unknown".into());
-            *rep
-                .tier_transitions
+            *rep.tier_transitions
                 .entry((rec_tier, now.tier.as_str().to_owned()))
                 .or_default() += 1;
             if rep.examples.len() < max_examples {

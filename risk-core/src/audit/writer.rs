@@ -96,10 +96,7 @@ impl Writer {
                 .append(true)
                 .open(&last.path)
                 .map_err(AuditError::io(&last.path))?;
-            let len = file
-                .metadata()
-                .map_err(AuditError::io(&last.path))?
-                .len();
+            let len = file.metadata().map_err(AuditError::io(&last.path))?.len();
             if len < frame::HEADER {
                 // Recovery removed records from a segment without a whole header.
                 return Err(AuditError::Corrupt {
@@ -350,7 +347,11 @@ impl Writer {
             }
             let mut stop = false;
             if !replies.is_empty() {
-                let r = if ok { self.sync() } else { Err(AuditError::Closed) };
+                let r = if ok {
+                    self.sync()
+                } else {
+                    Err(AuditError::Closed)
+                };
                 if let Err(e) = &r {
                     self.io_error_ref(e);
                 }
@@ -381,7 +382,10 @@ impl Writer {
 }
 
 /// Checks the last segment and truncates a torn tail (or allowed damage).
-pub(crate) fn recover(segments: &[SegmentName], allow_corrupt: bool) -> Result<Recovery, AuditError> {
+pub(crate) fn recover(
+    segments: &[SegmentName],
+    allow_corrupt: bool,
+) -> Result<Recovery, AuditError> {
     let Some(last) = segments.last() else {
         return Ok(Recovery::default());
     };

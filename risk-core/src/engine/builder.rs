@@ -6,9 +6,8 @@ use super::gray::{GrayZone, VerdictCallback};
 use super::pool::DeadlinePool;
 use super::tier::FastTier;
 use super::{Engine, Inner};
+use crate::audit::{AuditSink, KafkaSpec, SegmentLog};
 use crate::clock::{nanos, Clock, SystemClock};
-use crate::audit::{AuditSink, SegmentLog};
-use crate::version::Versions;
 use crate::config::{
     DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, RawFile, ScorerRegistry, ScorerSpec,
 };
@@ -18,6 +17,7 @@ use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
 use crate::scorer::{Latency, Scorer};
+use crate::version::Versions;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -34,6 +34,7 @@ pub struct EngineBuilder {
     callback: Option<VerdictCallback>,
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<SegmentLog>>,
+    kafka: Option<KafkaSpec>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -59,6 +60,7 @@ impl EngineBuilder {
             callback: None,
             audit: None,
             audit_log: None,
+            kafka: None,
         }
     }
 
@@ -84,8 +86,17 @@ impl EngineBuilder {
             b.deep = Some(registry.build(&spec("deep.scorer", &d.scorer))?);
         }
         if let Some(a) = raw.audit_options(base_dir)? {
-            let log = SegmentLog::open(a).map_err(|e| ConfigError::invalid("audit.dir", e.to_string()))?;
+            let log = SegmentLog::open(a)
+                .map_err(|e| ConfigError::invalid("audit.dir", e.to_string()))?;
             b = b.audit_log(Arc::new(log));
+        }
+        b.kafka = raw.kafka_spec()?;
+        #[cfg(not(feature = "kafka"))]
+        if b.kafka.is_some() {
+            return Err(ConfigError::invalid(
+                "audit.kafka",
+                "this build of risk-core lacks the `kafka` feature",
+            ));
         }
         Ok(b)
     }
@@ -268,6 +279,20 @@ impl EngineBuilder {
                 })
             }
         };
+        #[cfg(feature = "kafka")]
+        let kafka = match (&self.kafka, &self.audit_log) {
+            (Some(k), Some(log)) => {
+                let mut o = crate::audit::KafkaOptions::new(&k.brokers, &k.topic);
+                o.max_in_flight = k.max_in_flight;
+                o.message_timeout = k.message_timeout;
+                o.properties = k.properties.clone();
+                Some(
+                    crate::audit::KafkaForwarder::start(log, o)
+                        .map_err(|e| ConfigError::invalid("audit.kafka", e.to_string()))?,
+                )
+            }
+            _ => None,
+        };
         let entities = Arc::new(EntityStore::new(cfg.feedback, Arc::clone(&self.clock)));
         let gray = match self.deep {
             None => None,
@@ -300,6 +325,8 @@ impl EngineBuilder {
                 versions,
                 audit: self.audit,
                 audit_log: self.audit_log,
+                #[cfg(feature = "kafka")]
+                kafka,
                 fast,
                 gray,
                 entities,

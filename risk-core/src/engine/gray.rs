@@ -24,6 +24,7 @@ use super::circuit::{Circuit, CircuitConfig, Permit};
 use super::entity::EntityStore;
 use super::pool::{DeadlinePool, PoolError, Task};
 use super::tier::{guarded_batch_within, Failure};
+use crate::audit::{AuditEvent, AuditSink};
 use crate::clock::{nanos, wait_for, Clock, Nanos, Notify};
 use crate::config::DeepConfig;
 use crate::decision::{
@@ -32,7 +33,6 @@ use crate::decision::{
 use crate::metrics::Metrics;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
-use crate::audit::{AuditEvent, AuditSink};
 use crate::version::VersionId;
 use parking_lot::Mutex;
 use std::collections::VecDeque;

@@ -18,6 +18,7 @@ pub use builder::EngineBuilder;
 pub use circuit::{CircuitConfig, CircuitState};
 pub use gray::VerdictCallback;
 
+use crate::audit::{AuditEvent, AuditSink};
 use crate::clock::Clock;
 use crate::config::{EngineConfig, RawFile, ScorerRegistry};
 use crate::decision::{
@@ -31,7 +32,6 @@ use crate::schema::FeatureSchema;
 use crate::scorer::{Reasons, Score, Scorer, ScorerInfo};
 use crate::txn::{EntityKey, Transaction};
 use crate::version::Versions;
-use crate::audit::{AuditEvent, AuditSink};
 use entity::EntityStore;
 use gray::GrayZone;
 use std::path::Path;
@@ -57,6 +57,8 @@ struct Inner {
     versions: Versions,
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<crate::audit::SegmentLog>>,
+    #[cfg(feature = "kafka")]
+    kafka: Option<crate::audit::KafkaForwarder>,
     fast: Option<FastTier>,
     gray: Option<GrayZone>,
     entities: Arc<EntityStore>,
@@ -301,6 +303,12 @@ impl Engine {
         self.inner.audit_log.as_ref()
     }
 
+    /// The Kafka forwarder of `[audit.kafka]` (feature `kafka`).
+    #[cfg(feature = "kafka")]
+    pub fn kafka_forwarder(&self) -> Option<&crate::audit::KafkaForwarder> {
+        self.inner.kafka.as_ref()
+    }
+
     /// A snapshot of every metric.
     pub fn metrics(&self) -> MetricsSnapshot {
         let i = &*self.inner;
@@ -355,6 +363,11 @@ impl Engine {
                 Shutdown::Drain { timeout } => timeout,
                 Shutdown::Abandon => std::time::Duration::ZERO,
             });
+        }
+        #[cfg(feature = "kafka")]
+        if let (Some(k), Some(log), Shutdown::Drain { timeout }) = (&i.kafka, &i.audit_log, mode) {
+            // Bounded: what is not delivered now stays in the log and is sent on restart.
+            let _ = k.wait_delivered(log.stats().written_seq, timeout);
         }
         report
     }

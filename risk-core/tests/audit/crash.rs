@@ -37,7 +37,10 @@ fn child_process() {
     o.max_batch = 64;
     let log = Arc::new(SegmentLog::open(o).expect("child opens the log"));
     let start = log.stats().recovery.last_seq;
-    println!("recovered {start} truncated {}", log.stats().recovery.truncated_bytes);
+    println!(
+        "recovered {start} truncated {}",
+        log.stats().recovery.truncated_bytes
+    );
     let e = engine(Arc::clone(&log));
     let s = e.schema().clone();
     match mode.as_str() {
@@ -45,7 +48,8 @@ fn child_process() {
         "crash" => {
             let mut acked = 0;
             for i in 0.. {
-                e.decide(&txn(&s, start + i + 1, i % 100)).expect("decide answers");
+                e.decide(&txn(&s, start + i + 1, i % 100))
+                    .expect("decide answers");
                 let d = log.stats().durable_seq;
                 if d > acked {
                     acked = d;

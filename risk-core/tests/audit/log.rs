@@ -110,7 +110,10 @@ fn every_decision_is_found_again_with_its_versions_features_and_rules() {
         assert_eq!(v.rules.as_ref().unwrap().name, "rules:test");
         assert_eq!(v.rules.as_ref().unwrap().hash, 0xfeed);
         assert_eq!(v.fast.as_ref().unwrap().name, "constant");
-        assert_eq!(v.fast.as_ref().unwrap().hash, d.versions.fast.unwrap().hash());
+        assert_eq!(
+            v.fast.as_ref().unwrap().hash,
+            d.versions.fast.unwrap().hash()
+        );
         assert_eq!(v.config, e.config().fingerprint());
         assert_eq!(v.schema, s.fingerprint());
         assert_eq!(rec.score, d.score);
@@ -132,7 +135,10 @@ fn every_decision_is_found_again_with_its_versions_features_and_rules() {
     }
     // By entity, by rule, by time.
     let by_entity = r.query(Query::entity(1003)).unwrap().count();
-    assert_eq!(by_entity, decided.iter().filter(|(d, _)| d.entity.0 == 1003).count());
+    assert_eq!(
+        by_entity,
+        decided.iter().filter(|(d, _)| d.entity.0 == 1003).count()
+    );
     let big = r.query(Query::rule("R_BIG_AMOUNT")).unwrap().count();
     assert_eq!(
         big,
@@ -195,7 +201,12 @@ fn feature_selection_keeps_what_it_names_and_none_keeps_nothing() {
         let t = varied(e.schema(), 2);
         e.decide(&t).unwrap();
         log.flush(FLUSH).unwrap();
-        let got: Vec<_> = log.reader().all().unwrap().collect::<Result<_, _>>().unwrap();
+        let got: Vec<_> = log
+            .reader()
+            .all()
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
         let layout = got[0].layout.as_ref().unwrap();
         let names: Vec<&str> = layout.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, want);
@@ -319,7 +330,10 @@ fn segments_rotate_by_size_and_age_and_retention_deletes_the_oldest() {
     }
     log.flush(FLUSH).unwrap();
     let segs = segments(dir.path());
-    let total: u64 = segs.iter().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    let total: u64 = segs
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len())
+        .sum();
     assert!(segs.len() >= 4, "{segs:?}");
     assert!(log.stats().segments_deleted > 0);
     // Retention keeps the bound up to one segment of slack (the active one grows).
@@ -402,7 +416,10 @@ fn offers_are_accepted_or_shed_and_counted_never_lost() {
 
 #[test]
 fn interval_and_none_durability_are_made_durable_by_flush() {
-    for d in [Durability::Interval(Duration::from_secs(3600)), Durability::None] {
+    for d in [
+        Durability::Interval(Duration::from_secs(3600)),
+        Durability::None,
+    ] {
         let dir = tempfile::tempdir().unwrap();
         let mut o = opts(dir.path());
         o.durability = d;
@@ -457,16 +474,31 @@ probability = 0.1
     let e = load("dir = \"log\"\ndurability = \"interval\"\nfsync_interval_ms = 50\nfeatures = [\"amount\"]\nretention_days = 30").unwrap();
     let log = e.audit_log().expect("a segment log");
     assert_eq!(log.dir(), dir.path().join("log"));
-    let t = Transaction::builder(e.schema()).id(5).amount(12.5, "USD").build().unwrap();
+    let t = Transaction::builder(e.schema())
+        .id(5)
+        .amount(12.5, "USD")
+        .build()
+        .unwrap();
     e.decide(&t).unwrap();
     log.flush(FLUSH).unwrap();
-    let got: Vec<_> = log.reader().all().unwrap().collect::<Result<_, _>>().unwrap();
+    let got: Vec<_> = log
+        .reader()
+        .all()
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_eq!(got[0].feature("amount"), Some(12.5));
     for (bad, key) in [
-        ("dir = \"x\"\ndurability = \"sometimes\"", "audit.durability"),
+        (
+            "dir = \"x\"\ndurability = \"sometimes\"",
+            "audit.durability",
+        ),
         ("dir = \"x\"\non_full = \"wait\"", "audit.on_full"),
         ("dir = \"x\"\nfeatures = \"some\"", "audit.features"),
-        ("dir = \"x\"\nfsync_interval_ms = 5", "audit.fsync_interval_ms"),
+        (
+            "dir = \"x\"\nfsync_interval_ms = 5",
+            "audit.fsync_interval_ms",
+        ),
         ("dir = \"x\"\nretention_days = -1", "audit.retention_days"),
         ("dir = \"x\"\nsegment_bytes = 10", "audit.dir"),
         ("dir = \"x\"\nfeatures = [\"nope\"]", "audit.features"),

@@ -1,5 +1,7 @@
 //! The audit trail: records, the segment log, reading back, replay.
 
 mod crash;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod log;
 mod proto;
