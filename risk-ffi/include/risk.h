@@ -109,6 +109,9 @@ enum risk_result
   // No more items will ever come (a subscription whose engine has no deep tier or was
   // shut down): stop polling.
   RISK_ERR_CLOSED = 13,
+  // The audit log failed: a flush timed out, the log is closed, or a write failed (the
+  // message says which).
+  RISK_ERR_AUDIT = 14,
 };
 #ifndef __cplusplus
 typedef uint32_t risk_result;
@@ -377,6 +380,45 @@ risk_result risk_subscription_poll(const struct risk_subscription *s,
 // # Safety
 // `s` is NULL or a pointer returned by `risk_engine_subscribe`.
 void risk_subscription_free(struct risk_subscription *s);
+
+// Reads the audit log in directory `dir` and writes the records matching `query_json`
+// as a JSON array of their JSON views (`(buf, cap, *len)`: call with `buf` NULL to learn
+// the size). `query_json` (NULL or empty: everything) has the optional keys `txn`,
+// `entity`, `from_ms`, `to_ms` (decision time, `[from, to)`), `rule` (decisions on which
+// it fired), `kinds` (`["decision", "verdict", "schema"]`) and `limit`. A damaged record
+// is an element `{"kind": "damaged", "error": "..."}`: never skipped silently.
+//
+// # Safety
+// `dir` is a NUL-terminated string; `query_json` is NULL or one; `buf` has `cap`
+// writable bytes (or is NULL); `len` is writable.
+risk_result risk_audit_query_json(const char *dir,
+                                  const char *query_json,
+                                  char *buf,
+                                  size_t cap,
+                                  size_t *len);
+
+// Waits up to `timeout_ms` until every record the engine's audit log accepted is
+// durable, and writes the durable sequence number to `*durable_seq` (may be NULL).
+// `RISK_ERR_INVALID` when the engine has no `[audit]` log; `RISK_ERR_AUDIT` when the
+// wait timed out or the log failed (the message says which).
+//
+// # Safety
+// `e` is a live engine handle; `durable_seq` is NULL or writable.
+risk_result risk_engine_audit_flush(const struct risk_engine *e,
+                                    uint32_t timeout_ms,
+                                    uint64_t *durable_seq);
+
+// The engine's audit log counters as JSON: `accepted`, `shed_full`, `shed_closed`,
+// `written_seq`, `durable_seq`, `batches`, `io_errors`, `last_error`,
+// `segments_deleted`, `recovery` {`segment`, `truncated_bytes`, `corrupt`, `last_seq`}.
+// `RISK_ERR_INVALID` when the engine has no `[audit]` log.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_audit_stats_json(const struct risk_engine *e,
+                                         char *buf,
+                                         size_t cap,
+                                         size_t *len);
 
 #ifdef __cplusplus
 }  // extern "C"

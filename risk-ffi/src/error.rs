@@ -39,6 +39,9 @@ pub enum risk_result {
     /// No more items will ever come (a subscription whose engine has no deep tier or was
     /// shut down): stop polling.
     RISK_ERR_CLOSED = 13,
+    /// The audit log failed: a flush timed out, the log is closed, or a write failed (the
+    /// message says which).
+    RISK_ERR_AUDIT = 14,
 }
 
 use risk_result::*;

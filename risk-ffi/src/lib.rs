@@ -44,8 +44,11 @@ mod json;
 mod metrics;
 // Deep-tier verdict subscriptions.
 mod subscription;
+// The audit trail: query a log directory, flush and stats of the engine's log.
+mod audit;
 
 pub use args::RISK_MAX_INPUT;
+pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
 pub use decision::{
     risk_decision, risk_fallback_name, risk_reason, risk_reason_name, RISK_ACTION_APPROVE,
     RISK_ACTION_DECLINE, RISK_ACTION_REVIEW, RISK_CODE_UNKNOWN, RISK_ESCALATION_ENQUEUED,

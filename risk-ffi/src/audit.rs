@@ -1,0 +1,209 @@
+//! The audit trail over the C ABI: `risk_audit_query_json` (any log directory, no engine
+//! needed), `risk_engine_audit_flush` and `risk_engine_audit_stats_json`. The log itself
+//! is configured in `risk.toml` (`[audit]`, `[audit.kafka]`), as every engine option is.
+
+use crate::args::{str_arg, write_text};
+use crate::engine::risk_engine;
+use crate::error::risk_result::{self, *};
+use crate::error::{fail, guard};
+use crate::handle::with_handle;
+use risk_core::audit::{AuditReader, LogStats, Query, Recovery};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::ffi::c_char;
+use std::time::Duration;
+
+/// A query as JSON; every key is optional.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryJson {
+    txn: Option<u64>,
+    entity: Option<u64>,
+    from_ms: Option<i64>,
+    to_ms: Option<i64>,
+    rule: Option<String>,
+    /// `"decision"`, `"verdict"`, `"schema"`; default: decisions and verdicts.
+    kinds: Option<Vec<String>>,
+    /// Most records returned (default and cap: 1,000,000).
+    limit: Option<u64>,
+}
+
+const MAX_RECORDS: u64 = 1_000_000;
+
+fn query(text: &str) -> Result<(Query, u64), risk_result> {
+    let q: QueryJson = if text.trim().is_empty() {
+        QueryJson::default()
+    } else {
+        serde_json::from_str(text).map_err(|e| fail(RISK_ERR_JSON, format!("query: {e}")))?
+    };
+    let mut out = Query {
+        txn: q.txn,
+        entity: q.entity,
+        from_ms: q.from_ms,
+        to_ms: q.to_ms,
+        rule: q.rule,
+        ..Query::default()
+    };
+    if let Some(kinds) = q.kinds {
+        out.decisions = false;
+        out.verdicts = false;
+        for k in kinds {
+            match k.as_str() {
+                "decision" => out.decisions = true,
+                "verdict" => out.verdicts = true,
+                "schema" => out.schemas = true,
+                other => {
+                    return Err(fail(
+                        RISK_ERR_INVALID,
+                        format!("query kinds: {other:?} is not decision, verdict or schema"),
+                    ))
+                }
+            }
+        }
+    }
+    Ok((out, q.limit.unwrap_or(MAX_RECORDS).min(MAX_RECORDS)))
+}
+
+/// Reads the audit log in directory `dir` and writes the records matching `query_json`
+/// as a JSON array of their JSON views (`(buf, cap, *len)`: call with `buf` NULL to learn
+/// the size). `query_json` (NULL or empty: everything) has the optional keys `txn`,
+/// `entity`, `from_ms`, `to_ms` (decision time, `[from, to)`), `rule` (decisions on which
+/// it fired), `kinds` (`["decision", "verdict", "schema"]`) and `limit`. A damaged record
+/// is an element `{"kind": "damaged", "error": "..."}`: never skipped silently.
+///
+/// # Safety
+/// `dir` is a NUL-terminated string; `query_json` is NULL or one; `buf` has `cap`
+/// writable bytes (or is NULL); `len` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_audit_query_json(
+    dir: *const c_char,
+    query_json: *const c_char,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> risk_result {
+    guard(|| {
+        // SAFETY: forwarded caller guarantees.
+        let dir = match unsafe { str_arg(dir, "dir") } {
+            Ok(d) => d,
+            Err(r) => return r,
+        };
+        let text = if query_json.is_null() {
+            ""
+        } else {
+            // SAFETY: forwarded caller guarantee.
+            match unsafe { str_arg(query_json, "query_json") } {
+                Ok(t) => t,
+                Err(r) => return r,
+            }
+        };
+        let (q, limit) = match query(text) {
+            Ok(q) => q,
+            Err(r) => return r,
+        };
+        let entries = match AuditReader::new(dir).query(q) {
+            Ok(e) => e,
+            Err(e) => return fail(RISK_ERR_INVALID, e.to_string()),
+        };
+        let items: Vec<Value> = entries
+            .take(limit as usize)
+            .map(|e| match e {
+                Ok(e) => e.to_json(),
+                Err(err) => json!({"kind": "damaged", "error": err.to_string()}),
+            })
+            .collect();
+        write_text(&Value::Array(items).to_string(), buf, cap, len)
+    })
+}
+
+/// Waits up to `timeout_ms` until every record the engine's audit log accepted is
+/// durable, and writes the durable sequence number to `*durable_seq` (may be NULL).
+/// `RISK_ERR_INVALID` when the engine has no `[audit]` log; `RISK_ERR_AUDIT` when the
+/// wait timed out or the log failed (the message says which).
+///
+/// # Safety
+/// `e` is a live engine handle; `durable_seq` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_engine_audit_flush(
+    e: *const risk_engine,
+    timeout_ms: u32,
+    durable_seq: *mut u64,
+) -> risk_result {
+    guard(|| {
+        with_handle(e, |h| {
+            let Some(log) = h.engine.audit_log() else {
+                return fail(RISK_ERR_INVALID, "the engine has no [audit] log");
+            };
+            match log.flush(Duration::from_millis(u64::from(timeout_ms))) {
+                Ok(seq) => {
+                    if !durable_seq.is_null() {
+                        // SAFETY: non-NULL and writable per the caller.
+                        unsafe { *durable_seq = seq };
+                    }
+                    RISK_OK
+                }
+                Err(err) => fail(RISK_ERR_AUDIT, err.to_string()),
+            }
+        })
+    })
+}
+
+fn stats_json(s: &LogStats) -> Value {
+    let LogStats {
+        accepted,
+        shed_full,
+        shed_closed,
+        written_seq,
+        durable_seq,
+        batches,
+        io_errors,
+        last_error,
+        segments_deleted,
+        recovery,
+    } = s;
+    let Recovery {
+        segment,
+        truncated_bytes,
+        corrupt,
+        last_seq,
+    } = recovery;
+    json!({
+        "accepted": accepted,
+        "shed_full": shed_full,
+        "shed_closed": shed_closed,
+        "written_seq": written_seq,
+        "durable_seq": durable_seq,
+        "batches": batches,
+        "io_errors": io_errors,
+        "last_error": last_error,
+        "segments_deleted": segments_deleted,
+        "recovery": {
+            "segment": segment.as_ref().map(|p| p.display().to_string()),
+            "truncated_bytes": truncated_bytes,
+            "corrupt": corrupt,
+            "last_seq": last_seq,
+        },
+    })
+}
+
+/// The engine's audit log counters as JSON: `accepted`, `shed_full`, `shed_closed`,
+/// `written_seq`, `durable_seq`, `batches`, `io_errors`, `last_error`,
+/// `segments_deleted`, `recovery` {`segment`, `truncated_bytes`, `corrupt`, `last_seq`}.
+/// `RISK_ERR_INVALID` when the engine has no `[audit]` log.
+///
+/// # Safety
+/// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_engine_audit_stats_json(
+    e: *const risk_engine,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> risk_result {
+    guard(|| {
+        with_handle(e, |h| match h.engine.audit_log() {
+            None => fail(RISK_ERR_INVALID, "the engine has no [audit] log"),
+            Some(log) => write_text(&stats_json(&log.stats()).to_string(), buf, cap, len),
+        })
+    })
+}
