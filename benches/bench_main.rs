@@ -3,6 +3,7 @@
 
 use criterion::{criterion_group, criterion_main};
 
+mod audit;
 mod engine;
 mod ffi;
 mod llm;
@@ -17,8 +18,13 @@ criterion_group!(
         trees::native_vs_ort, ffi::overhead
 );
 criterion_group!(
+    name = audit;
+    config = engine::config();
+    targets = audit::decide, audit::throughput, audit::writer
+);
+criterion_group!(
     name = deep;
     config = engine::config();
     targets = llm::prefill, quant::kernels, quant::prefill
 );
-criterion_main!(benches, deep);
+criterion_main!(benches, deep, audit);

@@ -20,8 +20,11 @@
 //! Prints decisions by action and tier, fallbacks by cause, gray-zone statistics,
 //! latency percentiles, AUPRC and recall at the decline threshold, the deep tier up close
 //! (paced gray-zone transactions, their verdicts, and the entity's next decision reading
-//! them), and a fault drill in which the fast tier stalls.
+//! them), and a fault drill in which the fast tier stalls. Every decision and verdict is
+//! recorded to the audit log in `target/quickstart-audit` and found again by id with the
+//! versions that produced it (`cargo run --release --example audit_query -- --help`).
 
+use risk_core::audit::{LogOptions, Query, SegmentLog};
 use risk_core::synth::{generate, schema, SynthConfig};
 use risk_core::{
     Action, DeepConfig, Engine, Escalation, FallbackCause, Latency, LatencySummary,
@@ -83,11 +86,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         t.elapsed()
     );
     let rules = Arc::new(RuleScorer::new(set, schema.clone()));
+    // The audit trail: every decision and verdict to a local segment log (fsync per batch).
+    let audit_dir =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/quickstart-audit");
+    let _ = std::fs::remove_dir_all(&audit_dir);
+    let audit = Arc::new(SegmentLog::open(LogOptions::new(&audit_dir))?);
     let engine = Engine::builder(schema.clone())
         .rules(rules.clone())
         .fast(fast.clone())
         .deep(deep.clone())
         .deep_config(deep_cfg)
+        .audit_log(audit.clone())
         .build()?;
     let verdicts = engine.subscribe();
 
@@ -115,6 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     print_counts(&m);
 
     print_rules(&rules.current(), &replay, &decisions, &m);
+    print_audit(&audit, &decisions)?;
 
     // ----- gray zone and feedback -----
     let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
@@ -559,4 +569,85 @@ fn lat(name: &str, l: &LatencySummary) {
         us(l.p999_ns),
         us(l.max_ns)
     );
+}
+
+/// Reads the audit log back: every decision found by id with its versions.
+fn print_audit(
+    log: &SegmentLog,
+    decisions: &[risk_core::Decision],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let st = log.stats();
+    let t = Instant::now();
+    let mut by_id: std::collections::HashMap<u64, risk_core::audit::AuditEntry> =
+        std::collections::HashMap::with_capacity(decisions.len());
+    let mut verdicts = 0;
+    for e in log.reader().all()? {
+        let e = e?;
+        match e.decision() {
+            Some(d) => {
+                by_id.insert(d.txn_id, e);
+            }
+            None => verdicts += 1,
+        }
+    }
+    let read = t.elapsed();
+    let same = |d: &risk_core::Decision| {
+        by_id
+            .get(&d.txn.0)
+            .and_then(|e| e.decision())
+            .is_some_and(|r| {
+                let v = r.versions.as_ref();
+                r.score == d.score
+                    && r.action == d.action as i32 + 1
+                    && v.and_then(|v| v.rules.as_ref()).map(|x| x.hash)
+                        == Some(d.versions.rules.hash())
+                    && v.and_then(|v| v.fast.as_ref()).map(|x| x.hash)
+                        == d.versions.fast.map(|x| x.hash())
+            })
+    };
+    let found = decisions.iter().filter(|d| same(d)).count();
+    let bytes: u64 = std::fs::read_dir(log.dir())?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    println!("\naudit trail ({})", log.dir().display());
+    println!(
+        "  records: {} decisions + {verdicts} verdicts, {:.1} MiB; accepted {} shed {} durable seq {}",
+        by_id.len(),
+        bytes as f64 / (1 << 20) as f64,
+        st.accepted,
+        st.shed_full,
+        st.durable_seq
+    );
+    println!(
+        "  every decision found again by id with its versions: {} ({found} of {}; log read in {read:.2?})",
+        found == decisions.len(),
+        decisions.len()
+    );
+    if let Some(d) = decisions.iter().find(|d| !d.rules_fired.is_empty()) {
+        let t = Instant::now();
+        let hits: Vec<_> = log
+            .reader()
+            .query(Query::txn(d.txn.0))?
+            .collect::<Result<_, _>>()?;
+        println!(
+            "  lookup of txn {} ({} records, {:.2?}):",
+            d.txn.0,
+            hits.len(),
+            t.elapsed()
+        );
+        if let Some(e) = hits.first() {
+            let j = e.to_json();
+            println!(
+                "    action {} tier {} score {} rules_fired {} versions rules {} fast {}",
+                j["action"],
+                j["tier"],
+                j["score"],
+                j["rules_fired"],
+                j["versions"]["rules"]["version"],
+                j["versions"]["fast"]["version"]
+            );
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! Integration tests of the rule language and the rule tier.
 
+mod audit;
 mod default_set;
 mod fuzz_regressions;
 mod golden;

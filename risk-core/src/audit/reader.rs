@@ -6,6 +6,10 @@
 //! next segment. The end of the last segment may be a write in progress: a frame cut
 //! short there ends the iteration; anywhere else it is damage.
 //!
+//! Records are in the order the writer received them: a deep verdict can precede the
+//! decision that escalated it (the deep tier may answer before the deciding thread has
+//! recorded its decision); the ticket joins the two.
+//!
 //! Lookups scan: by time range, segments outside the range (by their creation times)
 //! are skipped; by transaction, entity or rule every segment in range is read (about
 //! 1-2 M records/s here; an index is future work).

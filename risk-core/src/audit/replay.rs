@@ -4,9 +4,10 @@
 //!
 //! Each decision record is rebuilt into a [`Transaction`] from its stored features,
 //! mapped by field name onto the candidate's schema (a categorical value by its text;
-//! a field the record lacks is missing), and decided by the candidate. Records stored
-//! without features (`features = "none"`, or a subset that leaves a required field
-//! out) are counted as skipped, with the reason. The candidate runs as configured:
+//! amount and currency from the record's own fields), and decided by the candidate. A
+//! record that lacks a feature the candidate reads (`features = "none"`, a subset, or a
+//! field the candidate adds) is not replayed on a guess: it is counted as skipped, with
+//! the reason. The candidate runs as configured:
 //! build it without a deep tier and without an audit sink for a clean comparison
 //! (its entity feedback would otherwise shift later decisions).
 
@@ -101,7 +102,8 @@ fn vid(v: &Option<pb::VersionId>) -> String {
     )
 }
 
-/// Rebuilds the transaction of a decision record on `engine`'s schema.
+/// Rebuilds the transaction of a decision record on `engine`'s schema (an `Err` names
+/// why it cannot be).
 pub fn rebuild(e: &AuditEntry, engine: &Engine) -> Result<Transaction, String> {
     let d = e.decision().ok_or("not a decision")?;
     let layout = e
@@ -112,6 +114,20 @@ pub fn rebuild(e: &AuditEntry, engine: &Engine) -> Result<Transaction, String> {
         return Err("features do not match their schema record".into());
     }
     let schema = engine.schema();
+    let lacking: Vec<&str> = schema
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .filter(|n| !matches!(*n, "amount" | "currency"))
+        .filter(|n| !layout.fields.iter().any(|f| f.name == *n))
+        .collect();
+    if !lacking.is_empty() {
+        return Err(format!(
+            "record lacks features the candidate reads ({} of them, e.g. {})",
+            lacking.len(),
+            lacking[..lacking.len().min(3)].join(", ")
+        ));
+    }
     let mut t = Transaction::builder(schema)
         .id(d.txn_id)
         .entity(d.entity)
@@ -119,8 +135,18 @@ pub fn rebuild(e: &AuditEntry, engine: &Engine) -> Result<Transaction, String> {
         .amount(d.amount, &d.currency)
         .build()
         .map_err(|e| e.to_string())?;
+    // The builder mirrored amount and currency; every other field comes from the record
+    // (missing when the record lacks it).
+    let mirrored: Vec<(usize, f32)> = ["amount", "currency"]
+        .iter()
+        .filter_map(|n| schema.slot(n))
+        .map(|s| (s.index(), t.features.values()[s.index()]))
+        .collect();
     let values = t.features.values_mut();
     values.fill(f32::NAN);
+    for &(i, v) in &mirrored {
+        values[i] = v;
+    }
     for (f, &x) in layout.fields.iter().zip(&d.features) {
         let Some(slot) = schema.slot(&f.name) else {
             continue;

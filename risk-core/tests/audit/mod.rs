@@ -5,3 +5,4 @@ mod crash;
 mod kafka;
 mod log;
 mod proto;
+mod replay;
