@@ -1,8 +1,9 @@
 //! The C ABI called from Rust, one module per concern: handle lifetimes, subscriptions,
-//! rule reload, metrics JSON and transaction JSON. `c_abi.rs` drives the same functions
-//! from C under sanitizers; these tests check what C cannot see easily (timing between
-//! threads, the registry, the metrics document against the header).
+//! rule reload, metrics JSON, transaction JSON and the audit trail. `c_abi.rs` drives the
+//! same functions from C under sanitizers; these tests check what C cannot see easily
+//! (timing between threads, the registry, the metrics document against the header).
 
+mod audit;
 mod fuzz_seeds;
 mod handles;
 mod json;
