@@ -6,12 +6,18 @@
                           features={"txn_count_1h": 3, "hour": 23})
         print(d.action, d.tier, d.score, d.reason_names)
 
+The audit trail (an engine with ``[audit]`` in its TOML) reads back with
+``risk.read_audit(dir, txn=..., rule=...)`` (a DataFrame) or ``risk.read_audit_records``
+(dicts); ``engine.audit_flush()`` makes what was logged durable first.
+
 The shared library is found through ``RISK_FFI_LIB`` (a file), ``RISK_FFI_LIB_DIR`` (a
 directory), ``<repo>/target/release``, then the system loader; see ``risk._ffi``.
 """
 
+from ._audit import AUDIT_KINDS, flatten_record, read_audit, read_audit_records
 from ._engine import (
     DEFAULT_BATCH_SIZE,
+    AuditError,
     FRAME_COLUMNS,
     TXN_FIELDS,
     Decision,
@@ -30,6 +36,7 @@ from ._engine import (
 from ._ffi import (
     RESULT_NAMES,
     RISK_CODE_UNKNOWN,
+    RISK_ERR_AUDIT,
     RISK_ERR_CLOSED,
     RISK_ERR_EMPTY,
     RISK_ERR_HANDLE,
@@ -47,8 +54,10 @@ __all__ = [
     "RiskError",
     "RiskTypeError",
     "RiskValueError",
+    "AuditError",
     "RiskLibraryNotFound",
     "RESULT_NAMES",
+    "RISK_ERR_AUDIT",
     "RISK_ERR_CLOSED",
     "RISK_ERR_EMPTY",
     "RISK_ERR_HANDLE",
@@ -60,6 +69,10 @@ __all__ = [
     "reason_name",
     "version",
     "library_path",
+    "read_audit",
+    "read_audit_records",
+    "flatten_record",
+    "AUDIT_KINDS",
 ]
 
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
-"""The Pythonic layer over the C ABI: RiskEngine, Decision, Verdict, Subscription, RiskError."""
+"""The Pythonic layer over the C ABI: RiskEngine, Decision, Verdict, Subscription, RiskError,
+AuditError."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ __all__ = [
     "RiskError",
     "RiskTypeError",
     "RiskValueError",
+    "AuditError",
     "TXN_FIELDS",
     "FRAME_COLUMNS",
     "version",
@@ -124,12 +126,30 @@ class RiskValueError(RiskError, ValueError):
         return (type(self), (self.message, self.code))
 
 
+class AuditError(RiskError):
+    """``RISK_ERR_AUDIT`` (14): the audit log failed: a flush timed out, the log is closed
+    (the engine was shut down), or a write failed; ``message`` says which. A RiskError
+    like any other (``except RiskError`` catches it too)."""
+
+    def __init__(self, code: int = F.RISK_ERR_AUDIT, message: str = ""):
+        super().__init__(code, message)
+
+
+# Codes raised as a RiskError subclass (every other code is a plain RiskError).
+_ERROR_CLASSES: dict[int, type] = {F.RISK_ERR_AUDIT: AuditError}
+
+
+def _error(code: int, message: str = "") -> RiskError:
+    """The exception for ``code``: its subclass where it has one, else RiskError."""
+    return _ERROR_CLASSES.get(code, RiskError)(code, message)
+
+
 def _last_error(code: int) -> RiskError:
     """The error for ``code`` with the calling thread's last message (read at once: it is
     valid only until this thread's next call into the library)."""
     raw = F.lib().risk_last_error()
     msg = raw.decode("utf-8", "replace") if raw else ""
-    return RiskError(code, msg)
+    return _error(code, msg)
 
 
 def _check(code: int) -> None:
@@ -297,6 +317,22 @@ def _txn_args(txn: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> _TxnA
     a = _TxnArgs()
     _fill_txn(a.txn, a.keep, d)
     return a
+
+
+def _read_text(call, cap: int, what: str) -> bytes:
+    """The text of a ``(buf, cap, *len)`` function, ``call(buf, cap, byref(len))``: tries
+    ``cap`` bytes first, then what the library says it needs, with slack (the text can
+    grow between two calls: counters move, a live engine appends to its log)."""
+    n = ctypes.c_size_t(0)
+    for _ in range(16):
+        buf = ctypes.create_string_buffer(cap)
+        r = call(buf, cap, ctypes.byref(n))
+        if r == F.RISK_ERR_BUFFER_TOO_SMALL:
+            cap = n.value + 1 + max(256, n.value // 8)
+            continue
+        _check(r)
+        return buf.raw[: n.value]
+    raise RiskError(F.RISK_ERR_BUFFER_TOO_SMALL, f"{what} kept growing while being read")
 
 
 # ----- results -----
@@ -793,6 +829,31 @@ class RiskEngine(_Handle):
                 _check(r)
                 return json.loads(buf.raw[: n.value])
         raise RiskError(F.RISK_ERR_BUFFER_TOO_SMALL, "metrics kept growing while being read")
+
+    def audit_flush(self, timeout_ms: int = 30_000) -> int:
+        """Waits up to ``timeout_ms`` until every record the engine's audit log (``[audit]``
+        in its TOML) accepted is durable, and returns the durable sequence number
+        (``risk_engine_audit_flush``). Call it before reading the log of a live engine, and
+        before ``close()``: closing does not wait for the log's writer.
+
+        Raises RiskError(``RISK_ERR_INVALID``) when the engine has no ``[audit]`` log, and
+        :class:`AuditError` (``RISK_ERR_AUDIT``) when the wait timed out or the log failed
+        or is closed (after :meth:`shutdown`)."""
+        timeout_ms = _int(timeout_ms, "timeout_ms", 0, _U32_MAX)
+        seq = ctypes.c_uint64(0)
+        with _Use(self) as p:
+            _check(F.lib().risk_engine_audit_flush(p, timeout_ms, ctypes.byref(seq)))
+        return seq.value
+
+    def audit_stats(self) -> dict:
+        """The audit log's counters (``risk_engine_audit_stats_json``): accepted, shed_full,
+        shed_closed, written_seq, durable_seq, batches, io_errors, last_error,
+        segments_deleted, recovery {segment, truncated_bytes, corrupt, last_seq}. Raises
+        RiskError(``RISK_ERR_INVALID``) when the engine has no ``[audit]`` log."""
+        with _Use(self) as p:
+            L = F.lib()
+            return json.loads(_read_text(lambda buf, cap, n: L.risk_engine_audit_stats_json(p, buf, cap, n),
+                                         512, "audit stats"))
 
     def reload_rules(self) -> None:
         """Reloads the rule file; on a compile error the serving rules stay and

@@ -80,6 +80,7 @@ RISK_ERR_HANDLE = 10
 RISK_ERR_EMPTY = 11
 RISK_ERR_RELOAD = 12
 RISK_ERR_CLOSED = 13
+RISK_ERR_AUDIT = 14
 
 RESULT_NAMES = {
     RISK_OK: "RISK_OK",
@@ -96,6 +97,7 @@ RESULT_NAMES = {
     RISK_ERR_EMPTY: "RISK_ERR_EMPTY",
     RISK_ERR_RELOAD: "RISK_ERR_RELOAD",
     RISK_ERR_CLOSED: "RISK_ERR_CLOSED",
+    RISK_ERR_AUDIT: "RISK_ERR_AUDIT",
 }
 
 # One-line meanings, from the header's comments (used when the library gives no message).
@@ -114,6 +116,7 @@ RESULT_DESCRIPTIONS = {
     RISK_ERR_EMPTY: "nothing to return yet (a poll that timed out)",
     RISK_ERR_RELOAD: "rule reload failed",
     RISK_ERR_CLOSED: "no more items will ever come (stop polling)",
+    RISK_ERR_AUDIT: "the audit log failed (a flush timed out, the log is closed, or a write failed)",
 }
 
 # Names of the small enums the header defines only as numbers.
@@ -239,6 +242,9 @@ _PROTOTYPES = {
     "risk_engine_subscribe": (risk_result, [risk_engine_p, POINTER(risk_subscription_p)]),
     "risk_subscription_poll": (risk_result, [risk_subscription_p, c_uint32, POINTER(risk_verdict)]),
     "risk_subscription_free": (None, [risk_subscription_p]),
+    "risk_audit_query_json": (risk_result, [c_char_p, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_audit_flush": (risk_result, [risk_engine_p, c_uint32, POINTER(c_uint64)]),
+    "risk_engine_audit_stats_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 LIB_NAME = "librisk_ffi.so" if sys.platform.startswith("linux") else (

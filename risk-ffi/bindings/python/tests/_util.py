@@ -123,3 +123,75 @@ def base_txn(i: int = 1, **over) -> dict:
 
 def is_nan(x) -> bool:
     return isinstance(x, float) and math.isnan(x)
+
+
+# ----- the audit trail -----
+
+# Rules that fire on the transactions of AUDIT_TXNS: a scored pair, and two hard rules that
+# set the action, so the decisions get known, different actions.
+AUDIT_RULES = '''version "audit-test-1"
+rule BIG_AMOUNT { when amount > 500 score 0.5 reason "BIG" }
+rule NIGHT { when hour < 5 score 0.2 reason "NIGHT" }
+rule BLOCK {
+  when amount > 5000
+  decline
+  hard
+  reason "BLOCKED"
+}
+rule HOLD {
+  when segment == "a"
+  review
+  hard
+  reason "HELD"
+}
+'''
+
+# A rule tier from audit.rules (written next to it), a constant fast tier (0.2: approve)
+# with the largest deadline the library allows (which tier decides never depends on how
+# loaded the machine is), and the audit log in audit/ under the base directory.
+AUDIT_TOML = """
+[schema]
+fields = [
+  { name = "amount", kind = "numeric", required = true },
+  { name = "hour", kind = "numeric" },
+  { name = "segment", kind = "categorical", vocab = ["a", "b"] },
+]
+[rules.scorer]
+kind = "rules"
+path = "audit.rules"
+[fast]
+deadline_ms = 60000
+[fast.scorer]
+kind = "constant"
+probability = 0.2
+[audit]
+dir = "audit"
+durability = "batch"
+"""
+
+# txn 1: approve (BIG_AMOUNT and NIGHT fire); 2: approve (nothing fires, hour missing);
+# 3: decline (hard rule BLOCK, BIG_AMOUNT too); 4: review (hard rule HOLD).
+AUDIT_TXNS = [
+    {"id": 1, "entity": 7, "timestamp_ms": 1767571200000, "amount": 1000.0, "currency": "USD",
+     "features": {"hour": 3.0, "segment": "b"}},
+    {"id": 2, "entity": 8, "amount": 10.0, "currency": "EUR", "features": {"hour": None}},
+    {"id": 3, "entity": 7, "amount": 9000.0, "currency": "USD", "features": {"hour": 12.0}},
+    {"id": 4, "entity": 9, "amount": 20.0, "currency": "USD", "features": {"segment": "a"}},
+]
+AUDIT_ACTIONS = {1: "approve", 2: "approve", 3: "decline", 4: "review"}
+
+# Flush timeout: a hang detector, never reached by a passing run.
+AUDIT_FLUSH_MS = 60_000
+
+
+def audit_engine(base_dir):
+    """An engine (risk.RiskEngine, to be closed) logging to ``base_dir/audit``."""
+    import risk
+
+    (base_dir / "audit.rules").write_text(AUDIT_RULES)
+    return risk.RiskEngine.from_toml(AUDIT_TOML, base_dir=base_dir)
+
+
+def segments(log_dir) -> list:
+    """The segment files of a log directory, in order."""
+    return sorted(p for p in log_dir.iterdir() if p.name.startswith("seg-") and p.name.endswith(".log"))
