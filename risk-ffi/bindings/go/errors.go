@@ -49,6 +49,7 @@ const (
 	codeEmpty          = 11
 	codeReload         = 12
 	codeClosed         = 13
+	codeAudit          = 14
 )
 
 var codeNames = [...]string{
@@ -66,6 +67,7 @@ var codeNames = [...]string{
 	codeEmpty:          "RISK_ERR_EMPTY",
 	codeReload:         "RISK_ERR_RELOAD",
 	codeClosed:         "RISK_ERR_CLOSED",
+	codeAudit:          "RISK_ERR_AUDIT",
 }
 
 // CodeName returns the risk.h name of a result code ("RISK_ERR_JSON"), or
@@ -116,6 +118,9 @@ var (
 	// verdicts already buffered have been read: stop polling. Not to be confused with using
 	// a closed Engine or Subscription, which is ErrHandle.
 	ErrClosed = newError(codeClosed, "")
+	// ErrAudit (RISK_ERR_AUDIT): the audit log failed: an AuditFlush timed out, the log is
+	// closed (the engine was shut down), or a write failed; the message says which.
+	ErrAudit = newError(codeAudit, "")
 )
 
 // Errors of methods called after Close (RISK_ERR_HANDLE; errors.Is(err, ErrHandle)).

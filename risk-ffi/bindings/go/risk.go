@@ -26,7 +26,7 @@ typedef struct {
 	char *err;    // malloc'd copy of risk_last_error() when rc != RISK_OK (caller frees)
 	void *ptr;    // a handle out
 	size_t n;     // a length or count out
-	uint64_t a;   // shutdown: drained
+	uint64_t a;   // shutdown: drained; audit flush: the durable sequence number
 	uint64_t b;   // shutdown: abandoned
 } gorisk_res;
 
@@ -116,6 +116,27 @@ static gorisk_res gorisk_subscribe(void *e) {
 
 static gorisk_res gorisk_poll(void *s, uint32_t timeout_ms, risk_verdict *v) {
 	return gorisk_done(risk_subscription_poll((const risk_subscription *)s, timeout_ms, v));
+}
+
+static gorisk_res gorisk_audit_query(const char *dir, const char *query, char *buf, size_t cap) {
+	size_t len = 0;
+	gorisk_res r = gorisk_done(risk_audit_query_json(dir, query, buf, cap, &len));
+	r.n = len;
+	return r;
+}
+
+static gorisk_res gorisk_audit_flush(void *e, uint32_t timeout_ms) {
+	uint64_t seq = 0;
+	gorisk_res r = gorisk_done(risk_engine_audit_flush((const risk_engine *)e, timeout_ms, &seq));
+	r.a = seq;
+	return r;
+}
+
+static gorisk_res gorisk_audit_stats(void *e, char *buf, size_t cap) {
+	size_t len = 0;
+	gorisk_res r = gorisk_done(risk_engine_audit_stats_json((const risk_engine *)e, buf, cap, &len));
+	r.n = len;
+	return r;
 }
 
 static void gorisk_engine_free(void *e) { risk_engine_free((risk_engine *)e); }
@@ -674,6 +695,83 @@ func (e *Engine) Metrics() (map[string]any, error) {
 		}
 	}
 	return nil, newError(codeBufferTooSmall, "metrics kept outgrowing the buffer")
+}
+
+// readText reads a (buf, cap, *len) text: call(buf) is one C call into buf; the first
+// buffer has size bytes, the next what the library said it needs, with slack (the text
+// can grow between two calls: counters move, a live engine appends to its log).
+func readText(size int, what string, call func(buf []byte) C.gorisk_res) ([]byte, error) {
+	for range 8 {
+		buf := make([]byte, size)
+		r := call(buf)
+		switch r.rc {
+		case C.RISK_OK:
+			return buf[:r.n], nil
+		case C.RISK_ERR_BUFFER_TOO_SMALL:
+			takeMsg(r)
+			size = int(r.n) + 1 + max(256, int(r.n)/8)
+		default:
+			return nil, errorOf(r)
+		}
+	}
+	return nil, newError(codeBufferTooSmall, what+" kept outgrowing the buffer")
+}
+
+// auditQueryText is risk_audit_query_json of dir and the query JSON text.
+func auditQueryText(dir string, query []byte) ([]byte, error) {
+	if err := checkText("dir", dir); err != nil {
+		return nil, err
+	}
+	cdir := C.CString(dir)
+	defer C.free(unsafe.Pointer(cdir))
+	cq := C.CString(string(query)) // JSON text: a NUL inside a string is escaped
+	defer C.free(unsafe.Pointer(cq))
+	return readText(auditQueryCap, "the audit query", func(buf []byte) C.gorisk_res {
+		return C.gorisk_audit_query(cdir, cq, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	})
+}
+
+// AuditFlush waits up to timeout (rounded up to whole milliseconds; 0 = do not wait) until
+// every record the engine's audit log ([audit] in its TOML) accepted is durable, and
+// returns the durable sequence number (risk_engine_audit_flush). Call it before reading
+// the log of a live engine, and before Close: Close does not wait for the log's writer.
+//
+// Errors: ErrInvalid when the engine has no [audit] log; ErrAudit when the wait timed
+// out, a write failed or the log is closed (after Shutdown).
+func (e *Engine) AuditFlush(timeout time.Duration) (uint64, error) {
+	h, err := e.acquire()
+	if err != nil {
+		return 0, err
+	}
+	defer e.mu.RUnlock()
+	r := C.gorisk_audit_flush(h, millis(timeout))
+	if r.rc != C.RISK_OK {
+		return 0, errorOf(r)
+	}
+	return uint64(r.a), nil
+}
+
+// AuditStats returns the audit log's counters (risk_engine_audit_stats_json): accepted,
+// shed_full, shed_closed, written_seq, durable_seq, batches, io_errors, last_error,
+// segments_deleted, recovery {segment, truncated_bytes, corrupt, last_seq}. Numbers are
+// json.Number (exact for 64-bit counters). ErrInvalid when the engine has no [audit] log.
+func (e *Engine) AuditStats() (map[string]any, error) {
+	h, err := e.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer e.mu.RUnlock()
+	text, err := readText(512, "audit stats", func(buf []byte) C.gorisk_res {
+		return C.gorisk_audit_stats(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := decodeJSON(text, &m); err != nil {
+		return nil, fmt.Errorf("risk: decoding audit stats JSON: %w", err)
+	}
+	return m, nil
 }
 
 // ReloadRules reloads the engine's rule file. On failure (ErrReload) the serving rules are

@@ -1112,8 +1112,11 @@ func TestUnknownCodes(t *testing.T) {
 	if tierName(2) != TierStatic || sourceName(2) != SourceGlobalPrior || failureName(3) != FailureSaturated || failureName(4) != FailureCircuitOpen {
 		t.Error("known codes")
 	}
-	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_UNKNOWN(14)" {
-		t.Errorf("CodeName: %q %q", CodeName(13), CodeName(14))
+	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_AUDIT" || CodeName(15) != "RISK_ERR_UNKNOWN(15)" {
+		t.Errorf("CodeName: %q %q %q", CodeName(13), CodeName(14), CodeName(15))
+	}
+	if ErrAudit.Code != 14 || ErrAudit.Name != "RISK_ERR_AUDIT" {
+		t.Errorf("ErrAudit = %+v", ErrAudit)
 	}
 }
 
