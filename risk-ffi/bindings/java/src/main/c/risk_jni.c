@@ -43,6 +43,9 @@
 
 #define METRICS_INITIAL_CAP 8192
 #define METRICS_TRIES 8
+/* First buffer for an audit query's JSON; a larger answer costs one more read of the log. */
+#define AUDIT_QUERY_INITIAL_CAP 65536
+#define AUDIT_STATS_INITIAL_CAP 512
 
 _Static_assert(RISK_MAX_REASONS == 8, "Decision.fromLongs assumes 8 reasons (2 longs each)");
 _Static_assert(16 + 2 * RISK_MAX_REASONS == DECISION_LONGS, "decision layout");
@@ -582,6 +585,92 @@ static jbyteArray JNICALL n_metrics_json(JNIEnv *env, jclass cls, jlong eng) {
   return NULL;
 }
 
+/* One (buf, cap, *len) call of a text function, with its arguments bound. */
+typedef risk_result (*text_call)(const void *args, char *buf, size_t cap, size_t *len);
+
+/* The text of `call` as a byte[]: tries `cap` bytes, then what the library says it needs,
+ * with slack (the text can grow between two calls: counters move, a live engine appends to
+ * its log). NULL with an exception pending on failure. */
+static jbyteArray read_text(JNIEnv *env, text_call call, const void *args, size_t cap, const char *what) {
+  for (int attempt = 0; attempt < METRICS_TRIES; attempt++) {
+    char *buf = malloc(cap);
+    if (buf == NULL) {
+      throw_oom(env, what);
+      return NULL;
+    }
+    size_t len = 0;
+    risk_result r = call(args, buf, cap, &len);
+    if (r == RISK_OK) {
+      jbyteArray b = new_bytes(env, buf, len);
+      free(buf);
+      return b;
+    }
+    if (r != RISK_ERR_BUFFER_TOO_SMALL) {
+      throw_risk(env, r);
+      free(buf);
+      return NULL;
+    }
+    free(buf);
+    /* `len` is the text without its NUL. */
+    size_t slack = len / 8 > 1024 ? len / 8 : 1024;
+    cap = len + 1 + slack;
+  }
+  char msg[160];
+  snprintf(msg, sizeof msg, "%s kept growing past the buffer", what);
+  throw_risk_bytes(env, RISK_ERR_BUFFER_TOO_SMALL, msg, strlen(msg));
+  return NULL;
+}
+
+typedef struct {
+  const char *dir;
+  const char *query;
+} audit_query_args;
+
+static risk_result call_audit_query(const void *args, char *buf, size_t cap, size_t *len) {
+  const audit_query_args *a = args;
+  return risk_audit_query_json(a->dir, a->query, buf, cap, len);
+}
+
+static risk_result call_audit_stats(const void *args, char *buf, size_t cap, size_t *len) {
+  return risk_engine_audit_stats_json((const risk_engine *)args, buf, cap, len);
+}
+
+/* A null dir or query reaches the library as NULL (dir: RISK_ERR_NULL; query: everything). */
+static jbyteArray JNICALL n_audit_query_json(JNIEnv *env, jclass cls, jbyteArray dir_z, jbyteArray query_z) {
+  (void)cls;
+  char *dir, *query;
+  if (!copy_bytes(env, dir_z, "dir", 1, &dir, NULL)) return NULL;
+  if (!copy_bytes(env, query_z, "query", 1, &query, NULL)) {
+    free(dir);
+    return NULL;
+  }
+  audit_query_args a = {dir, query};
+  jbyteArray b = read_text(env, call_audit_query, &a, AUDIT_QUERY_INITIAL_CAP, "the audit query");
+  free(dir);
+  free(query);
+  return b;
+}
+
+static jlong JNICALL n_audit_flush(JNIEnv *env, jclass cls, jlong eng, jint timeout_ms) {
+  (void)cls;
+  if (timeout_ms < 0) {
+    throw_iae(env, "negative timeout");
+    return 0;
+  }
+  uint64_t seq = 0;
+  risk_result r = risk_engine_audit_flush((const risk_engine *)(intptr_t)eng, (uint32_t)timeout_ms, &seq);
+  if (r != RISK_OK) {
+    throw_risk(env, r);
+    return 0;
+  }
+  return (jlong)seq;
+}
+
+static jbyteArray JNICALL n_audit_stats_json(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  return read_text(env, call_audit_stats, (const void *)(intptr_t)eng, AUDIT_STATS_INITIAL_CAP, "audit stats");
+}
+
 static void JNICALL n_reload_rules(JNIEnv *env, jclass cls, jlong eng) {
   (void)cls;
   risk_result r = risk_engine_reload_rules((const risk_engine *)(intptr_t)eng);
@@ -672,6 +761,9 @@ static const JNINativeMethod METHODS[] = {
     {"subscribe", "(J)J", (void *)n_subscribe},
     {"poll", "(JI[J)Z", (void *)n_poll},
     {"subscriptionFree", "(J)V", (void *)n_subscription_free},
+    {"auditQueryJson", "([B[B)[B", (void *)n_audit_query_json},
+    {"auditFlush", "(JI)J", (void *)n_audit_flush},
+    {"auditStatsJson", "(J)[B", (void *)n_audit_stats_json},
 };
 
 static jclass global_class(JNIEnv *env, const char *name) {

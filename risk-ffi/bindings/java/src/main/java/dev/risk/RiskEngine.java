@@ -5,6 +5,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -200,6 +201,50 @@ public final class RiskEngine implements AutoCloseable {
     /** Every metric as JSON text. */
     public String metricsJson() {
         return Utf8.decode(withHandle(RiskNative::metricsJson));
+    }
+
+    /**
+     * Waits up to {@code timeout} (clamped to 2^31-1 ms; zero: do not wait) until every record
+     * the engine's audit log ({@code [audit]} in its TOML) accepted is durable, and returns the
+     * durable sequence number ({@code risk_engine_audit_flush}). Call it before reading the log
+     * of a live engine with {@link AuditLog#read}, and before {@link #close()}: closing does
+     * not wait for the log's writer.
+     *
+     * @throws RiskException {@code RISK_ERR_INVALID} when the engine has no {@code [audit]}
+     *     log; {@code RISK_ERR_AUDIT} ({@link RiskException#ERR_AUDIT}) when the wait timed
+     *     out, a write failed or the log is closed (after {@link #shutdown})
+     */
+    public long auditFlush(Duration timeout) {
+        if (timeout == null) {
+            throw new IllegalArgumentException("timeout is null");
+        }
+        if (timeout.isNegative()) {
+            throw new IllegalArgumentException("timeout is negative: " + timeout);
+        }
+        int ms = clampMillis(timeout);
+        long stamp = lock.readLock();
+        try {
+            return RiskNative.auditFlush(live(), ms);
+        } finally {
+            lock.unlockRead(stamp);
+        }
+    }
+
+    /**
+     * The audit log's counters as JSON text ({@code risk_engine_audit_stats_json}):
+     * {@code accepted}, {@code shed_full}, {@code shed_closed}, {@code written_seq},
+     * {@code durable_seq}, {@code batches}, {@code io_errors}, {@code last_error},
+     * {@code segments_deleted}, {@code recovery} {@code {segment, truncated_bytes, corrupt,
+     * last_seq}}. {@code RISK_ERR_INVALID} when the engine has no {@code [audit]} log.
+     */
+    public String auditStatsJson() {
+        return Utf8.decode(withHandle(RiskNative::auditStatsJson));
+    }
+
+    /** {@link #auditStatsJson()} as an unmodifiable map (numbers {@code Long}, as in {@link AuditLog#read}). */
+    @SuppressWarnings("unchecked")
+    public Map<String, Object> auditStats() {
+        return (Map<String, Object>) (Map<?, ?>) Json.parse(auditStatsJson());
     }
 
     /**

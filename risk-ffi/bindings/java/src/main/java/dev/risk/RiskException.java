@@ -43,12 +43,17 @@ public class RiskException extends RuntimeException {
      * {@link Subscription#poll} when the engine has no deep tier or was freed. Stop polling.
      */
     public static final int ERR_CLOSED = 13;
+    /**
+     * {@code RISK_ERR_AUDIT}: the audit log failed: {@link RiskEngine#auditFlush} timed out,
+     * the log is closed (the engine was shut down), or a write failed; the detail says which.
+     */
+    public static final int ERR_AUDIT = 14;
 
     private static final String[] NAMES = {
         "RISK_OK", "RISK_ERR_NULL", "RISK_ERR_UTF8", "RISK_ERR_INVALID", "RISK_ERR_CONFIG",
         "RISK_ERR_TRANSACTION", "RISK_ERR_SHUT_DOWN", "RISK_ERR_PANIC",
         "RISK_ERR_BUFFER_TOO_SMALL", "RISK_ERR_JSON", "RISK_ERR_HANDLE", "RISK_ERR_EMPTY",
-        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED",
+        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED", "RISK_ERR_AUDIT",
     };
 
     private final int code;

@@ -79,4 +79,15 @@ final class RiskNative {
     static native boolean poll(long subscription, int timeoutMs, long[] out);
 
     static native void subscriptionFree(long subscription);
+
+    /**
+     * {@code risk_audit_query_json}: the JSON array of the records of the log in
+     * {@code dirZ} matching {@code queryZ} (null: everything), as UTF-8.
+     */
+    static native byte[] auditQueryJson(byte[] dirZ, byte[] queryZ);
+
+    /** {@code risk_engine_audit_flush}: the durable sequence number. */
+    static native long auditFlush(long engine, int timeoutMs);
+
+    static native byte[] auditStatsJson(long engine);
 }

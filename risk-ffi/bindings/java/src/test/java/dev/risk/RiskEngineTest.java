@@ -405,7 +405,9 @@ class RiskEngineTest {
         assertEquals(Fallback.UNKNOWN.cName(), RiskNative.fallbackName(Verdict.CODE_UNKNOWN));
         assertEquals("RISK_ERR_CLOSED", RiskException.codeName(RiskException.ERR_CLOSED));
         assertEquals(13, RiskException.ERR_CLOSED);
-        assertEquals("RISK_ERR_UNKNOWN(14)", RiskException.codeName(14));
+        assertEquals("RISK_ERR_AUDIT", RiskException.codeName(RiskException.ERR_AUDIT));
+        assertEquals(14, RiskException.ERR_AUDIT);
+        assertEquals("RISK_ERR_UNKNOWN(15)", RiskException.codeName(15));
         long[] raw = new long[RiskNative.DECISION_LONGS];
         raw[3] = 255;
         raw[4] = 255;
