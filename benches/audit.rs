@@ -63,7 +63,31 @@ pub fn decide(c: &mut Criterion) {
             black_box(on.decide(black_box(&txns[i])).unwrap())
         })
     });
+    // The same, with the writer kept up (every record accepted, none shed): each call is
+    // timed alone and the log is flushed, untimed, every 256 calls.
+    let kept = log("decide_kept_up", Durability::Batch, OnFull::Drop);
+    let on_kept = engine(Some(Arc::clone(&kept)));
+    g.bench_function("decide_audit_on_all_accepted", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for k in 0..iters {
+                i = (i + 1) % txns.len();
+                let t0 = Instant::now();
+                black_box(on_kept.decide(black_box(&txns[i])).unwrap());
+                total += t0.elapsed();
+                if k % 256 == 255 {
+                    kept.flush(Duration::from_secs(60)).unwrap();
+                }
+            }
+            total
+        })
+    });
     g.finish();
+    let ks = kept.stats();
+    eprintln!(
+        "audit/decide_audit_on_all_accepted: accepted {} shed {}",
+        ks.accepted, ks.shed_full
+    );
     let st = l.stats();
     eprintln!(
         "audit/decide_audit_on: accepted {} shed {} durable {}",

@@ -169,7 +169,7 @@ impl RawFile {
         o.segment_age = ms("audit.segment_age_ms", a.segment_age_ms, o.segment_age)?;
         o.retention_age = match a.retention_days {
             None => o.retention_age,
-            Some(d) if d == 0.0 => None,
+            Some(0.0) => None,
             Some(d) if d.is_finite() && d > 0.0 && d < 1e6 => {
                 Some(Duration::from_secs_f64(d * 86_400.0))
             }

@@ -25,7 +25,7 @@
 //! [`AuditError::Corrupt`] unless [`LogOptions::truncate_corrupt_tail`] allows cutting it.
 
 use super::frame;
-use super::record::DecisionItem;
+use super::record::{DecisionItem, Values};
 use super::writer::{recover, select_slots, Writer};
 use super::{AuditError, AuditEvent, AuditSink, Offer};
 use crate::clock::{Clock, SystemClock};
@@ -186,8 +186,13 @@ pub struct LogStats {
     pub recovery: Recovery,
 }
 
+// Unboxed on purpose: a boxed decision would be one allocation on the deciding thread and
+// one free on the writer's per record; the queue's slots are preallocated.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Msg {
     Decision(DecisionItem),
+    /// The schema of the decisions that follow (sent once per new fingerprint).
+    Schema(Arc<FeatureSchema>),
     Verdict(DeepVerdict),
     /// Make everything before this durable, then answer.
     Flush(Sender<Result<u64, AuditError>>),
@@ -222,6 +227,10 @@ pub struct SegmentLog {
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Selected slots per schema fingerprint (computed once per schema).
     slots: Mutex<Option<(u64, Arc<[u32]>)>>,
+    /// Fingerprint of the last schema sent to the writer (0: none yet).
+    last_schema: AtomicU64,
+    /// Serialises schema announcements.
+    announcing: Mutex<()>,
 }
 
 impl std::fmt::Debug for SegmentLog {
@@ -278,6 +287,8 @@ impl SegmentLog {
             recovery,
             writer: Mutex::new(Some(writer)),
             slots: Mutex::new(None),
+            last_schema: AtomicU64::new(0),
+            announcing: Mutex::new(()),
         })
     }
 
@@ -366,7 +377,7 @@ impl SegmentLog {
 
     /// Refuses a feature selection that names a field `schema` lacks (the engine
     /// builder calls this).
-    pub fn check_schema(&self, schema: &FeatureSchema) -> Result<(), AuditError> {
+    pub fn check_schema(&self, schema: &Arc<FeatureSchema>) -> Result<(), AuditError> {
         if let FeatureSelection::Named(names) = &self.features {
             if let Some(n) = names.iter().find(|n| schema.slot(n).is_none()) {
                 return Err(AuditError::Invalid {
@@ -374,6 +385,13 @@ impl SegmentLog {
                     message: format!("{n:?} is not a field of the schema"),
                 });
             }
+        }
+        let _g = self.announcing.lock();
+        if self.last_schema.load(Relaxed) != schema.fingerprint() {
+            self.tx
+                .send_timeout(Msg::Schema(Arc::clone(schema)), Duration::from_secs(10))
+                .map_err(|_| AuditError::Closed)?;
+            self.last_schema.store(schema.fingerprint(), Relaxed);
         }
         Ok(())
     }
@@ -396,6 +414,21 @@ impl SegmentLog {
         let s: Arc<[u32]> = select_slots(&self.features, schema).into();
         *g = Some((fp, Arc::clone(&s)));
         s
+    }
+
+    /// Sends `schema` to the writer ahead of its first decision. The engine builder does
+    /// it once (through [`check_schema`](Self::check_schema)); on the decide path (a
+    /// transaction of another schema) it never waits: if the queue is full the decision
+    /// is recorded without its layout this once (its features read back unnamed).
+    #[cold]
+    fn announce(&self, schema: &Arc<FeatureSchema>) {
+        let _g = self.announcing.lock();
+        let fp = schema.fingerprint();
+        if self.last_schema.load(Relaxed) != fp
+            && self.tx.try_send(Msg::Schema(Arc::clone(schema))).is_ok()
+        {
+            self.last_schema.store(fp, Relaxed);
+        }
     }
 
     fn send(&self, m: Msg) -> Offer {
@@ -439,15 +472,20 @@ impl AuditSink for SegmentLog {
                 policy,
             } => {
                 let schema = txn.features.schema();
+                let fp = schema.fingerprint();
+                if self.last_schema.load(Relaxed) != fp {
+                    self.announce(schema);
+                }
                 let values = txn.features.values();
-                let features: Box<[f32]> = match &self.features {
-                    FeatureSelection::All => values.into(),
-                    FeatureSelection::None => Box::new([]),
-                    FeatureSelection::Named(_) => self
-                        .selected(schema)
-                        .iter()
-                        .map(|&i| values[i as usize])
-                        .collect(),
+                let features = match &self.features {
+                    FeatureSelection::All => {
+                        Values::from_iter(values.len(), values.iter().copied())
+                    }
+                    FeatureSelection::None => Values::Inline(0, [0.0; Values::INLINE]),
+                    FeatureSelection::Named(_) => {
+                        let sel = self.selected(schema);
+                        Values::from_iter(sel.len(), sel.iter().map(|&i| values[i as usize]))
+                    }
                 };
                 self.send(Msg::Decision(DecisionItem {
                     d: *decision,
@@ -456,7 +494,7 @@ impl AuditSink for SegmentLog {
                     currency: txn.currency,
                     approve_below: policy.approve_below,
                     decline_at: policy.decline_at,
-                    schema: Arc::clone(schema),
+                    schema_fp: fp,
                     features,
                 }))
             }

@@ -8,18 +8,51 @@ use crate::schema::{FeatureSchema, FieldKind};
 use crate::version::VersionId;
 use serde_json::{json, Map, Value};
 
-/// What the log copies out of a decision on the caller's thread (one allocation: the
-/// recorded feature values).
+/// Recorded feature values: inline up to [`Values::INLINE`] (no allocation on the
+/// caller's thread, nothing freed across threads), boxed beyond.
+#[derive(Debug, Clone)]
+pub(crate) enum Values {
+    Inline(u8, [f32; Values::INLINE]),
+    Boxed(Box<[f32]>),
+}
+
+impl Values {
+    pub const INLINE: usize = 32;
+
+    pub(crate) fn from_iter(n: usize, it: impl Iterator<Item = f32>) -> Self {
+        if n <= Self::INLINE {
+            let mut a = [0f32; Self::INLINE];
+            let mut k = 0;
+            for (slot, v) in a.iter_mut().zip(it) {
+                *slot = v;
+                k += 1;
+            }
+            Values::Inline(k as u8, a)
+        } else {
+            Values::Boxed(it.collect())
+        }
+    }
+
+    pub(crate) fn as_slice(&self) -> &[f32] {
+        match self {
+            Values::Inline(n, a) => &a[..*n as usize],
+            Values::Boxed(b) => b,
+        }
+    }
+}
+
+/// What the log copies out of a decision on the caller's thread: plain data, no
+/// allocation for schemas up to 32 recorded features, no shared reference count.
 #[derive(Debug, Clone)]
 pub(crate) struct DecisionItem {
     pub d: crate::decision::Decision,
     pub event_time_ms: i64,
+    pub schema_fp: u64,
     pub amount: f64,
     pub currency: crate::txn::Currency,
     pub approve_below: f32,
     pub decline_at: f32,
-    pub schema: std::sync::Arc<FeatureSchema>,
-    pub features: Box<[f32]>,
+    pub features: Values,
 }
 
 pub(crate) fn version(v: &VersionId) -> pb::VersionId {
@@ -112,7 +145,7 @@ pub(crate) fn decision(it: &DecisionItem) -> pb::DecisionRecord {
         ticket,
         amount: it.amount,
         currency: it.currency.as_str().to_owned(),
-        features: it.features.to_vec(),
+        features: it.features.as_slice().to_vec(),
     }
 }
 

@@ -55,6 +55,8 @@ pub(crate) struct Writer {
     buf: Vec<u8>,
     scratch: Vec<u8>,
     schemas_in_segment: Vec<u64>,
+    /// Schemas announced by the log (the decisions carry only fingerprints).
+    schemas: Vec<Arc<FeatureSchema>>,
     last_sync: Nanos,
     unsynced: bool,
 }
@@ -84,6 +86,7 @@ impl Writer {
             buf: Vec::with_capacity(1 << 20),
             scratch: Vec::with_capacity(1024),
             schemas_in_segment: Vec::new(),
+            schemas: Vec::new(),
             last_sync: now,
             unsynced: false,
         }
@@ -218,12 +221,23 @@ impl Writer {
 
     fn encode_msg(&mut self, m: Msg, replies: &mut Vec<(Reply, bool)>) {
         match m {
+            Msg::Schema(s) => {
+                if !self
+                    .schemas
+                    .iter()
+                    .any(|k| k.fingerprint() == s.fingerprint())
+                {
+                    self.schemas.push(s);
+                }
+            }
             Msg::Decision(it) => {
-                let fp = it.schema.fingerprint();
+                let fp = it.schema_fp;
                 if !self.schemas_in_segment.contains(&fp) {
-                    let slots = select_slots(&self.opts.features, &it.schema);
-                    self.encode(Body::Schema(record::schema(&it.schema, &slots)));
-                    self.schemas_in_segment.push(fp);
+                    if let Some(s) = self.schemas.iter().find(|s| s.fingerprint() == fp) {
+                        let slots = select_slots(&self.opts.features, s);
+                        self.encode(Body::Schema(record::schema(s, &slots)));
+                        self.schemas_in_segment.push(fp);
+                    }
                 }
                 self.encode(Body::Decision(record::decision(&it)));
             }

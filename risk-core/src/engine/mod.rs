@@ -80,6 +80,9 @@ impl std::fmt::Debug for Inner {
     }
 }
 
+/// The least a shutdown waits for the audit sink to make accepted records durable.
+const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Outcome of the rule stage.
 type RuleOut = Option<Score>;
 
@@ -358,10 +361,11 @@ impl Engine {
             p.shutdown();
         }
         if let Some(a) = &i.audit {
-            // After the last verdict: what was accepted is made durable (bounded wait).
+            // After the last verdict: what was accepted is made durable (bounded wait;
+            // `Abandon` drops gray-zone work, not recorded decisions).
             a.close(match mode {
-                Shutdown::Drain { timeout } => timeout,
-                Shutdown::Abandon => std::time::Duration::ZERO,
+                Shutdown::Drain { timeout } => timeout.max(AUDIT_CLOSE),
+                Shutdown::Abandon => AUDIT_CLOSE,
             });
         }
         #[cfg(feature = "kafka")]

@@ -27,7 +27,7 @@ impl Scorer for FiringRules {
             s.reasons.push(ReasonCode::intern("BIG"), 0.3);
             s.probability = 0.4;
         }
-        if txn.id.0 % 2 == 0 {
+        if txn.id.0.is_multiple_of(2) {
             s.fired.push(ReasonCode::intern("R_EVEN"));
         }
         Ok(s)
@@ -56,7 +56,7 @@ fn varied(s: &Arc<FeatureSchema>, i: u64) -> Transaction {
         .timestamp_ms(1_767_571_200_000 + i as i64)
         .amount(5.0 + (i * 37 % 300) as f64, "EUR")
         .country(c);
-    if i % 3 != 0 {
+    if !i.is_multiple_of(3) {
         b = b.numeric("velocity_1h", (i % 11) as f32);
     }
     b.build().unwrap()
@@ -214,7 +214,7 @@ fn feature_selection_keeps_what_it_names_and_none_keeps_nothing() {
         let layout = got[0].layout.as_ref().unwrap();
         let names: Vec<&str> = layout.fields.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, want);
-        assert_eq!(layout.complete, false);
+        assert!(!layout.complete);
         assert_eq!(got[0].decision().unwrap().features.len(), want.len());
         if !want.is_empty() {
             assert_eq!(got[0].feature("amount"), Some(t.amount as f32));

@@ -39,13 +39,13 @@
 #include <unistd.h>
 
 #define STOP_AFTER 3
-#define N_CODES 15 /* 0..13, then 14 = "a code this header does not know" */
+#define N_CODES 16 /* 0..14, then 15 = "a code this header does not know" */
 
 static const char *code_name(unsigned c) {
   static const char *names[] = {"OK",         "ERR_NULL",  "ERR_UTF8",  "ERR_INVALID",
                                 "ERR_CONFIG", "ERR_TRANSACTION", "ERR_SHUT_DOWN", "ERR_PANIC",
                                 "ERR_BUFFER_TOO_SMALL", "ERR_JSON", "ERR_HANDLE", "ERR_EMPTY",
-                                "ERR_RELOAD", "ERR_CLOSED", "(unknown)"};
+                                "ERR_RELOAD", "ERR_CLOSED", "ERR_AUDIT", "(unknown)"};
   return names[c < N_CODES ? c : N_CODES - 1];
 }
 
