@@ -263,6 +263,23 @@ fn fuzz_seed_configs_load() {
     assert!(n >= 2, "seed corpus missing in {}", dir.display());
 }
 
+/// Every crash the `config_toml` fuzzer ever found, replayed: a typed error or an engine,
+/// never a panic (the folder exists and holds its README even while it has no crash).
+#[test]
+fn fuzz_regression_configs_never_panic() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/regressions/config_toml");
+    assert!(dir.join("README.md").exists(), "{} missing", dir.display());
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+            if let Ok(e) = Engine::from_toml_str(&text, &dir, &p, &ScorerRegistry::default()) {
+                e.shutdown(Shutdown::Abandon);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_schema_round_trips_through_its_toml() {
     let s = FeatureSchema::builder()
