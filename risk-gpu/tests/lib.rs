@@ -3,6 +3,7 @@
 
 mod common;
 mod config_file;
+mod fuzz_seeds;
 mod llm;
 mod llm_limits;
 mod onnx;
