@@ -82,6 +82,8 @@ pub struct KafkaStats {
 #[derive(Default)]
 struct Shared {
     stop: AtomicBool,
+    /// How long the stopping worker waits for reports in flight, milliseconds.
+    stop_wait_ms: AtomicU64,
     sent: AtomicU64,
     delivered: AtomicU64,
     failed: AtomicU64,
@@ -271,10 +273,11 @@ impl KafkaForwarder {
     }
 
     fn halt(&mut self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        self.shared.stop_wait_ms.store(ms, Relaxed);
         self.shared.stop.store(true, Relaxed);
         self.shared.changed.notify_all();
         if let Some(h) = self.thread.take() {
-            let _ = timeout;
             let _ = h.join();
         }
     }
@@ -349,7 +352,8 @@ impl Worker {
             }
         }
         self.producer.poll(Duration::ZERO);
-        let _ = self.producer.flush(Duration::from_secs(5));
+        let wait = Duration::from_millis(self.shared.stop_wait_ms.load(Relaxed));
+        let _ = self.producer.flush(wait);
         let cursor = self.shared.in_flight.lock().cursor;
         save_cursor(&self.cpath, cursor);
         self.log.pin_from(u64::MAX);

@@ -202,7 +202,6 @@ impl AuditReader {
         // Segment i holds records decided from about its creation until the next one's;
         // a minute of slack covers records queued across a rotation.
         const SLACK_MS: i64 = 60_000;
-        let n = all.len();
         let keep: Vec<SegmentName> = all
             .iter()
             .enumerate()
@@ -218,7 +217,6 @@ impl AuditReader {
             .map(|(_, s)| s.clone())
             .collect();
         let last = all.last().map(|s| s.path.clone());
-        let _ = n;
         Ok(Entries {
             segments: keep.into_iter(),
             last,

@@ -367,7 +367,7 @@ impl Writer {
                     Err(AuditError::Closed)
                 };
                 if let Err(e) = &r {
-                    self.io_error_ref(e);
+                    self.io_error(e);
                 }
                 for (tx, close) in replies.drain(..) {
                     let _ = tx.send(match &r {
@@ -385,11 +385,8 @@ impl Writer {
         }
     }
 
-    fn io_error(&mut self, e: AuditError) {
-        self.io_error_ref(&e);
-    }
-
-    fn io_error_ref(&self, e: &AuditError) {
+    fn io_error(&self, e: impl std::borrow::Borrow<AuditError>) {
+        let e = e.borrow();
         self.counters.io_errors.fetch_add(1, Relaxed);
         *self.last_error.lock() = Some(e.to_string());
     }
