@@ -37,9 +37,11 @@
 #![forbid(unsafe_code)]
 
 pub mod audit;
+pub mod calibrate;
 pub mod clock;
 pub mod config;
 pub mod decision;
+pub mod deploy;
 mod engine;
 pub mod error;
 pub mod metrics;

@@ -121,6 +121,13 @@ pub trait Scorer: Send + Sync {
     fn warmup(&self) -> Result<(), ScoreError> {
         Ok(())
     }
+
+    /// Fingerprint of the feature schema this scorer was built for, when it binds to one
+    /// (rule sets, tree models): a deploy refuses a candidate whose schema differs from
+    /// the engine's. `None`: the scorer does not say.
+    fn schema_fingerprint(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A scorer's answer.

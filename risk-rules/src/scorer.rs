@@ -217,6 +217,10 @@ impl Scorer for RuleScorer {
             .with_content_hash(s.version_id().hash())
     }
 
+    fn schema_fingerprint(&self) -> Option<u64> {
+        Some(self.schema.fingerprint())
+    }
+
     fn score(&self, txn: &Transaction) -> Result<Score, ScoreError> {
         let set = self.current.load();
         HITS.with(|h| {

@@ -34,6 +34,8 @@ pub(crate) struct RawFile {
     pub feedback: RawFeedback,
     #[serde(default)]
     pub audit: Option<RawAudit>,
+    #[serde(default)]
+    pub deploy: Option<crate::deploy::config::RawDeploy>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -64,6 +66,8 @@ pub(crate) struct RawTier {
 pub(crate) struct RawFast {
     pub deadline_ms: Option<f64>,
     pub scorer: toml::Table,
+    /// `{ method = "platt", a = .., b = .. }` and the like (see `calibrate::Calibration`).
+    pub calibration: Option<toml::Value>,
 }
 
 #[derive(Debug, Default, Deserialize)]

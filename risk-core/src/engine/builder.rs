@@ -1,23 +1,29 @@
 //! [`EngineBuilder`]: every `risk.toml` option as a method.
 
 use super::circuit::{Circuit, CircuitConfig};
+use super::deploy::DeployCtl;
+use super::deploy_build::policy_id;
 use super::entity::EntityStore;
 use super::gray::{GrayZone, VerdictCallback};
-use super::pool::DeadlinePool;
 use super::tier::FastTier;
 use super::{Engine, Inner};
 use crate::audit::{AuditSink, KafkaSpec, SegmentLog};
+use crate::calibrate::Calibration;
 use crate::clock::{nanos, Clock, SystemClock};
 use crate::config::{
     DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, RawFile, ScorerRegistry, ScorerSpec,
 };
 use crate::decision::{Action, DeepVerdict};
+use crate::deploy::slot::{FastModel, PolicyModel, Routing, RulesModel, SlotState, Ver};
+use crate::deploy::{DeployConfig, ModelDirectory};
 use crate::error::ConfigError;
 use crate::metrics::Metrics;
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
-use crate::scorer::{Latency, Scorer};
+use crate::scorer::Scorer;
+use crate::version::VersionId;
 use crate::version::Versions;
+use arc_swap::ArcSwap;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, OnceLock};
@@ -35,6 +41,9 @@ pub struct EngineBuilder {
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<SegmentLog>>,
     kafka: Option<KafkaSpec>,
+    registry: ScorerRegistry,
+    deploy: DeployConfig,
+    fast_calibration: Option<Calibration>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -61,6 +70,9 @@ impl EngineBuilder {
             audit: None,
             audit_log: None,
             kafka: None,
+            registry: ScorerRegistry::default(),
+            deploy: DeployConfig::default(),
+            fast_calibration: None,
         }
     }
 
@@ -78,6 +90,9 @@ impl EngineBuilder {
             base_dir: base_dir.to_path_buf(),
         };
         let mut b = Self::new(Arc::clone(&schema)).config(cfg);
+        b.registry = registry.clone();
+        b.deploy = raw.deploy_config(base_dir)?;
+        b.fast_calibration = raw.fast_calibration()?;
         b.rules = Some(registry.build(&spec("rules.scorer", &raw.rules.scorer))?);
         if let Some(f) = &raw.fast {
             b.fast = Some(registry.build(&spec("fast.scorer", &f.scorer))?);
@@ -220,10 +235,48 @@ impl EngineBuilder {
         self
     }
 
+    /// Scorer kinds that deploys of [`Candidate::Spec`](crate::deploy::Candidate::Spec)
+    /// (and restores from the model directory) build through; `risk.toml` engines use
+    /// the registry they were built with.
+    pub fn registry(mut self, r: ScorerRegistry) -> Self {
+        self.registry = r;
+        self
+    }
+
+    /// Deploy settings (`[deploy]`): model directory, supervisor cadence, gate sample.
+    pub fn deploy_config(mut self, d: DeployConfig) -> Self {
+        self.deploy = d;
+        self
+    }
+
+    /// Calibration of the fast model's scores (`fast.calibration`), applied before the
+    /// thresholds.
+    pub fn fast_calibration(mut self, c: Calibration) -> Self {
+        self.fast_calibration = Some(c);
+        self
+    }
+
     /// Validates, warms every scorer up, starts the pools, and returns the engine.
-    pub fn build(self) -> Result<Engine, ConfigError> {
+    /// With a model directory, each target's last promoted version replaces the
+    /// configured one.
+    pub fn build(mut self) -> Result<Engine, ConfigError> {
+        let dir = match &self.deploy.dir {
+            None => None,
+            Some(d) => Some(
+                ModelDirectory::open(d)
+                    .map_err(|e| ConfigError::invalid("deploy.dir", e.to_string()))?,
+            ),
+        };
+        let keys = match &dir {
+            None => Default::default(),
+            Some(d) => restore(&mut self, d)?,
+        };
         let cfg = self.cfg;
         cfg.validate()?;
+        if let Some(c) = &self.fast_calibration {
+            c.validate()
+                .map_err(|e| ConfigError::invalid("fast.calibration", e.to_string()))?;
+        }
         let rules = self
             .rules
             .ok_or_else(|| ConfigError::invalid("rules.scorer", "a rule tier is required"))?;
@@ -239,13 +292,13 @@ impl EngineBuilder {
                 .map_err(|e| ConfigError::invalid("audit.features", e.to_string()))?;
         }
         let rules_info = rules.info();
-        let fast_id = self.fast.as_ref().map(|s| s.info().version_id());
         let deep_id = self.deep.as_ref().map(|s| s.info().version_id());
+        let config_fp = cfg.fingerprint();
         let versions = Versions {
             rules: rules_info.version_id(),
-            fast: fast_id,
+            fast: None,
             deep: deep_id,
-            config: cfg.fingerprint(),
+            config: config_fp,
             schema: self.schema.fingerprint(),
         };
         let metrics = Arc::new(Metrics::default());
@@ -253,31 +306,53 @@ impl EngineBuilder {
             let key = key.to_owned();
             move |e: std::io::Error| ConfigError::invalid(key, format!("cannot start threads: {e}"))
         };
-        let fast = match self.fast {
+        let fast = FastTier {
+            pool: OnceLock::new(),
+            deadline: nanos(cfg.fast_deadline),
+            skipped: Arc::clone(&metrics.fast_skipped),
+            late: Arc::clone(&metrics.late_discarded),
+            workers: cfg.pool.fast_workers,
+            spin: cfg.pool.spin,
+        };
+        let fast_slot = match self.fast {
             None => None,
             Some(s) => {
                 warm("fast.scorer", &s)?;
-                let pool = match s.info().latency {
-                    Latency::Bounded => None,
-                    Latency::Unbounded => Some(
-                        DeadlinePool::new(
-                            "risk-fast",
-                            cfg.pool.fast_workers,
-                            cfg.pool.spin,
-                            Arc::clone(&metrics.late_discarded),
-                            Arc::clone(&metrics.fast_skipped),
-                        )
-                        .map_err(io("pool.fast_workers"))?,
-                    ),
-                };
-                Some(FastTier {
-                    scorer: s,
-                    pool,
-                    circuit: Circuit::new(cfg.circuit),
-                    deadline: nanos(cfg.fast_deadline),
-                    skipped: Arc::clone(&metrics.fast_skipped),
-                })
+                let info = s.info();
+                fast.ensure_pool(info.latency)
+                    .map_err(io("pool.fast_workers"))?;
+                let mut hash = info.content_hash;
+                if let Some(c) = &self.fast_calibration {
+                    hash ^= crate::schema::Fnv::hash(c.to_json().as_bytes()).rotate_left(1);
+                }
+                Some(SlotState::serving(Ver::new(
+                    VersionId::new(&info.name, &info.version, hash),
+                    FastModel {
+                        scorer: s,
+                        latency: info.latency,
+                        calibration: self.fast_calibration.take().map(Arc::new),
+                        circuit: Arc::new(Circuit::new(cfg.circuit)),
+                    },
+                )))
             }
+        };
+        let routing = Routing {
+            epoch: 0,
+            rules: SlotState::serving(Ver::new(
+                rules_info.version_id(),
+                RulesModel {
+                    scorer: Arc::clone(&rules),
+                },
+            )),
+            fast: fast_slot,
+            policy: SlotState::serving(Ver::new(
+                policy_id(&cfg.policy),
+                PolicyModel {
+                    policy: cfg.policy,
+                    config_fp,
+                },
+            )),
+            deep: deep_id,
         };
         #[cfg(feature = "kafka")]
         let kafka = match (&self.kafka, &self.audit_log) {
@@ -318,10 +393,9 @@ impl EngineBuilder {
         Ok(Engine {
             inner: Arc::new(Inner {
                 schema: self.schema,
-                policy: cfg.policy,
+                deploy: DeployCtl::new(self.deploy, dir, self.registry, keys),
                 cfg,
-                rules,
-                rules_info,
+                routing: ArcSwap::from_pointee(routing),
                 versions,
                 audit: self.audit,
                 audit_log: self.audit_log,
@@ -337,4 +411,54 @@ impl EngineBuilder {
             }),
         })
     }
+}
+
+/// Replaces each target the model directory has a promoted version of with that version;
+/// returns their keys. A promoted caller-built scorer (no spec) cannot be rebuilt: the
+/// configured one serves, and the key is not returned.
+fn restore(b: &mut EngineBuilder, d: &ModelDirectory) -> Result<[Option<String>; 4], ConfigError> {
+    use crate::deploy::Target;
+    let err = |e: crate::deploy::DeployError| ConfigError::invalid("deploy.dir", e.to_string());
+    let mut keys: [Option<String>; 4] = Default::default();
+    for t in Target::ALL {
+        let Some(m) = d.promoted(t).map_err(err)? else {
+            continue;
+        };
+        let what = format!("deploy.dir: promoted {t} version {}", m.key);
+        if t == Target::Policy {
+            let p = m
+                .policy
+                .ok_or_else(|| ConfigError::invalid(&what, "holds no thresholds"))?;
+            b.cfg.policy = Policy {
+                approve_below: p.approve_below,
+                decline_at: p.decline_at,
+                hard_rule_override: p.hard_rule_override,
+                static_action: Action::parse(&p.static_action)
+                    .ok_or_else(|| ConfigError::invalid(&what, "bad static_action"))?,
+            };
+            keys[t as usize] = Some(m.key);
+            continue;
+        }
+        let Some(text) = &m.spec else { continue };
+        let table: toml::Table = toml::from_str(text)
+            .map_err(|e| ConfigError::invalid(&what, format!("spec: {}", e.message())))?;
+        let spec = ScorerSpec {
+            key: what.clone(),
+            table,
+            schema: Arc::clone(&b.schema),
+            base_dir: d.version_dir(t, &m.key),
+        };
+        let s = b.registry.build(&spec)?;
+        match t {
+            Target::Rules => b.rules = Some(s),
+            Target::Fast => {
+                b.fast = Some(s);
+                b.fast_calibration = m.calibration.clone();
+            }
+            Target::Deep => b.deep = Some(s),
+            Target::Policy => {}
+        }
+        keys[t as usize] = Some(m.key);
+    }
+    Ok(keys)
 }

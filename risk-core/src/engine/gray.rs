@@ -34,6 +34,7 @@ use crate::metrics::Metrics;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
 use crate::version::VersionId;
+use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -41,6 +42,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A deep model version: what the deep slot holds.
+pub(crate) struct DeepModel {
+    pub scorer: Arc<dyn Scorer>,
+    pub id: VersionId,
+}
 
 /// A callback receiving every deep verdict (called on a deep worker thread; keep it short).
 pub type VerdictCallback = Arc<dyn Fn(&DeepVerdict) + Send + Sync>;
@@ -86,14 +93,14 @@ pub(crate) struct GrayShared {
     in_flight: AtomicUsize,
     next_ticket: AtomicU64,
     cfg: DeepConfig,
-    scorer: Arc<dyn Scorer>,
+    /// The deep slot: a batch takes the model serving when it starts.
+    model: ArcSwap<DeepModel>,
     pool: DeadlinePool<DeepTask>,
     clock: Arc<dyn Clock>,
     entities: Arc<EntityStore>,
     metrics: Arc<Metrics>,
     subscribers: Mutex<Vec<SyncSender<DeepVerdict>>>,
     callback: Option<VerdictCallback>,
-    deep_id: VersionId,
     audit: Option<Arc<dyn AuditSink>>,
 }
 
@@ -105,7 +112,17 @@ pub(crate) struct GrayZone {
 impl GrayZone {
     /// The deep scorer's info.
     pub(crate) fn scorer_info(&self) -> crate::scorer::ScorerInfo {
-        self.shared.scorer.info()
+        self.shared.model.load().scorer.info()
+    }
+
+    /// The deep model serving.
+    pub(crate) fn model(&self) -> Arc<DeepModel> {
+        self.shared.model.load_full()
+    }
+
+    /// Replaces the deep model; batches already running finish on the old one.
+    pub(crate) fn swap(&self, m: Arc<DeepModel>) {
+        self.shared.model.store(m);
     }
 }
 
@@ -132,7 +149,10 @@ impl GrayZone {
         circuit: CircuitConfig,
         audit: Option<Arc<dyn AuditSink>>,
     ) -> std::io::Result<Self> {
-        let deep_id = scorer.info().version_id();
+        let model = ArcSwap::from_pointee(DeepModel {
+            id: scorer.info().version_id(),
+            scorer,
+        });
         let late = Arc::clone(&metrics.gray.late_discarded);
         let skipped = Arc::clone(&metrics.gray.skipped);
         let shared = Arc::new(GrayShared {
@@ -147,13 +167,12 @@ impl GrayZone {
             next_ticket: AtomicU64::new(1),
             pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late, skipped)?,
             cfg,
-            scorer,
+            model,
             clock,
             entities,
             metrics,
             subscribers: Mutex::new(Vec::new()),
             callback,
-            deep_id,
             audit,
         });
         for i in 0..cfg.workers {
@@ -300,12 +319,14 @@ fn dispatch_loop(s: &GrayShared) {
 
 fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
     let now = s.clock.now();
+    let model = s.model.load_full();
+    let deep = model.id;
     // Items whose budget passed while queued are not worth scoring.
     let (expired, live): (Vec<Item>, Vec<Item>) = batch
         .drain(..)
         .partition(|i| now >= i.enqueued.saturating_add(budget));
     for i in expired {
-        fallback(s, &i, DeepFailure::Timeout);
+        fallback(s, &i, DeepFailure::Timeout, deep);
     }
     if live.is_empty() {
         return;
@@ -313,7 +334,7 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
     let permit = s.circuit.acquire(now);
     if permit == Permit::Denied {
         live.iter()
-            .for_each(|i| fallback(s, i, DeepFailure::CircuitOpen));
+            .for_each(|i| fallback(s, i, DeepFailure::CircuitOpen, deep));
         return;
     }
     s.metrics.gray.batches.fetch_add(1, Ordering::Relaxed);
@@ -324,7 +345,7 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
         .unwrap_or(now)
         .saturating_add(budget);
     let r = s.pool.run(&*s.clock, deadline, |t| {
-        t.scorer = Some(Arc::clone(&s.scorer));
+        t.scorer = Some(Arc::clone(&model.scorer));
         t.txns.clear();
         t.txns.extend(live.iter().map(|i| i.txn.clone()));
         t.budget = Duration::from_nanos(deadline.saturating_sub(now));
@@ -339,9 +360,9 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
             s.circuit.record_n(permit, oks, n - oks, end);
             for (i, sc) in live.iter().zip(scores.iter()) {
                 if sc.is_valid() {
-                    emit(s, i, sc.probability, DeepSource::Model, None);
+                    emit(s, i, sc.probability, DeepSource::Model, None, deep);
                 } else {
-                    fallback(s, i, DeepFailure::Error);
+                    fallback(s, i, DeepFailure::Error, deep);
                 }
             }
         }
@@ -351,28 +372,28 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
                 _ => DeepFailure::Error,
             };
             s.circuit.record_n(permit, 0, n, end);
-            live.iter().for_each(|i| fallback(s, i, why));
+            live.iter().for_each(|i| fallback(s, i, why, deep));
         }
         Err(PoolError::Timeout) => {
             s.circuit.record_n(permit, 0, n, end);
             live.iter()
-                .for_each(|i| fallback(s, i, DeepFailure::Timeout));
+                .for_each(|i| fallback(s, i, DeepFailure::Timeout, deep));
         }
         Err(PoolError::Saturated) => {
             // Stalled workers: a health signal already counted by their own timeouts.
             s.circuit.release(permit);
             live.iter()
-                .for_each(|i| fallback(s, i, DeepFailure::Saturated));
+                .for_each(|i| fallback(s, i, DeepFailure::Saturated, deep));
         }
     }
 }
 
-fn fallback(s: &GrayShared, i: &Item, why: DeepFailure) {
+fn fallback(s: &GrayShared, i: &Item, why: DeepFailure, deep: VersionId) {
     let (score, source) = match s.entities.cached_average(&i.txn) {
         Some(avg) => (avg, DeepSource::CachedAverage),
         None => (s.cfg.global_prior, DeepSource::GlobalPrior),
     };
-    emit(s, i, score, source, Some(why));
+    emit(s, i, score, source, Some(why), deep);
 }
 
 thread_local! {
@@ -380,11 +401,18 @@ thread_local! {
     static DELIVERING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Option<DeepFailure>) {
+fn emit(
+    s: &GrayShared,
+    i: &Item,
+    score: f32,
+    source: DeepSource,
+    failure: Option<DeepFailure>,
+    deep: VersionId,
+) {
     s.delivering.fetch_add(1, Ordering::SeqCst);
     if !s.stop.load(Ordering::SeqCst) {
         DELIVERING.with(|d| d.set(s as *const GrayShared as usize));
-        deliver(s, i, score, source, failure);
+        deliver(s, i, score, source, failure, deep);
         DELIVERING.with(|d| d.set(0));
     } else {
         // Shutdown has reported (or is waiting for deliveries): nothing is delivered.
@@ -394,7 +422,14 @@ fn emit(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Optio
     s.notify.notify();
 }
 
-fn deliver(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Option<DeepFailure>) {
+fn deliver(
+    s: &GrayShared,
+    i: &Item,
+    score: f32,
+    source: DeepSource,
+    failure: Option<DeepFailure>,
+    deep: VersionId,
+) {
     let now = s.clock.now();
     let latency = now.saturating_sub(i.enqueued);
     let g = &s.metrics.gray;
@@ -415,7 +450,7 @@ fn deliver(s: &GrayShared, i: &Item, score: f32, source: DeepSource, failure: Op
         failure,
         fast_score: i.fast_score,
         latency: Duration::from_nanos(latency),
-        deep: s.deep_id,
+        deep,
         decided_at_ms: s.clock.unix_ms(),
     };
     s.entities.set_feedback(

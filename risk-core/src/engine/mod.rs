@@ -6,12 +6,16 @@
 //! combine ([`crate::policy`]) → gray-zone hand-off (non-blocking) → metrics.
 
 mod async_decide;
+mod batch;
 mod builder;
 pub(crate) mod circuit;
+mod deploy;
+mod deploy_build;
+mod deploy_stage;
 mod entity;
 mod gray;
 pub(crate) mod pool;
-mod tier;
+pub(crate) mod tier;
 
 pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
@@ -25,20 +29,21 @@ use crate::decision::{
     Decision, EntityFeedback, Escalation, FallbackCause, ShedReason, Shutdown, ShutdownReport,
     StageTimings, Tier,
 };
+use crate::deploy::slot::{FastModel, Routing, Ver};
 use crate::error::{ConfigError, DecideError};
 use crate::metrics::{Metrics, MetricsSnapshot};
-use crate::policy::Policy;
 use crate::schema::FeatureSchema;
 use crate::scorer::{Reasons, Score, Scorer, ScorerInfo};
 use crate::txn::{EntityKey, Transaction};
 use crate::version::Versions;
+use arc_swap::ArcSwap;
 use entity::EntityStore;
 use gray::GrayZone;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, OnceLock};
-use tier::{guarded_batch, guarded_score, FastTier};
+use tier::{guarded_score, FastTier};
 
 /// The tiered decision engine. Cheap to clone (an `Arc`); share one per process.
 #[derive(Clone, Debug)]
@@ -49,17 +54,17 @@ pub struct Engine {
 struct Inner {
     schema: Arc<FeatureSchema>,
     cfg: EngineConfig,
-    policy: Policy,
-    rules: Arc<dyn Scorer>,
-    rules_info: ScorerInfo,
-    /// Versions as built; a score that names its own version (a reloaded rule set)
-    /// overrides its tier's entry per decision.
+    /// The versioned slots (rules, fast, policy), loaded once per decision.
+    routing: ArcSwap<Routing>,
+    /// Deploy control: state machine, supervisor, model directory, recent sample.
+    deploy: deploy::DeployCtl,
+    /// Fingerprints as built (config, schema); the tiers' entries come from the routing.
     versions: Versions,
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<crate::audit::SegmentLog>>,
     #[cfg(feature = "kafka")]
     kafka: Option<crate::audit::KafkaForwarder>,
-    fast: Option<FastTier>,
+    fast: FastTier,
     gray: Option<GrayZone>,
     entities: Arc<EntityStore>,
     metrics: Arc<Metrics>,
@@ -72,7 +77,7 @@ impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("schema", &self.schema)
-            .field("rules", &self.rules_info)
+            .field("rules", &self.routing.load().rules.serving.id)
             .field("fast", &self.fast)
             .field("gray", &self.gray)
             .field("cfg", &self.cfg)
@@ -85,6 +90,38 @@ const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Outcome of the rule stage.
 type RuleOut = Option<Score>;
+
+/// The versions one decision used, from one routing snapshot.
+pub(crate) struct Chosen<'a> {
+    pub routing: &'a Routing,
+    pub rules: &'a Ver<crate::deploy::slot::RulesModel>,
+    pub fast: Option<&'a Ver<FastModel>>,
+    pub policy: &'a Ver<crate::deploy::slot::PolicyModel>,
+    /// Whether any of them is a canary.
+    pub canary: bool,
+}
+
+impl<'a> Chosen<'a> {
+    #[inline]
+    fn pick(routing: &'a Routing, txn: &Transaction) -> Self {
+        let (rules, c1) = routing.rules.pick(txn);
+        let (policy, c2) = routing.policy.pick(txn);
+        let (fast, c3) = match &routing.fast {
+            None => (None, false),
+            Some(f) => {
+                let (v, c) = f.pick(txn);
+                (Some(v), c)
+            }
+        };
+        Self {
+            routing,
+            rules,
+            fast,
+            policy,
+            canary: c1 || c2 || c3,
+        }
+    }
+}
 
 impl Engine {
     /// Starts building an engine over `schema`.
@@ -154,25 +191,31 @@ impl Engine {
         let inner = &*self.inner;
         inner.check(txn)?;
         inner.metrics.async_shed.fetch_add(1, Relaxed);
-        let rules = inner.run_rules(txn);
+        let routing = inner.routing.load();
+        let ch = Chosen::pick(&routing, txn);
+        let rules = inner.run_rules(&*ch.rules.body.scorer, txn);
         let t1 = inner.clock.now();
-        let fast = match inner.fast {
+        let fast = match ch.fast {
             None => Err(FallbackCause::Absent),
             Some(_) => Err(FallbackCause::Saturated),
         };
-        Ok(inner.finish(txn, rules, fast, t0, t1.saturating_sub(t0), 0))
+        Ok(inner.finish(&ch, txn, rules, fast, t0, t1.saturating_sub(t0), 0))
     }
 
     fn decide_checked(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
         let inner = &*self.inner;
         let clock = &*inner.clock;
-        let rules = inner.run_rules(txn);
+        let routing = inner.routing.load();
+        let ch = Chosen::pick(&routing, txn);
+        let rules = inner.run_rules(&*ch.rules.body.scorer, txn);
         let t1 = clock.now();
-        let (fast, t2) = match &inner.fast {
+        let f = &inner.fast;
+        let (fast, t2) = match ch.fast {
             None => (Err(FallbackCause::Absent), t1),
-            Some(f) => f.run(clock, txn, t1, t0.saturating_add(f.deadline)),
+            Some(m) => f.run(clock, &m.body, txn, t1, t0.saturating_add(f.deadline)),
         };
         Ok(inner.finish(
+            &ch,
             txn,
             rules,
             fast,
@@ -180,69 +223,6 @@ impl Engine {
             t1.saturating_sub(t0),
             t2.saturating_sub(t1),
         ))
-    }
-
-    /// Decides on several transactions. A bounded fast tier scores them in chunks of
-    /// [`BATCH_CHUNK`](Self::BATCH_CHUNK), one `score_batch` call per chunk under that
-    /// chunk's own deadline (measured from the chunk's start, as for one `decide`), so a
-    /// large batch never turns into one deadline for all; otherwise each goes through
-    /// [`decide`]. Results are in input order and equal what `decide` would answer.
-    ///
-    /// [`decide`]: Engine::decide
-    pub fn decide_batch(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
-        let inner = &*self.inner;
-        match &inner.fast {
-            Some(f) if f.is_inline() && txns.len() > 1 => txns
-                .chunks(Self::BATCH_CHUNK)
-                .flat_map(|c| self.decide_chunk(f, c))
-                .collect(),
-            _ => txns.iter().map(|t| self.decide(t)).collect(),
-        }
-    }
-
-    /// Transactions per `score_batch` call (and per deadline) in [`decide_batch`](Self::decide_batch).
-    pub const BATCH_CHUNK: usize = 64;
-
-    fn decide_chunk(
-        &self,
-        fast: &FastTier,
-        txns: &[Transaction],
-    ) -> Vec<Result<Decision, DecideError>> {
-        let inner = &*self.inner;
-        let clock = &*inner.clock;
-        let t0 = clock.now();
-        let checked: Vec<Result<(), DecideError>> = txns.iter().map(|t| inner.check(t)).collect();
-        let rules: Vec<RuleOut> = txns
-            .iter()
-            .zip(&checked)
-            .map(|(t, c)| if c.is_ok() { inner.run_rules(t) } else { None })
-            .collect();
-        let t1 = clock.now();
-        let ok: Vec<&Transaction> = txns
-            .iter()
-            .zip(&checked)
-            .filter(|(_, c)| c.is_ok())
-            .map(|(t, _)| t)
-            .collect();
-        let fast_out = fast.run_batch(clock, &ok, t0.saturating_add(fast.deadline));
-        let t2 = clock.now();
-        let n = ok.len().max(1) as u64;
-        let (rules_ns, fast_ns) = ((t1 - t0) / n, (t2 - t1) / n);
-        let mut k = 0;
-        txns.iter()
-            .zip(checked)
-            .zip(rules)
-            .map(|((t, c), r)| {
-                c?;
-                let f = fast_out
-                    .as_ref()
-                    .map_err(|c| *c)
-                    .map(|v| v[k])
-                    .and_then(|s| s);
-                k += 1;
-                Ok(inner.finish(t, r, f, t0, rules_ns, fast_ns))
-            })
-            .collect()
     }
 
     /// A future of [`decide`](Engine::decide) that runs on the engine's async workers
@@ -277,9 +257,10 @@ impl Engine {
     /// Name, version and latency class of each configured tier's scorer, as
     /// `("rules" | "fast" | "deep", info)`: what is serving, for logs and audits.
     pub fn scorers(&self) -> Vec<(&'static str, ScorerInfo)> {
-        let mut v = vec![("rules", self.inner.rules.info())];
-        if let Some(f) = &self.inner.fast {
-            v.push(("fast", f.scorer.info()));
+        let r = self.inner.routing.load();
+        let mut v = vec![("rules", r.rules.serving.body.scorer.info())];
+        if let Some(f) = &r.fast {
+            v.push(("fast", f.serving.body.scorer.info()));
         }
         if let Some(g) = &self.inner.gray {
             v.push(("deep", g.scorer_info()));
@@ -287,11 +268,16 @@ impl Engine {
         v
     }
 
-    /// The versions serving now: what the next decision records (the rule tier's
-    /// entry follows hot reloads).
+    /// The versions serving now (outside any canary): what the next decision records
+    /// (the rule tier's entry follows hot reloads and deploys).
     pub fn versions(&self) -> Versions {
-        let mut v = self.inner.versions;
-        v.rules = self.inner.rules.info().version_id();
+        let i = &*self.inner;
+        let r = i.routing.load();
+        let mut v = i.versions;
+        v.rules = r.rules.serving.body.scorer.info().version_id();
+        v.fast = r.fast.as_ref().map(|f| f.serving.id);
+        v.deep = r.deep;
+        v.config = r.policy.serving.body.config_fp;
         v
     }
 
@@ -316,15 +302,11 @@ impl Engine {
     pub fn metrics(&self) -> MetricsSnapshot {
         let i = &*self.inner;
         let q = i.gray.as_ref().map_or(0, |g| g.len() as u64);
-        let circuit = i
-            .fast
-            .as_ref()
-            .map_or("absent", |f| f.circuit.state(i.clock.now()).as_str());
-        let busy = i
-            .fast
-            .as_ref()
-            .and_then(|f| f.pool.as_ref())
-            .map_or(0, |p| p.busy());
+        let r = i.routing.load();
+        let circuit = r.fast.as_ref().map_or("absent", |f| {
+            f.serving.body.circuit.state(i.clock.now()).as_str()
+        });
+        let busy = i.fast.pool.get().map_or(0, |p| p.busy());
         let deep = i
             .gray
             .as_ref()
@@ -335,7 +317,10 @@ impl Engine {
     /// State of the fast tier's circuit breaker (`None` without a fast tier).
     pub fn fast_circuit(&self) -> Option<CircuitState> {
         let i = &*self.inner;
-        i.fast.as_ref().map(|f| f.circuit.state(i.clock.now()))
+        let r = i.routing.load();
+        r.fast
+            .as_ref()
+            .map(|f| f.serving.body.circuit.state(i.clock.now()))
     }
 
     /// State of the deep tier's circuit breaker (`None` without a deep tier).
@@ -357,7 +342,8 @@ impl Engine {
                 Shutdown::Abandon => None,
             }),
         };
-        if let Some(p) = i.fast.as_ref().and_then(|f| f.pool.as_ref()) {
+        i.deploy.shutdown(&i.routing);
+        if let Some(p) = i.fast.pool.get() {
             p.shutdown();
         }
         if let Some(a) = &i.audit {
@@ -394,8 +380,8 @@ impl Inner {
     }
 
     #[inline]
-    fn run_rules(&self, txn: &Transaction) -> RuleOut {
-        match guarded_score(&*self.rules, txn) {
+    fn run_rules(&self, rules: &dyn Scorer, txn: &Transaction) -> RuleOut {
+        match guarded_score(rules, txn) {
             Ok(s) => Some(s),
             Err(_) => {
                 self.metrics.rules_failed.fetch_add(1, Relaxed);
@@ -406,8 +392,10 @@ impl Inner {
 
     /// Everything after the tiers ran: feedback, combine, escalation, metrics.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     fn finish(
         &self,
+        ch: &Chosen<'_>,
         txn: &Transaction,
         rules: RuleOut,
         fast: Result<Score, FallbackCause>,
@@ -417,7 +405,11 @@ impl Inner {
     ) -> Decision {
         let model = fast.ok();
         let shift = self.entities.on_decide(txn, model.map(|m| m.probability));
-        let c = self.policy.combine(rules.as_ref(), model.as_ref(), shift);
+        let c = ch
+            .policy
+            .body
+            .policy
+            .combine(rules.as_ref(), model.as_ref(), shift);
         // Reasons: the deciding tier's first, then the other's.
         let mut reasons = Reasons::new();
         let (first, second) = match c.tier {
@@ -452,12 +444,15 @@ impl Inner {
         };
         let fallback = fast.err();
         let mut versions = self.versions;
-        if let Some(v) = rules.as_ref().and_then(|r| r.version) {
-            versions.rules = v;
-        }
-        if let Some(v) = model.as_ref().and_then(|m| m.version) {
-            versions.fast = Some(v);
-        }
+        versions.rules = rules
+            .as_ref()
+            .and_then(|r| r.version)
+            .unwrap_or(ch.rules.id);
+        versions.fast = ch
+            .fast
+            .map(|f| model.as_ref().and_then(|m| m.version).unwrap_or(f.id));
+        versions.config = ch.policy.body.config_fp;
+        versions.deep = ch.routing.deep;
         let m = &self.metrics;
         m.by_action[c.action as usize].fetch_add(1, Relaxed);
         m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
@@ -470,7 +465,7 @@ impl Inner {
         let t3 = self.clock.now();
         let total = t3.saturating_sub(t0);
         m.rules.record(rules_ns);
-        if self.fast.is_some() {
+        if ch.fast.is_some() {
             m.fast.record(fast_ns);
         }
         m.total.record(total);
@@ -497,78 +492,21 @@ impl Inner {
             versions,
             decided_at_ms: self.clock.unix_ms(),
         };
+        self.deploy.recent.offer(txn);
+        if ch.canary || ch.routing.watched() {
+            self.observe(ch, &d, rules.as_ref(), model.as_ref(), rules_ns, fast_ns);
+        }
+        if ch.routing.shadowed() {
+            self.offer_shadows(ch.routing, txn, rules, model, shift, d.action);
+        }
         if let Some(a) = &self.audit {
             // Never blocks beyond the sink's policy; a shed record is counted by the sink.
             let _ = a.offer(&AuditEvent::Decision {
                 decision: &d,
                 txn,
-                policy: &self.policy,
+                policy: &ch.policy.body.policy,
             });
         }
         d
-    }
-}
-
-impl FastTier {
-    /// One `score_batch` call for a bounded (inline) tier, under the circuit breaker.
-    /// A failure is the row's, not the chunk's: per-item invalid scores become per-item
-    /// failures, and a batch call that errs or panics is retried row by row (while the
-    /// deadline allows) so that only the rows that fail alone fall back. The breaker
-    /// counts rows, not calls.
-    fn run_batch(
-        &self,
-        clock: &dyn Clock,
-        txns: &[&Transaction],
-        until: u64,
-    ) -> Result<Vec<Result<Score, FallbackCause>>, FallbackCause> {
-        use circuit::Permit;
-        let now = clock.now();
-        if now >= until {
-            // The rule stage used up the deadline (see `FastTier::run`).
-            self.skipped.fetch_add(txns.len() as u64, Relaxed);
-            return Err(FallbackCause::Timeout);
-        }
-        let permit = self.circuit.acquire(now);
-        if permit == Permit::Denied {
-            return Err(FallbackCause::CircuitOpen);
-        }
-        let mut out = Vec::with_capacity(txns.len());
-        let valid = |s: Score| {
-            if s.is_valid() {
-                Ok(s)
-            } else {
-                Err(FallbackCause::InvalidScore)
-            }
-        };
-        let r: Vec<Result<Score, FallbackCause>> =
-            match guarded_batch(&*self.scorer, txns, &mut out) {
-                Ok(()) => out.into_iter().map(valid).collect(),
-                Err(_) => txns
-                    .iter()
-                    .map(|t| {
-                        if clock.now() > until {
-                            return Err(FallbackCause::Timeout);
-                        }
-                        guarded_score(&*self.scorer, t).map_err(tier::Failure::cause)
-                    })
-                    .collect(),
-            };
-        let end = clock.now();
-        let (oks, fails) = if end > until {
-            (0, txns.len())
-        } else {
-            let oks = r.iter().filter(|x| x.is_ok()).count();
-            (oks, r.len() - oks)
-        };
-        self.circuit.record_n(
-            permit,
-            u32::try_from(oks).unwrap_or(u32::MAX),
-            u32::try_from(fails).unwrap_or(u32::MAX),
-            end,
-        );
-        if end > until {
-            return Err(FallbackCause::Timeout);
-        }
-        Ok(r)
     }
 }

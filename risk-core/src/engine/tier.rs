@@ -1,15 +1,17 @@
 //! Running a scorer so that nothing it does escapes: panics are caught, invalid scores and
 //! wrong-length batches become failures, and (for the fast tier) the deadline is hard.
 
-use super::circuit::{Circuit, Permit};
+use super::circuit::Permit;
 use super::pool::{DeadlinePool, PoolError, Task};
 use crate::clock::{Clock, Nanos};
 use crate::decision::FallbackCause;
+use crate::deploy::slot::FastModel;
 use crate::error::ScoreError;
+use crate::scorer::Latency;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Why a tier call produced no usable score. Stays inside the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,35 +111,55 @@ impl Task for FastTask {
     }
 }
 
-/// The fast tier: a scorer, how it runs, its deadline and its circuit breaker.
+/// The fast tier: how it runs (its pool, created when a model that needs one first
+/// serves) and its deadline. The models themselves are versioned slots
+/// ([`FastModel`]): each brings its scorer, calibration and circuit breaker.
 pub(crate) struct FastTier {
-    pub scorer: Arc<dyn Scorer>,
-    pub pool: Option<DeadlinePool<FastTask>>,
-    pub circuit: Circuit,
+    pub pool: OnceLock<DeadlinePool<FastTask>>,
     pub deadline: Nanos,
     /// Calls skipped because the deadline had passed ([`MetricsSnapshot::fast_skipped`](crate::MetricsSnapshot)).
     pub skipped: Arc<std::sync::atomic::AtomicU64>,
+    pub late: Arc<std::sync::atomic::AtomicU64>,
+    pub workers: usize,
+    pub spin: std::time::Duration,
 }
 
 impl std::fmt::Debug for FastTier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FastTier")
-            .field("scorer", &self.scorer.info())
-            .field("pool", &self.pool)
+            .field("pool", &self.pool.get())
+            .field("deadline_ns", &self.deadline)
             .finish()
     }
 }
 
 impl FastTier {
-    pub(crate) fn is_inline(&self) -> bool {
-        self.pool.is_none()
+    /// Starts the pool if `latency` needs one and it is not running yet.
+    pub(crate) fn ensure_pool(&self, latency: Latency) -> std::io::Result<()> {
+        if latency == Latency::Bounded || self.pool.get().is_some() {
+            return Ok(());
+        }
+        let p = DeadlinePool::new(
+            "risk-fast",
+            self.workers,
+            self.spin,
+            Arc::clone(&self.late),
+            Arc::clone(&self.skipped),
+        )?;
+        // A concurrent caller may have won the race: its pool serves, this one stops.
+        if let Err(p) = self.pool.set(p) {
+            p.shutdown();
+        }
+        Ok(())
     }
 
-    /// Scores under the circuit breaker with a hard deadline `until`; `now` is the
-    /// current time. Returns the outcome and the time after it (one clock read).
+    /// Scores with model `m` under its circuit breaker with a hard deadline `until`;
+    /// `now` is the current time. Returns the outcome (calibrated) and the time after it
+    /// (one clock read).
     pub(crate) fn run(
         &self,
         clock: &dyn Clock,
+        m: &FastModel,
         txn: &Transaction,
         now: Nanos,
         until: Nanos,
@@ -149,19 +171,16 @@ impl FastTier {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return (Err(FallbackCause::Timeout), now);
         }
-        let permit = self.circuit.acquire(now);
+        let permit = m.circuit.acquire(now);
         if permit == Permit::Denied {
             return (Err(FallbackCause::CircuitOpen), now);
         }
-        let out = match &self.pool {
-            None => guarded_score(&*self.scorer, txn).map_err(Failure::cause),
-            Some(pool) => match pool.run(clock, until, |t| {
-                if !t
-                    .scorer
-                    .as_ref()
-                    .is_some_and(|s| Arc::ptr_eq(s, &self.scorer))
-                {
-                    t.scorer = Some(Arc::clone(&self.scorer));
+        let out = match (m.latency, self.pool.get()) {
+            (Latency::Bounded, _) => guarded_score(&*m.scorer, txn).map_err(Failure::cause),
+            (Latency::Unbounded, None) => Err(FallbackCause::Saturated),
+            (Latency::Unbounded, Some(pool)) => match pool.run(clock, until, |t| {
+                if !t.scorer.as_ref().is_some_and(|s| Arc::ptr_eq(s, &m.scorer)) {
+                    t.scorer = Some(Arc::clone(&m.scorer));
                 }
                 match &mut t.txn {
                     Some(buf) => buf.copy_from(txn),
@@ -183,10 +202,21 @@ impl FastTier {
         };
         // Saturation says nothing about the model's health: do not count it.
         if out == Err(FallbackCause::Saturated) {
-            self.circuit.release(permit);
+            m.circuit.release(permit);
         } else {
-            self.circuit.record(permit, out.is_ok(), end);
+            m.circuit.record(permit, out.is_ok(), end);
         }
-        (out, end)
+        (out.map(|s| m.calibrated(s)), end)
+    }
+}
+
+impl FastModel {
+    /// `s` with this version's calibration applied.
+    #[inline]
+    pub(crate) fn calibrated(&self, mut s: Score) -> Score {
+        if let Some(c) = &self.calibration {
+            s.probability = c.apply(s.probability);
+        }
+        s
     }
 }

@@ -273,6 +273,7 @@ pub struct XgbScorer {
     codes: Vec<ReasonCode>,
     explain_above: f32,
     top_k: usize,
+    schema_fp: u64,
 }
 
 impl XgbScorer {
@@ -312,6 +313,7 @@ impl XgbScorer {
             .map(|s| ReasonCode::intern(&format!("xgb:{}", schema.field(*s).name)))
             .collect();
         Ok(Self {
+            schema_fp: schema.fingerprint(),
             model,
             map: (!identity).then_some(map),
             codes,
@@ -364,6 +366,10 @@ impl Scorer for XgbScorer {
     fn info(&self) -> ScorerInfo {
         ScorerInfo::new("xgboost", self.model.version(), Latency::Bounded)
             .with_content_hash(self.model.content_hash())
+    }
+
+    fn schema_fingerprint(&self) -> Option<u64> {
+        Some(self.schema_fp)
     }
 
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {

@@ -1,0 +1,263 @@
+//! What a version did while a deploy watched it: lock-free counters on the decide path
+//! (only while a deploy is active), snapshots, windows, and the guards' judgement.
+
+use super::plan::Guards;
+use crate::decision::Action;
+use crate::metrics::Histogram;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// Score histogram bins (equal width over `[0, 1]`), for the PSI.
+pub const SCORE_BINS: usize = 10;
+
+/// Counters of one version during a deploy.
+#[derive(Debug, Default)]
+pub(crate) struct VersionStats {
+    n: AtomicU64,
+    failed: AtomicU64,
+    actions: [AtomicU64; 3],
+    scores: [AtomicU64; SCORE_BINS],
+    agree: AtomicU64,
+    compared: AtomicU64,
+    latency: Histogram,
+}
+
+/// One decision as a version saw it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outcome {
+    /// The version's output failed (error, timeout, panic, invalid, open circuit).
+    pub failed: bool,
+    /// Its probability, when it produced one.
+    pub score: Option<f32>,
+    /// Its latency, when measured.
+    pub latency_ns: Option<u64>,
+    /// The decision's (or would-be) action.
+    pub action: Action,
+    /// Whether the model's threshold action equals the rules', when both answered.
+    pub agrees_with_rules: Option<bool>,
+}
+
+#[inline]
+pub(crate) fn bin(p: f32) -> usize {
+    ((p.clamp(0.0, 1.0) * SCORE_BINS as f32) as usize).min(SCORE_BINS - 1)
+}
+
+impl VersionStats {
+    /// Records one outcome; returns how many this version has recorded (for the
+    /// supervisor's poke).
+    #[inline]
+    pub(crate) fn record(&self, o: &Outcome) -> u64 {
+        if o.failed {
+            self.failed.fetch_add(1, Relaxed);
+        }
+        if let Some(p) = o.score {
+            self.scores[bin(p)].fetch_add(1, Relaxed);
+        }
+        if let Some(l) = o.latency_ns {
+            self.latency.record(l);
+        }
+        self.actions[o.action as usize].fetch_add(1, Relaxed);
+        if let Some(a) = o.agrees_with_rules {
+            self.compared.fetch_add(1, Relaxed);
+            if a {
+                self.agree.fetch_add(1, Relaxed);
+            }
+        }
+        self.n.fetch_add(1, Relaxed) + 1
+    }
+
+    pub(crate) fn snapshot(&self) -> StatsSnap {
+        let lat = self.latency.snapshot();
+        StatsSnap {
+            n: self.n.load(Relaxed),
+            failed: self.failed.load(Relaxed),
+            actions: std::array::from_fn(|i| self.actions[i].load(Relaxed)),
+            scores: std::array::from_fn(|i| self.scores[i].load(Relaxed)),
+            agree: self.agree.load(Relaxed),
+            compared: self.compared.load(Relaxed),
+            p99_ns: lat.p99_ns,
+        }
+    }
+}
+
+/// Counters at one moment, or the difference of two (a window).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StatsSnap {
+    /// Decisions (or shadow scores).
+    pub n: u64,
+    /// Failures among them.
+    pub failed: u64,
+    /// By action: approve, review, decline.
+    pub actions: [u64; 3],
+    /// Score histogram.
+    pub scores: [u64; SCORE_BINS],
+    /// Decisions where the model's action agreed with the rules'.
+    pub agree: u64,
+    /// Decisions where both answered.
+    pub compared: u64,
+    /// Latency p99 in nanoseconds (of the whole history, not the window: histograms do
+    /// not subtract).
+    pub p99_ns: u64,
+}
+
+impl StatsSnap {
+    /// `self - base`, counter by counter (p99 is `self`'s).
+    pub fn since(&self, base: &StatsSnap) -> StatsSnap {
+        StatsSnap {
+            n: self.n - base.n.min(self.n),
+            failed: self.failed.saturating_sub(base.failed),
+            actions: std::array::from_fn(|i| self.actions[i].saturating_sub(base.actions[i])),
+            scores: std::array::from_fn(|i| self.scores[i].saturating_sub(base.scores[i])),
+            agree: self.agree.saturating_sub(base.agree),
+            compared: self.compared.saturating_sub(base.compared),
+            p99_ns: self.p99_ns,
+        }
+    }
+
+    /// Share of `a` among the decisions.
+    pub fn rate(&self, a: Action) -> f64 {
+        self.actions[a as usize] as f64 / self.n.max(1) as f64
+    }
+
+    /// Failure share.
+    pub fn error_rate(&self) -> f64 {
+        self.failed as f64 / self.n.max(1) as f64
+    }
+
+    /// Agreement with the rules, when any were compared.
+    pub fn agreement(&self) -> Option<f64> {
+        (self.compared > 0).then(|| self.agree as f64 / self.compared as f64)
+    }
+}
+
+/// Population stability index of two histograms (proportions smoothed by 1e-4).
+pub fn psi(a: &[u64; SCORE_BINS], b: &[u64; SCORE_BINS]) -> f64 {
+    let (na, nb) = (a.iter().sum::<u64>(), b.iter().sum::<u64>());
+    if na == 0 || nb == 0 {
+        return 0.0;
+    }
+    let eps = 1e-4;
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let p = (x as f64 / na as f64).max(eps);
+            let q = (y as f64 / nb as f64).max(eps);
+            (p - q) * (p / q).ln()
+        })
+        .sum()
+}
+
+/// The first guard `cand` breaks against `base` (the serving version over the same
+/// window, when it has enough decisions to compare), or `None`. `budget` is the latency
+/// ceiling when the guards name none; `latency` says whether latency is judged.
+pub(crate) fn broken_guard(
+    g: &Guards,
+    cand: &StatsSnap,
+    base: Option<&StatsSnap>,
+    budget: Duration,
+    latency: bool,
+) -> Option<String> {
+    if cand.n < g.min_decisions {
+        return None;
+    }
+    if cand.error_rate() > g.max_error_rate {
+        return Some(format!(
+            "error/timeout rate {:.4} above {:.4} ({} of {})",
+            cand.error_rate(),
+            g.max_error_rate,
+            cand.failed,
+            cand.n
+        ));
+    }
+    let ceiling = g.max_p99.unwrap_or(budget);
+    if latency && cand.p99_ns > 0 && Duration::from_nanos(cand.p99_ns) > ceiling {
+        return Some(format!(
+            "latency p99 {:?} above {:?}",
+            Duration::from_nanos(cand.p99_ns),
+            ceiling
+        ));
+    }
+    let base = base.filter(|b| b.n >= g.min_decisions)?;
+    let psi = psi(&cand.scores, &base.scores);
+    if psi > g.max_score_psi {
+        return Some(format!(
+            "score distribution shift: PSI {psi:.3} above {:.3}",
+            g.max_score_psi
+        ));
+    }
+    for a in [Action::Decline, Action::Review] {
+        let (c, s) = (cand.rate(a), base.rate(a));
+        // Additive smoothing keeps a zero rate from making an infinite ratio.
+        let ratio = (c + 1e-3) / (s + 1e-3);
+        if (ratio > g.max_action_ratio || ratio < 1.0 / g.max_action_ratio)
+            && (c - s).abs() > g.min_action_delta
+        {
+            return Some(format!(
+                "{} rate {c:.4} vs {s:.4} serving ({ratio:.2}x, limit {:.2}x)",
+                a.as_str(),
+                g.max_action_ratio
+            ));
+        }
+    }
+    if let (Some(c), Some(s)) = (cand.agreement(), base.agreement()) {
+        if s - c > g.max_agreement_drop {
+            return Some(format!(
+                "agreement with the rules {c:.3} vs {s:.3} serving (drop limit {:.3})",
+                g.max_agreement_drop
+            ));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(n: u64, declines: u64, failed: u64) -> StatsSnap {
+        let mut s = StatsSnap {
+            n,
+            failed,
+            ..Default::default()
+        };
+        s.actions = [n - declines, 0, declines];
+        s.scores[1] = n - declines;
+        s.scores[9] = declines;
+        s
+    }
+
+    #[test]
+    fn guards_judge_rates_shift_and_counts() {
+        let g = Guards::default();
+        let b = Duration::from_millis(15);
+        let base = snap(1000, 20, 0);
+        assert_eq!(
+            broken_guard(&g, &snap(100, 50, 50), Some(&base), b, true),
+            None
+        );
+        assert_eq!(
+            broken_guard(&g, &snap(1000, 22, 0), Some(&base), b, true),
+            None
+        );
+        let r = broken_guard(&g, &snap(1000, 100, 0), Some(&base), b, true).unwrap();
+        assert!(r.contains("PSI") || r.contains("decline"), "{r}");
+        let r = broken_guard(&g, &snap(1000, 20, 100), Some(&base), b, true).unwrap();
+        assert!(r.contains("error"), "{r}");
+        let mut slow = snap(1000, 20, 0);
+        slow.p99_ns = 20_000_000;
+        assert!(broken_guard(&g, &slow, Some(&base), b, true)
+            .unwrap()
+            .contains("p99"));
+        assert_eq!(broken_guard(&g, &slow, Some(&base), b, false), None);
+    }
+
+    #[test]
+    fn psi_of_equal_is_zero() {
+        let a = [10; SCORE_BINS];
+        assert!(psi(&a, &a).abs() < 1e-12);
+        let mut b = a;
+        b[0] = 100;
+        assert!(psi(&a, &b) > 0.1);
+    }
+}
