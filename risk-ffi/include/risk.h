@@ -112,6 +112,10 @@ enum risk_result
   // The audit log failed: a flush timed out, the log is closed, or a write failed (the
   // message says which).
   RISK_ERR_AUDIT = 14,
+  // A deploy, promote or rollback was refused (the message says why: the gate check,
+  // load, warm-up, schema, a deploy in progress, nothing to roll back); what serves is
+  // unchanged.
+  RISK_ERR_DEPLOY = 15,
 };
 #ifndef __cplusplus
 typedef uint32_t risk_result;
@@ -419,6 +423,62 @@ risk_result risk_engine_audit_stats_json(const struct risk_engine *e,
                                          char *buf,
                                          size_t cap,
                                          size_t *len);
+
+// Deploys a candidate to `target` and writes the deploy id to `*out_id` (may be NULL).
+// `candidate_toml`: a `[scorer]` table as in `risk.toml` (with an optional
+// `[calibration]`), a `[policy]` table, or `stored = "<key>"` (a version in the model
+// directory). `plan_toml`: `[gate]`, `[shadow]`, `[[canary]]`, `[guards]`, `by`; NULL is
+// the standard plan (shadow, then canary 1% → 10% → 50% → 100%, a minute each). Relative
+// paths in the candidate resolve against `base_dir` (NULL: the working directory).
+// Returns once the candidate passed its gate and shadows, is in canary, or serves;
+// `RISK_ERR_DEPLOY` with the reason (gate check, load, warm-up, schema, a deploy in
+// progress) otherwise: a refused candidate never serves.
+//
+// # Safety
+// `e` is a live engine handle; `target` and `candidate_toml` are NUL-terminated;
+// `plan_toml` and `base_dir` are NULL or NUL-terminated; `out_id` is NULL or writable.
+risk_result risk_engine_deploy(const struct risk_engine *e,
+                               const char *target_name,
+                               const char *candidate_toml,
+                               const char *plan_toml,
+                               const char *base_dir,
+                               uint64_t *out_id);
+
+// `target`'s deploy status as JSON: `serving`, `previous`, `active` (phase, stage,
+// share, gate report, candidate and serving counters), `history` (events), `epoch`.
+//
+// # Safety
+// `e` is live; `target` is NUL-terminated; `buf` has `cap` writable bytes (or is NULL);
+// `len` is writable.
+risk_result risk_engine_deploy_status_json(const struct risk_engine *e,
+                                           const char *target_name,
+                                           char *buf,
+                                           size_t cap,
+                                           size_t *len);
+
+// Promotes the candidate of `target`'s deploy in progress now (skipping its remaining
+// stages). `RISK_ERR_DEPLOY` when none is in progress.
+//
+// # Safety
+// `e` is live; `target` is NUL-terminated.
+risk_result risk_engine_promote(const struct risk_engine *e, const char *target_name);
+
+// Ends `target`'s deploy in progress, or (with none) restores the version that served
+// before the current one. `reason` (NULL: none given) is recorded. `RISK_ERR_DEPLOY`
+// when there is nothing to roll back to.
+//
+// # Safety
+// `e` is live; `target` is NUL-terminated; `reason` is NULL or NUL-terminated.
+risk_result risk_engine_rollback(const struct risk_engine *e,
+                                 const char *target_name,
+                                 const char *reason);
+
+// Judges every deploy's guards and stages now (the engine's supervisor also does, on
+// `deploy.check_interval_ms`).
+//
+// # Safety
+// `e` is a live engine handle.
+risk_result risk_engine_deploy_tick(const struct risk_engine *e);
 
 #ifdef __cplusplus
 }  // extern "C"

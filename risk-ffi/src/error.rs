@@ -42,6 +42,10 @@ pub enum risk_result {
     /// The audit log failed: a flush timed out, the log is closed, or a write failed (the
     /// message says which).
     RISK_ERR_AUDIT = 14,
+    /// A deploy, promote or rollback was refused (the message says why: the gate check,
+    /// load, warm-up, schema, a deploy in progress, nothing to roll back); what serves is
+    /// unchanged.
+    RISK_ERR_DEPLOY = 15,
 }
 
 use risk_result::*;

@@ -46,6 +46,8 @@ mod metrics;
 mod subscription;
 // The audit trail: query a log directory, flush and stats of the engine's log.
 mod audit;
+// Model lifecycle: deploy, status, promote, rollback.
+mod deploy;
 
 pub use args::RISK_MAX_INPUT;
 pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
@@ -56,6 +58,10 @@ pub use decision::{
     RISK_FALLBACK_ERROR, RISK_FALLBACK_INVALID_SCORE, RISK_FALLBACK_NONE, RISK_FALLBACK_PANIC,
     RISK_FALLBACK_SATURATED, RISK_FALLBACK_TIMEOUT, RISK_MAX_REASONS, RISK_TIER_FAST,
     RISK_TIER_RULES, RISK_TIER_STATIC,
+};
+pub use deploy::{
+    risk_engine_deploy, risk_engine_deploy_status_json, risk_engine_deploy_tick,
+    risk_engine_promote, risk_engine_rollback,
 };
 pub use engine::{
     risk_engine, risk_engine_decide, risk_engine_decide_batch, risk_engine_free,
