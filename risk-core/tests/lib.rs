@@ -3,6 +3,7 @@
 mod audit;
 mod common;
 mod config;
+mod deploy;
 mod engine;
 mod gray;
 mod reliability;
