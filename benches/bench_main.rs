@@ -4,6 +4,7 @@
 use criterion::{criterion_group, criterion_main};
 
 mod audit;
+mod deploy;
 mod engine;
 mod ffi;
 mod llm;
@@ -27,4 +28,9 @@ criterion_group!(
     config = engine::config();
     targets = llm::prefill, quant::kernels, quant::prefill
 );
-criterion_main!(benches, deep, audit);
+criterion_group!(
+    name = lifecycle;
+    config = engine::config();
+    targets = deploy::decide
+);
+criterion_main!(benches, deep, audit, lifecycle);
