@@ -23,6 +23,11 @@
 //! them), and a fault drill in which the fast tier stalls. Every decision and verdict is
 //! recorded to the audit log in `target/quickstart-audit` and found again by id with the
 //! versions that produced it (`cargo run --release --example audit_query -- --help`).
+//! Last, the model lifecycle live (`lifecycle.rs`): a calibrated version of the fast
+//! model deployed through gate → shadow → canary → promote, a wrong model refused at the
+//! gate, and a model that degrades on live traffic rolled back automatically.
+
+mod lifecycle;
 
 use risk_core::audit::{LogOptions, Query, SegmentLog};
 use risk_core::synth::{generate, schema, SynthConfig};
@@ -235,6 +240,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // ----- fault drill -----
     drill(&schema, &fast, &rules, &replay[..replay.len().min(2_000)])?;
+
+    // ----- model lifecycle: deploy, shadow, canary, promote, automatic rollback -----
+    lifecycle::run(&schema, rules.clone(), fast.clone(), &train, &replay)?;
     Ok(())
 }
 
