@@ -50,6 +50,7 @@ const (
 	codeReload         = 12
 	codeClosed         = 13
 	codeAudit          = 14
+	codeDeploy         = 15
 )
 
 var codeNames = [...]string{
@@ -68,6 +69,7 @@ var codeNames = [...]string{
 	codeReload:         "RISK_ERR_RELOAD",
 	codeClosed:         "RISK_ERR_CLOSED",
 	codeAudit:          "RISK_ERR_AUDIT",
+	codeDeploy:         "RISK_ERR_DEPLOY",
 }
 
 // CodeName returns the risk.h name of a result code ("RISK_ERR_JSON"), or
@@ -121,6 +123,11 @@ var (
 	// ErrAudit (RISK_ERR_AUDIT): the audit log failed: an AuditFlush timed out, the log is
 	// closed (the engine was shut down), or a write failed; the message says which.
 	ErrAudit = newError(codeAudit, "")
+	// ErrDeploy (RISK_ERR_DEPLOY): a Deploy, Promote or Rollback was refused; the message
+	// says why (the validation gate and which check, a candidate that does not load or warm
+	// up, a schema mismatch, a deploy of the target in progress, nothing to promote or roll
+	// back to). What serves is unchanged: a refused candidate never serves.
+	ErrDeploy = newError(codeDeploy, "")
 )
 
 // Errors of methods called after Close (RISK_ERR_HANDLE; errors.Is(err, ErrHandle)).

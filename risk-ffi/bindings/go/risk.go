@@ -12,34 +12,9 @@
 package risk
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include
+#cgo CFLAGS: -I${SRCDIR}/../../include -I${SRCDIR}
 #cgo LDFLAGS: -lrisk_ffi
-#include <stdlib.h>
-#include <string.h>
-#include "risk.h"
-
-// Every call goes through a wrapper that, on failure, copies risk_last_error() inside the
-// same cgo call: the message is thread-local and only valid until the thread's next call
-// into the library, and a goroutine may be rescheduled between two cgo calls.
-typedef struct {
-	risk_result rc;
-	char *err;    // malloc'd copy of risk_last_error() when rc != RISK_OK (caller frees)
-	void *ptr;    // a handle out
-	size_t n;     // a length or count out
-	uint64_t a;   // shutdown: drained; audit flush: the durable sequence number
-	uint64_t b;   // shutdown: abandoned
-} gorisk_res;
-
-static gorisk_res gorisk_done(risk_result rc) {
-	gorisk_res r;
-	memset(&r, 0, sizeof r);
-	r.rc = rc;
-	if (rc != RISK_OK) {
-		const char *m = risk_last_error();
-		r.err = strdup(m ? m : "");
-	}
-	return r;
-}
+#include "gorisk.h" // gorisk_res, gorisk_done (shared with deploy.go)
 
 static gorisk_res gorisk_new_from_path(const char *path) {
 	risk_engine *e = NULL;

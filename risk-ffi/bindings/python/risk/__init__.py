@@ -10,6 +10,11 @@ The audit trail (an engine with ``[audit]`` in its TOML) reads back with
 ``risk.read_audit(dir, txn=..., rule=...)`` (a DataFrame) or ``risk.read_audit_records``
 (dicts); ``engine.audit_flush()`` makes what was logged durable first.
 
+Model lifecycle: ``engine.deploy("fast", candidate_toml, plan_toml)`` gates a candidate on
+recent traffic and shadows, canaries or promotes it; ``engine.deploy_status(target)``,
+``engine.promote(target)``, ``engine.rollback(target, reason)``; a refusal raises
+``risk.DeployError``.
+
 The shared library is found through ``RISK_FFI_LIB`` (a file), ``RISK_FFI_LIB_DIR`` (a
 directory), ``<repo>/target/release``, then the system loader; see ``risk._ffi``.
 """
@@ -18,6 +23,8 @@ from ._audit import AUDIT_KINDS, flatten_record, read_audit, read_audit_records
 from ._engine import (
     DEFAULT_BATCH_SIZE,
     AuditError,
+    DEPLOY_TARGETS,
+    DeployError,
     FRAME_COLUMNS,
     TXN_FIELDS,
     Decision,
@@ -38,6 +45,7 @@ from ._ffi import (
     RISK_CODE_UNKNOWN,
     RISK_ERR_AUDIT,
     RISK_ERR_CLOSED,
+    RISK_ERR_DEPLOY,
     RISK_ERR_EMPTY,
     RISK_ERR_HANDLE,
     RiskLibraryNotFound,
@@ -55,10 +63,12 @@ __all__ = [
     "RiskTypeError",
     "RiskValueError",
     "AuditError",
+    "DeployError",
     "RiskLibraryNotFound",
     "RESULT_NAMES",
     "RISK_ERR_AUDIT",
     "RISK_ERR_CLOSED",
+    "RISK_ERR_DEPLOY",
     "RISK_ERR_EMPTY",
     "RISK_ERR_HANDLE",
     "RISK_CODE_UNKNOWN",
@@ -73,6 +83,7 @@ __all__ = [
     "read_audit_records",
     "flatten_record",
     "AUDIT_KINDS",
+    "DEPLOY_TARGETS",
 ]
 
 __version__ = "0.1.0"

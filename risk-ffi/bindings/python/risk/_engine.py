@@ -1,5 +1,5 @@
 """The Pythonic layer over the C ABI: RiskEngine, Decision, Verdict, Subscription, RiskError,
-AuditError."""
+AuditError, DeployError."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ __all__ = [
     "RiskTypeError",
     "RiskValueError",
     "AuditError",
+    "DeployError",
+    "DEPLOY_TARGETS",
     "TXN_FIELDS",
     "FRAME_COLUMNS",
     "version",
@@ -71,6 +73,12 @@ DEFAULT_BATCH_SIZE = 64
 
 # Longest single library poll (see Subscription.poll).
 POLL_SLICE_MS = 20
+
+# The parts of an engine a deploy can replace (RiskEngine.deploy's ``target``).
+DEPLOY_TARGETS = ("rules", "fast", "deep", "policy")
+
+# First buffer for a deploy status's JSON (it holds up to 64 history events).
+_DEPLOY_STATUS_CAP = 4096
 
 
 # ----- errors -----
@@ -135,8 +143,19 @@ class AuditError(RiskError):
         super().__init__(code, message)
 
 
+class DeployError(RiskError):
+    """``RISK_ERR_DEPLOY`` (15): a deploy, promote or rollback was refused; ``message`` says
+    why (the validation gate and which check, the candidate failed to load or warm up, a
+    schema mismatch, a deploy of the target already in progress, nothing to promote or roll
+    back to). What serves is unchanged: a refused candidate never serves. A RiskError like
+    any other (``except RiskError`` catches it too)."""
+
+    def __init__(self, code: int = F.RISK_ERR_DEPLOY, message: str = ""):
+        super().__init__(code, message)
+
+
 # Codes raised as a RiskError subclass (every other code is a plain RiskError).
-_ERROR_CLASSES: dict[int, type] = {F.RISK_ERR_AUDIT: AuditError}
+_ERROR_CLASSES: dict[int, type] = {F.RISK_ERR_AUDIT: AuditError, F.RISK_ERR_DEPLOY: DeployError}
 
 
 def _error(code: int, message: str = "") -> RiskError:
@@ -854,6 +873,85 @@ class RiskEngine(_Handle):
             L = F.lib()
             return json.loads(_read_text(lambda buf, cap, n: L.risk_engine_audit_stats_json(p, buf, cap, n),
                                          512, "audit stats"))
+
+    # ----- model lifecycle -----
+
+    def deploy(
+        self,
+        target: str,
+        candidate_toml: str,
+        plan_toml: str | None = None,
+        base_dir: str | os.PathLike | None = None,
+    ) -> int:
+        """Deploys a candidate to ``target`` (one of DEPLOY_TARGETS: ``"rules"``, ``"fast"``,
+        ``"deep"``, ``"policy"``) and returns the deploy id (``risk_engine_deploy``).
+
+        ``candidate_toml``: a ``[scorer]`` table as in ``risk.toml``'s ``[fast.scorer]``
+        (optionally with ``[calibration]``: ``method = "platt"``, ``a``, ``b``), a
+        ``[policy]`` table (``approve_below``, ``decline_at``), or ``stored = "<key>"`` (a
+        version in the model directory). ``plan_toml``: ``by``, ``[gate]``, ``[shadow]``,
+        ``[[canary]]``, ``[guards]``; None is the standard plan (shadow, then canary 1% ->
+        10% -> 50% -> 100%, a minute each); a plan without stages promotes at once once the
+        gate passes. Relative paths in the candidate resolve against ``base_dir`` (None: the
+        process's current directory).
+
+        The validation gate runs on this thread, on a sample of recent live decisions (by
+        default it needs 32: let traffic run first, or set ``[gate] min_sample``). Returns
+        once the candidate shadows, is in canary or serves (see :meth:`deploy_status`).
+
+        Raises :class:`DeployError` (``RISK_ERR_DEPLOY``) when refused (the gate, a
+        candidate that does not load, a deploy of ``target`` in progress): what serves is
+        unchanged. RiskError(``RISK_ERR_INVALID``) for an unknown target or a malformed
+        plan."""
+        t = _c_str(target, "target")
+        c = _c_str(candidate_toml, "candidate_toml")
+        p = None if plan_toml is None else _c_str(plan_toml, "plan_toml")
+        d = None if base_dir is None else _c_str(base_dir, "base_dir", path=True)
+        out = ctypes.c_uint64(0)
+        with _Use(self) as h:
+            _check(F.lib().risk_engine_deploy(h, t, c, p, d, ctypes.byref(out)))
+        return out.value
+
+    def deploy_status(self, target: str) -> dict:
+        """``target``'s deploy status (``risk_engine_deploy_status_json``) as a dict:
+        ``target``, ``epoch``, ``serving`` ({id, name, version, hash}, None when the target
+        has no tier), ``previous`` (what a rollback returns to, most recent first),
+        ``active`` (the deploy in progress, None when none: {id, candidate, phase
+        ("shadow" / "canary"), stage, share, started_ms, gate, candidate_stats,
+        serving_stats, shadow_shed}) and ``history`` (the latest events, oldest first:
+        {kind ("started" / "refused" / "stage" / "promoted" / "rolled_back"), deploy,
+        version, detail, share, ...}). RiskError(``RISK_ERR_INVALID``) for an unknown
+        target."""
+        t = _c_str(target, "target")
+        with _Use(self) as h:
+            L = F.lib()
+            text = _read_text(lambda buf, cap, n: L.risk_engine_deploy_status_json(h, t, buf, cap, n),
+                              _DEPLOY_STATUS_CAP, "deploy status")
+        return json.loads(text)
+
+    def promote(self, target: str) -> None:
+        """Promotes the candidate of ``target``'s deploy in progress now, skipping its
+        remaining stages (``risk_engine_promote``). :class:`DeployError` when none is in
+        progress."""
+        t = _c_str(target, "target")
+        with _Use(self) as h:
+            _check(F.lib().risk_engine_promote(h, t))
+
+    def rollback(self, target: str, reason: str | None = None) -> None:
+        """Ends ``target``'s deploy in progress (what serves stays), or, with none in
+        progress, restores the version that served before the current one
+        (``risk_engine_rollback``). ``reason`` (None: none given) is recorded in the
+        history. :class:`DeployError` when there is nothing to roll back to."""
+        t = _c_str(target, "target")
+        r = None if reason is None else _c_str(reason, "reason")
+        with _Use(self) as h:
+            _check(F.lib().risk_engine_rollback(h, t, r))
+
+    def deploy_tick(self) -> None:
+        """Judges every deploy's guards and stages now (``risk_engine_deploy_tick``; the
+        engine's supervisor also does, every ``[deploy] check_interval_ms``)."""
+        with _Use(self) as h:
+            _check(F.lib().risk_engine_deploy_tick(h))
 
     def reload_rules(self) -> None:
         """Reloads the rule file; on a compile error the serving rules stay and

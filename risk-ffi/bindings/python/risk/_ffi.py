@@ -81,6 +81,7 @@ RISK_ERR_EMPTY = 11
 RISK_ERR_RELOAD = 12
 RISK_ERR_CLOSED = 13
 RISK_ERR_AUDIT = 14
+RISK_ERR_DEPLOY = 15
 
 RESULT_NAMES = {
     RISK_OK: "RISK_OK",
@@ -98,6 +99,7 @@ RESULT_NAMES = {
     RISK_ERR_RELOAD: "RISK_ERR_RELOAD",
     RISK_ERR_CLOSED: "RISK_ERR_CLOSED",
     RISK_ERR_AUDIT: "RISK_ERR_AUDIT",
+    RISK_ERR_DEPLOY: "RISK_ERR_DEPLOY",
 }
 
 # One-line meanings, from the header's comments (used when the library gives no message).
@@ -117,6 +119,7 @@ RESULT_DESCRIPTIONS = {
     RISK_ERR_RELOAD: "rule reload failed",
     RISK_ERR_CLOSED: "no more items will ever come (stop polling)",
     RISK_ERR_AUDIT: "the audit log failed (a flush timed out, the log is closed, or a write failed)",
+    RISK_ERR_DEPLOY: "a deploy, promote or rollback was refused; what serves is unchanged",
 }
 
 # Names of the small enums the header defines only as numbers.
@@ -245,6 +248,17 @@ _PROTOTYPES = {
     "risk_audit_query_json": (risk_result, [c_char_p, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)]),
     "risk_engine_audit_flush": (risk_result, [risk_engine_p, c_uint32, POINTER(c_uint64)]),
     "risk_engine_audit_stats_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_deploy": (
+        risk_result,
+        [risk_engine_p, c_char_p, c_char_p, c_char_p, c_char_p, POINTER(c_uint64)],
+    ),
+    "risk_engine_deploy_status_json": (
+        risk_result,
+        [risk_engine_p, c_char_p, c_char_p, c_size_t, POINTER(c_size_t)],
+    ),
+    "risk_engine_promote": (risk_result, [risk_engine_p, c_char_p]),
+    "risk_engine_rollback": (risk_result, [risk_engine_p, c_char_p, c_char_p]),
+    "risk_engine_deploy_tick": (risk_result, [risk_engine_p]),
 }
 
 LIB_NAME = "librisk_ffi.so" if sys.platform.startswith("linux") else (

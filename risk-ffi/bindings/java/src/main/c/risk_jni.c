@@ -46,6 +46,8 @@
 /* First buffer for an audit query's JSON; a larger answer costs one more read of the log. */
 #define AUDIT_QUERY_INITIAL_CAP 65536
 #define AUDIT_STATS_INITIAL_CAP 512
+/* A deploy status holds up to 64 history events. */
+#define DEPLOY_STATUS_INITIAL_CAP 4096
 
 _Static_assert(RISK_MAX_REASONS == 8, "Decision.fromLongs assumes 8 reasons (2 longs each)");
 _Static_assert(16 + 2 * RISK_MAX_REASONS == DECISION_LONGS, "decision layout");
@@ -671,6 +673,82 @@ static jbyteArray JNICALL n_audit_stats_json(JNIEnv *env, jclass cls, jlong eng)
   return read_text(env, call_audit_stats, (const void *)(intptr_t)eng, AUDIT_STATS_INITIAL_CAP, "audit stats");
 }
 
+/* ----- model lifecycle ----- */
+
+/* A null target or candidate reaches the library as NULL (RISK_ERR_NULL); a null plan, base
+ * dir or reason is the library's default (the standard plan, the working directory, no
+ * reason given). */
+static jlong JNICALL n_deploy(JNIEnv *env, jclass cls, jlong eng, jbyteArray target_z, jbyteArray cand_z,
+                              jbyteArray plan_z, jbyteArray dir_z) {
+  (void)cls;
+  char *target = NULL, *cand = NULL, *plan = NULL, *dir = NULL;
+  jlong out = 0;
+  if (copy_bytes(env, target_z, "target", 1, &target, NULL) && copy_bytes(env, cand_z, "candidate", 1, &cand, NULL) &&
+      copy_bytes(env, plan_z, "plan", 1, &plan, NULL) && copy_bytes(env, dir_z, "baseDir", 1, &dir, NULL)) {
+    uint64_t id = 0;
+    risk_result r = risk_engine_deploy((const risk_engine *)(intptr_t)eng, target, cand, plan, dir, &id);
+    if (r != RISK_OK) {
+      throw_risk(env, r);
+    } else {
+      out = (jlong)id;
+    }
+  }
+  free(target);
+  free(cand);
+  free(plan);
+  free(dir);
+  return out;
+}
+
+typedef struct {
+  const risk_engine *e;
+  const char *target;
+} deploy_status_args;
+
+static risk_result call_deploy_status(const void *args, char *buf, size_t cap, size_t *len) {
+  const deploy_status_args *a = args;
+  return risk_engine_deploy_status_json(a->e, a->target, buf, cap, len);
+}
+
+static jbyteArray JNICALL n_deploy_status_json(JNIEnv *env, jclass cls, jlong eng, jbyteArray target_z) {
+  (void)cls;
+  char *target;
+  if (!copy_bytes(env, target_z, "target", 1, &target, NULL)) return NULL;
+  deploy_status_args a = {(const risk_engine *)(intptr_t)eng, target};
+  jbyteArray b = read_text(env, call_deploy_status, &a, DEPLOY_STATUS_INITIAL_CAP, "the deploy status");
+  free(target);
+  return b;
+}
+
+static void JNICALL n_promote(JNIEnv *env, jclass cls, jlong eng, jbyteArray target_z) {
+  (void)cls;
+  char *target;
+  if (!copy_bytes(env, target_z, "target", 1, &target, NULL)) return;
+  risk_result r = risk_engine_promote((const risk_engine *)(intptr_t)eng, target);
+  if (r != RISK_OK) throw_risk(env, r);
+  free(target);
+}
+
+static void JNICALL n_rollback(JNIEnv *env, jclass cls, jlong eng, jbyteArray target_z, jbyteArray reason_z) {
+  (void)cls;
+  char *target, *reason;
+  if (!copy_bytes(env, target_z, "target", 1, &target, NULL)) return;
+  if (!copy_bytes(env, reason_z, "reason", 1, &reason, NULL)) {
+    free(target);
+    return;
+  }
+  risk_result r = risk_engine_rollback((const risk_engine *)(intptr_t)eng, target, reason);
+  if (r != RISK_OK) throw_risk(env, r);
+  free(target);
+  free(reason);
+}
+
+static void JNICALL n_deploy_tick(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  risk_result r = risk_engine_deploy_tick((const risk_engine *)(intptr_t)eng);
+  if (r != RISK_OK) throw_risk(env, r);
+}
+
 static void JNICALL n_reload_rules(JNIEnv *env, jclass cls, jlong eng) {
   (void)cls;
   risk_result r = risk_engine_reload_rules((const risk_engine *)(intptr_t)eng);
@@ -764,6 +842,11 @@ static const JNINativeMethod METHODS[] = {
     {"auditQueryJson", "([B[B)[B", (void *)n_audit_query_json},
     {"auditFlush", "(JI)J", (void *)n_audit_flush},
     {"auditStatsJson", "(J)[B", (void *)n_audit_stats_json},
+    {"deploy", "(J[B[B[B[B)J", (void *)n_deploy},
+    {"deployStatusJson", "(J[B)[B", (void *)n_deploy_status_json},
+    {"promote", "(J[B)V", (void *)n_promote},
+    {"rollback", "(J[B[B)V", (void *)n_rollback},
+    {"deployTick", "(J)V", (void *)n_deploy_tick},
 };
 
 static jclass global_class(JNIEnv *env, const char *name) {

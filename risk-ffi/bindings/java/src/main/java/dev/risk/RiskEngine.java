@@ -248,6 +248,100 @@ public final class RiskEngine implements AutoCloseable {
     }
 
     /**
+     * Deploys a candidate to {@code target} ({@link Deploy#RULES}, {@link Deploy#FAST},
+     * {@link Deploy#DEEP} or {@link Deploy#POLICY}) and returns the deploy id
+     * ({@code risk_engine_deploy}). The validation gate runs on this thread, on a sample of
+     * recent live decisions (by default it needs 32: let traffic run first, or set
+     * {@code [gate] min_sample}); the call returns once the candidate shadows, is in canary
+     * or serves (see {@link #deployStatus}). The TOML forms are described in {@link Deploy}.
+     *
+     * @param candidateToml a {@code [scorer]} table (optionally with {@code [calibration]}),
+     *     a {@code [policy]} table, or {@code stored = "<key>"}
+     * @param planToml the rollout plan; null: the standard plan (shadow, then canary 1% →
+     *     10% → 50% → 100%, a minute each)
+     * @param baseDir what relative paths in the candidate resolve against; null: the
+     *     process's working directory
+     * @throws RiskException {@code RISK_ERR_DEPLOY} ({@link RiskException#ERR_DEPLOY}) when
+     *     refused (the gate, a candidate that does not load, a deploy of {@code target} in
+     *     progress): what serves is unchanged; {@code RISK_ERR_INVALID} for an unknown
+     *     target or a malformed plan
+     */
+    public long deploy(String target, String candidateToml, String planToml, String baseDir) {
+        byte[] t = required(target, "target");
+        byte[] c = required(candidateToml, "candidateToml");
+        byte[] p = Utf8.z(planToml, "planToml");
+        byte[] d = Utf8.z(baseDir, "baseDir");
+        return withHandle(h -> RiskNative.deploy(h, t, c, p, d));
+    }
+
+    /**
+     * {@code target}'s deploy status as JSON text ({@code risk_engine_deploy_status_json}):
+     * {@code target}, {@code epoch}, {@code serving} ({@code {id, name, version, hash}}, null
+     * when the target has no tier), {@code previous} (what a rollback returns to, most recent
+     * first), {@code active} (the deploy in progress or null: {@code {id, candidate, phase
+     * ("shadow" | "canary"), stage, share, started_ms, gate, candidate_stats, serving_stats,
+     * shadow_shed}}) and {@code history} (the latest events, oldest first: {@code {kind
+     * ("started" | "refused" | "stage" | "promoted" | "rolled_back"), deploy, version, detail,
+     * share, ...}}). {@code RISK_ERR_INVALID} for an unknown target.
+     */
+    public String deployStatusJson(String target) {
+        byte[] t = required(target, "target");
+        return Utf8.decode(withHandle(h -> RiskNative.deployStatusJson(h, t)));
+    }
+
+    /** {@link #deployStatusJson} as an unmodifiable map (numbers {@code Long} or {@code Double}, as in {@link AuditLog#read}). */
+    @SuppressWarnings("unchecked")
+    public Map<String, Object> deployStatus(String target) {
+        return (Map<String, Object>) (Map<?, ?>) Json.parse(deployStatusJson(target));
+    }
+
+    /**
+     * Promotes the candidate of {@code target}'s deploy in progress now, skipping its
+     * remaining stages ({@code risk_engine_promote}); {@code RISK_ERR_DEPLOY} when none is in
+     * progress.
+     */
+    public void promote(String target) {
+        byte[] t = required(target, "target");
+        withHandle(h -> {
+            RiskNative.promote(h, t);
+            return null;
+        });
+    }
+
+    /**
+     * Ends {@code target}'s deploy in progress (what serves stays), or, with none in
+     * progress, restores the version that served before the current one
+     * ({@code risk_engine_rollback}). {@code reason} (null: none given) is recorded in the
+     * history. {@code RISK_ERR_DEPLOY} when there is nothing to roll back to.
+     */
+    public void rollback(String target, String reason) {
+        byte[] t = required(target, "target");
+        byte[] r = Utf8.z(reason, "reason");
+        withHandle(h -> {
+            RiskNative.rollback(h, t, r);
+            return null;
+        });
+    }
+
+    /**
+     * Judges every deploy's guards and stages now ({@code risk_engine_deploy_tick}; the
+     * engine's supervisor also does, every {@code [deploy] check_interval_ms}).
+     */
+    public void deployTick() {
+        withHandle(h -> {
+            RiskNative.deployTick(h);
+            return null;
+        });
+    }
+
+    private static byte[] required(String s, String what) {
+        if (s == null) {
+            throw new IllegalArgumentException(what + " is null");
+        }
+        return Utf8.z(s, what);
+    }
+
+    /**
      * Reloads the rule file; on failure ({@code RISK_ERR_RELOAD}) the serving rules are
      * unchanged.
      */

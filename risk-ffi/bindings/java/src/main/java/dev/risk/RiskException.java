@@ -48,12 +48,19 @@ public class RiskException extends RuntimeException {
      * the log is closed (the engine was shut down), or a write failed; the detail says which.
      */
     public static final int ERR_AUDIT = 14;
+    /**
+     * {@code RISK_ERR_DEPLOY}: a {@link RiskEngine#deploy}, {@link RiskEngine#promote} or
+     * {@link RiskEngine#rollback} was refused; the detail says why (the validation gate and
+     * which check, a candidate that does not load or warm up, a schema mismatch, a deploy of
+     * the target in progress, nothing to promote or roll back to). What serves is unchanged.
+     */
+    public static final int ERR_DEPLOY = 15;
 
     private static final String[] NAMES = {
         "RISK_OK", "RISK_ERR_NULL", "RISK_ERR_UTF8", "RISK_ERR_INVALID", "RISK_ERR_CONFIG",
         "RISK_ERR_TRANSACTION", "RISK_ERR_SHUT_DOWN", "RISK_ERR_PANIC",
         "RISK_ERR_BUFFER_TOO_SMALL", "RISK_ERR_JSON", "RISK_ERR_HANDLE", "RISK_ERR_EMPTY",
-        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED", "RISK_ERR_AUDIT",
+        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED", "RISK_ERR_AUDIT", "RISK_ERR_DEPLOY",
     };
 
     private final int code;

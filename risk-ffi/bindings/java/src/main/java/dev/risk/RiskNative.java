@@ -90,4 +90,20 @@ final class RiskNative {
     static native long auditFlush(long engine, int timeoutMs);
 
     static native byte[] auditStatsJson(long engine);
+
+    /**
+     * {@code risk_engine_deploy}: the deploy id. {@code planZ} and {@code baseDirZ} may be
+     * null (NULL: the standard plan, the working directory).
+     */
+    static native long deploy(long engine, byte[] targetZ, byte[] candidateZ, byte[] planZ, byte[] baseDirZ);
+
+    /** {@code risk_engine_deploy_status_json} as UTF-8. */
+    static native byte[] deployStatusJson(long engine, byte[] targetZ);
+
+    static native void promote(long engine, byte[] targetZ);
+
+    /** {@code risk_engine_rollback}; {@code reasonZ} may be null (NULL: none given). */
+    static native void rollback(long engine, byte[] targetZ, byte[] reasonZ);
+
+    static native void deployTick(long engine);
 }

@@ -407,7 +407,9 @@ class RiskEngineTest {
         assertEquals(13, RiskException.ERR_CLOSED);
         assertEquals("RISK_ERR_AUDIT", RiskException.codeName(RiskException.ERR_AUDIT));
         assertEquals(14, RiskException.ERR_AUDIT);
-        assertEquals("RISK_ERR_UNKNOWN(15)", RiskException.codeName(15));
+        assertEquals("RISK_ERR_DEPLOY", RiskException.codeName(RiskException.ERR_DEPLOY));
+        assertEquals(15, RiskException.ERR_DEPLOY);
+        assertEquals("RISK_ERR_UNKNOWN(16)", RiskException.codeName(16));
         long[] raw = new long[RiskNative.DECISION_LONGS];
         raw[3] = 255;
         raw[4] = 255;
