@@ -206,6 +206,17 @@ impl ModelDirectory {
         self.store(target, &m, None)
     }
 
+    /// Forgets `target`'s promoted version (the configured one serves after a restart):
+    /// a rollback to a version the directory never stored.
+    pub(crate) fn clear_promoted(&self, target: Target) -> Result<(), DeployError> {
+        let p = self.root.join(target.as_str()).join("PROMOTED");
+        match std::fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io("cannot remove", &p, e)),
+        }
+    }
+
     /// Makes `key` the promoted version of `target` (atomically).
     pub(crate) fn set_promoted(&self, target: Target, key: &str) -> Result<(), DeployError> {
         let p = self.root.join(target.as_str()).join("PROMOTED");

@@ -307,13 +307,22 @@ impl Engine {
             let id = prev.id();
             i.install(target, &prev);
             t.serving_key = key.clone();
-            if let (Some(d), Some(k)) = (&i.deploy.dir, &key) {
-                d.set_promoted(target, k)?;
-                let _ = d.record(
-                    target,
-                    k,
-                    i.change("promoted", &format!("rollback: {reason}")),
-                );
+            match (&i.deploy.dir, &key) {
+                (Some(d), Some(k)) => {
+                    // The routing already changed: a directory that cannot be written
+                    // must not make the rollback look refused.
+                    let _ = d.set_promoted(target, k);
+                    let _ = d.record(
+                        target,
+                        k,
+                        i.change("promoted", &format!("rollback: {reason}")),
+                    );
+                }
+                // Back to the configured version: a restart builds it from risk.toml.
+                (Some(d), None) => {
+                    let _ = d.clear_promoted(target);
+                }
+                (None, _) => {}
             }
             i.event_value(
                 target,

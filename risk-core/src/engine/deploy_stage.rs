@@ -330,13 +330,7 @@ impl Inner {
         automatic: bool,
         why: &str,
     ) -> DeployEvent {
-        let a = t
-            .active
-            .take()
-            .expect("promote_locked needs an active deploy");
-        if let Some(s) = &a.shadow {
-            s.stop();
-        }
+        let a = end_active(t);
         let n = a.cand_stats.snapshot().n;
         let old = self.serving_of(target);
         self.install(target, &a.cand);
@@ -372,13 +366,7 @@ impl Inner {
         automatic: bool,
         why: &str,
     ) -> DeployEvent {
-        let a = t
-            .active
-            .take()
-            .expect("abort_locked needs an active deploy");
-        if let Some(s) = &a.shadow {
-            s.stop();
-        }
+        let a = end_active(t);
         let n = match &a.shadow {
             Some(s) => s.cand.snapshot().n,
             None => a.cand_stats.snapshot().n,
@@ -505,6 +493,19 @@ impl Inner {
             _ => self.cfg.fast_deadline,
         }
     }
+}
+
+/// Takes the active deploy out of `t` and stops its shadow. Callers hold the control lock
+/// and have checked that a deploy is active.
+fn end_active(t: &mut TargetCtl) -> Active {
+    let a = t
+        .active
+        .take()
+        .expect("callers check that a deploy is active");
+    if let Some(s) = &a.shadow {
+        s.stop();
+    }
+    a
 }
 
 fn elapsed(now: Nanos, since: Nanos) -> Duration {

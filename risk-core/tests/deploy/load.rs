@@ -116,6 +116,10 @@ fn hundred_deploys_and_rollbacks_under_four_deciding_threads() {
     assert!(all.len() >= 2000 + 100 * 300);
 }
 
+/// The first decision of a freshly deployed model against the first decision after the
+/// same control-plane work without a deploy (1024 scores, a status read): any CPU cache
+/// the deploy's gate evicted is evicted in both, so what remains is whether the new
+/// version itself was warm. Also printed: the steady state.
 #[test]
 #[cfg_attr(
     debug_assertions,
@@ -135,20 +139,33 @@ fn a_freshly_deployed_model_is_warm_from_its_first_decision() {
         assert!(d.model_score.is_some());
         ns
     };
-    let mut first = Vec::new();
-    let mut steady = Vec::new();
-    for k in 0..15 {
+    let (mut fresh, mut same, mut steady) = (Vec::new(), Vec::new(), Vec::new());
+    let other = Model::new("work", 0.8, 0.0);
+    for k in 0..31 {
         let m = Model::new(&format!("w{k}"), 0.8, 0.001 * k as f32);
         e.deploy(Target::Fast, Candidate::scorer(m), immediate())
             .unwrap();
-        first.push(time(&e, 90_000 + k));
-        for j in 0..200 {
-            steady.push(time(&e, 100_000 + k * 1000 + j));
+        fresh.push(time(&e, 90_000 + k));
+        for j in 0..100 {
+            steady.push(time(&e, 200_000 + k * 1000 + j));
         }
+        for j in 0..1024 {
+            let _ = other.score(&txn(&s, 300_000 + j, 1000));
+        }
+        let _ = e.deploy_status(Target::Fast);
+        same.push(time(&e, 95_000 + k));
     }
-    first.sort_unstable();
-    steady.sort_unstable();
-    let (f, st) = (first[first.len() / 2], steady[steady.len() / 2]);
-    println!("first decision after a deploy: median {f} ns; steady state median {st} ns");
-    assert!(f <= 2 * st.max(1), "first call {f} ns vs steady {st} ns");
+    let median = |v: &mut Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    let (f, w, st) = (median(&mut fresh), median(&mut same), median(&mut steady));
+    println!(
+        "first decision: of a freshly deployed model {f} ns, of the serving one after the same \
+         work {w} ns; steady state {st} ns"
+    );
+    assert!(
+        f <= 2 * w.max(1),
+        "fresh model's first call {f} ns vs {w} ns"
+    );
 }

@@ -4,6 +4,7 @@
 //! (timing between threads, the registry, the metrics document against the header).
 
 mod audit;
+mod deploy;
 mod fuzz_seeds;
 mod handles;
 mod json;
