@@ -106,6 +106,8 @@ pub fn decide(c: &mut Criterion) {
     bench(&mut g, "decide_shadow_sample_10pct", &sampled);
     let (cal, _) = engine(&txns, true);
     bench(&mut g, "decide_calibrated", &cal);
+    // The baseline again, last: the spread between the two is this machine's noise.
+    bench(&mut g, "decide_no_deploy_again", &idle);
     g.finish();
     let st = shadow.deploy_status(Target::Fast);
     let a = st.active.unwrap();

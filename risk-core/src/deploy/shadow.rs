@@ -32,13 +32,51 @@ pub(crate) const BATCH: usize = 32;
 /// Shadows a thread keeps a batch for at once (older ones are dropped from it).
 const PER_THREAD: usize = 4;
 
+/// What a tier answered, as much as a shadow needs (a whole `Score` is ~170 bytes of
+/// reasons the shadow never reads: copying less is most of the caller's cost).
+#[derive(Clone, Copy)]
+pub(crate) struct Slim {
+    p: f32,
+    directive: Option<Action>,
+}
+
+impl Slim {
+    #[inline]
+    fn of(s: Option<&Score>) -> Option<Self> {
+        s.map(|s| Slim {
+            p: s.probability,
+            directive: s.directive,
+        })
+    }
+}
+
 /// One copied decision: the transaction and what the serving tiers answered.
 pub(crate) struct ShadowItem {
     pub txn: Transaction,
-    pub rules: Option<Score>,
-    pub model: Option<Score>,
+    rules: Option<Slim>,
+    model: Option<Slim>,
     pub shift: f32,
     pub action: Action,
+}
+
+impl ShadowItem {
+    fn rebuild(s: Option<Slim>) -> Option<Score> {
+        s.map(|s| {
+            let mut x = Score::new(s.p);
+            x.directive = s.directive;
+            x
+        })
+    }
+
+    /// The rule tier's answer (probability and directive).
+    pub(crate) fn rules(&self) -> Option<Score> {
+        Self::rebuild(self.rules)
+    }
+
+    /// The fast tier's answer (probability).
+    pub(crate) fn model(&self) -> Option<Score> {
+        Self::rebuild(self.model)
+    }
 }
 
 /// Up to [`BATCH`] items; `items[..len]` are live, the rest are reusable buffers.
@@ -151,11 +189,12 @@ impl Shadow {
     pub(crate) fn offer(
         &self,
         txn: &Transaction,
-        rules: Option<Score>,
-        model: Option<Score>,
+        rules: Option<&Score>,
+        model: Option<&Score>,
         shift: f32,
         action: Action,
     ) {
+        let (rules, model) = (Slim::of(rules), Slim::of(model));
         if (mix(txn.id.0 ^ 0x5eed) % SHARE_SCALE as u64) as u32 >= self.sample {
             return;
         }

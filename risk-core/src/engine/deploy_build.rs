@@ -340,7 +340,7 @@ impl Inner {
     pub(super) fn shadow_eval(&self, target: Target, cand: &AnyVer, budget: Duration) -> Eval {
         let pol = self.routing.load().policy.serving.body.policy;
         let rules_action = move |it: &ShadowItem| {
-            it.rules.map(|r| {
+            it.rules().map(|r| {
                 r.directive
                     .unwrap_or(pol.threshold(r.probability, it.shift))
             })
@@ -355,7 +355,7 @@ impl Inner {
                     .ok()
                     .filter(|_| lat <= budget)
                     .map(|s| c.body.calibrated(s));
-                let would = pol.combine(it.rules.as_ref(), sc.as_ref(), it.shift);
+                let would = pol.combine(it.rules().as_ref(), sc.as_ref(), it.shift);
                 let ra = rules_action(it);
                 let th = |s: &Score| pol.threshold(s.probability, it.shift);
                 (
@@ -367,11 +367,11 @@ impl Inner {
                         agrees_with_rules: ra.zip(sc.as_ref().map(th)).map(|(a, b)| a == b),
                     },
                     Outcome {
-                        failed: it.model.is_none(),
-                        score: it.model.map(|s| s.probability),
+                        failed: it.model().is_none(),
+                        score: it.model().map(|s| s.probability),
                         latency_ns: None,
                         action: it.action,
-                        agrees_with_rules: ra.zip(it.model.as_ref().map(th)).map(|(a, b)| a == b),
+                        agrees_with_rules: ra.zip(it.model().as_ref().map(th)).map(|(a, b)| a == b),
                     },
                 )
             }),
@@ -379,8 +379,8 @@ impl Inner {
                 let t0 = Instant::now();
                 let r = guarded_score(&*c.body.scorer, &it.txn).ok();
                 let lat = t0.elapsed();
-                let would = pol.combine(r.as_ref(), it.model.as_ref(), it.shift);
-                let ma = it.model.map(|m| pol.threshold(m.probability, it.shift));
+                let would = pol.combine(r.as_ref(), it.model().as_ref(), it.shift);
+                let ma = it.model().map(|m| pol.threshold(m.probability, it.shift));
                 let act = |s: &Score| {
                     s.directive
                         .unwrap_or(pol.threshold(s.probability, it.shift))
@@ -394,19 +394,24 @@ impl Inner {
                         agrees_with_rules: r.as_ref().map(act).zip(ma).map(|(a, b)| a == b),
                     },
                     Outcome {
-                        failed: it.rules.is_none(),
-                        score: it.rules.map(|s| s.probability),
+                        failed: it.rules().is_none(),
+                        score: it.rules().map(|s| s.probability),
                         latency_ns: None,
                         action: it.action,
-                        agrees_with_rules: it.rules.as_ref().map(act).zip(ma).map(|(a, b)| a == b),
+                        agrees_with_rules: it
+                            .rules()
+                            .as_ref()
+                            .map(act)
+                            .zip(ma)
+                            .map(|(a, b)| a == b),
                     },
                 )
             }),
             AnyVer::Policy(c) => Box::new(move |it: &ShadowItem| {
-                let would = c
-                    .body
-                    .policy
-                    .combine(it.rules.as_ref(), it.model.as_ref(), it.shift);
+                let would =
+                    c.body
+                        .policy
+                        .combine(it.rules().as_ref(), it.model().as_ref(), it.shift);
                 let o = |action| Outcome {
                     failed: false,
                     score: None,

@@ -20,6 +20,9 @@ use std::time::Duration;
 /// Events kept per target in its status.
 const HISTORY: usize = 64;
 
+/// The least time between two supervisor ticks.
+const MIN_TICK: Duration = Duration::from_millis(10);
+
 impl Inner {
     /// Records a decision for the deploy watching its versions (decide path, only while
     /// a deploy is active; counters only).
@@ -88,8 +91,8 @@ impl Inner {
         &self,
         r: &Routing,
         txn: &Transaction,
-        rules: Option<Score>,
-        model: Option<Score>,
+        rules: Option<&Score>,
+        model: Option<&Score>,
         shift: f32,
         action: Action,
     ) {
@@ -110,13 +113,23 @@ impl Inner {
         let interval = self.deploy.cfg.check_interval;
         let h = std::thread::Builder::new()
             .name("risk-deploy".into())
-            .spawn(move || loop {
-                std::thread::park_timeout(interval);
-                let Some(inner) = me.upgrade() else { return };
-                if inner.deploy.stop.load(Relaxed) {
-                    return;
+            .spawn(move || {
+                let mut last: Option<std::time::Instant> = None;
+                loop {
+                    std::thread::park_timeout(interval);
+                    // Pokes come every `check_every` candidate decisions; a tick reads every
+                    // watched version's counters (cache lines the deciding threads write), so
+                    // ticks are at least `MIN_TICK` apart however fast decisions come.
+                    if let Some(gap) = last.map(|l| l.elapsed()).filter(|g| *g < MIN_TICK) {
+                        std::thread::sleep(MIN_TICK - gap);
+                    }
+                    let Some(inner) = me.upgrade() else { return };
+                    if inner.deploy.stop.load(Relaxed) {
+                        return;
+                    }
+                    inner.tick();
+                    last = Some(std::time::Instant::now());
                 }
-                inner.tick();
             });
         // Without a supervisor the stages still advance on `deploy_tick` calls.
         if let Ok(h) = h {

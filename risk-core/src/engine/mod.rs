@@ -497,7 +497,14 @@ impl Inner {
             self.observe(ch, &d, rules.as_ref(), model.as_ref(), rules_ns, fast_ns);
         }
         if ch.routing.shadowed() {
-            self.offer_shadows(ch.routing, txn, rules, model, shift, d.action);
+            self.offer_shadows(
+                ch.routing,
+                txn,
+                rules.as_ref(),
+                model.as_ref(),
+                shift,
+                d.action,
+            );
         }
         if let Some(a) = &self.audit {
             // Never blocks beyond the sink's policy; a shed record is counted by the sink.
