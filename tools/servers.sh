@@ -5,13 +5,22 @@
 #   tools/servers.sh stop   [NAME...]   stop what start started here (idempotent)
 #   tools/servers.sh status [NAME...]   one line per server; exit 0 when all run, 3 when not
 #
-# NAME defaults to all of: kafka. Servers:
-#   kafka  Kafka 4.4.0 KRaft broker on 127.0.0.1:9092 (controller 127.0.0.1:9093), data under
-#          $RISK_SERVERS_DIR/kafka; topics risk-audit (3 partitions), risk-audit-test (1).
-#          Tests find it through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092.
+# NAME defaults to all of: kafka prometheus. Servers:
+#   kafka       Kafka 4.4.0 KRaft broker on 127.0.0.1:9092 (controller 127.0.0.1:9093), data under
+#               $RISK_SERVERS_DIR/kafka; topics risk-audit (3 partitions), risk-audit-test (1).
+#               Tests find it through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092.
+#   prometheus  Prometheus (the distribution's package: apt-get install -y --no-install-recommends
+#               prometheus) on 127.0.0.1:9095, config tools/prometheus/prometheus.yml, TSDB and
+#               prometheus.log under $RISK_SERVERS_DIR/prometheus. It scrapes job "risk" at
+#               127.0.0.1:9464/metrics every 1 s, where a test serves an engine's metrics
+#               (RISK_PROMETHEUS_TARGET=127.0.0.1:9464; between tests that target is down).
+#               Tests query it through RISK_PROMETHEUS_URL=http://127.0.0.1:9095. start waits for
+#               /-/ready only; the first sample of a new target takes several seconds (~6 s seen
+#               at a 1 s interval): poll /api/v1/query for up to ~15 s. Needs curl.
 #
 # Environment: RISK_SERVERS_DIR (default <repo>/target/servers), RISK_KAFKA_LIBS (jar directory,
-# default <repo>/target/kafka/libs; see tools/kafka/broker.sh).
+# default <repo>/target/kafka/libs; see tools/kafka/broker.sh), RISK_PROMETHEUS_START_TIMEOUT
+# (seconds to wait for /-/ready, default 30), RISK_PROMETHEUS_STOP_TIMEOUT (default 30).
 # Exit codes: 0 ok, 1 a server failed to start or stop, 2 usage, 3 status: some server not running.
 #
 # Adding a server: write NAME_start, NAME_stop and NAME_status functions (status prints one line
@@ -23,7 +32,7 @@ repo=$(cd "$here/.." && pwd)
 servers_dir=${RISK_SERVERS_DIR:-$repo/target/servers}
 broker=$here/kafka/broker.sh
 
-all_servers=(kafka)
+all_servers=(kafka prometheus)
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -57,6 +66,141 @@ kafka_status() {
     echo "kafka: something answers on 127.0.0.1:$kafka_port (not started by servers.sh)"
   else
     echo "kafka: not running"
+    return 1
+  fi
+}
+
+# ---- prometheus -----------------------------------------------------------------------------
+prometheus_port=9095
+prometheus_url=http://127.0.0.1:$prometheus_port
+prometheus_dir=$servers_dir/prometheus
+prometheus_config=$here/prometheus/prometheus.yml
+prometheus_start_timeout=${RISK_PROMETHEUS_START_TIMEOUT:-30}
+prometheus_stop_timeout=${RISK_PROMETHEUS_STOP_TIMEOUT:-30}
+
+# true while pid $1 runs (a zombie counts as gone)
+prometheus_alive() {
+  kill -0 "$1" 2>/dev/null || return 1
+  local state
+  { state=$(<"/proc/$1/stat"); } 2>/dev/null || return 1
+  state=${state##*) }
+  [[ ${state%% *} != Z ]]
+}
+# the pid of the Prometheus started here, or nothing (a stale pid file is removed)
+prometheus_pid() {
+  local pidfile=$prometheus_dir/prometheus.pid pid
+  [[ -f $pidfile ]] || return 0
+  pid=$(<"$pidfile")
+  if [[ $pid =~ ^[0-9]+$ ]] && prometheus_alive "$pid" \
+     && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "--config.file=$prometheus_config"; then
+    echo "$pid"
+  else
+    rm -f "$pidfile"
+  fi
+}
+# start and stop take turns (parallel test setups): flock on $prometheus_dir/.lock, fd 8,
+# which Prometheus itself does not inherit
+prometheus_lock() {
+  mkdir -p "$prometheus_dir" || return 1
+  command -v flock >/dev/null || return 0
+  exec 8>"$prometheus_dir/.lock"
+  flock -w $((prometheus_start_timeout + prometheus_stop_timeout + 30)) 8 \
+    || { echo "servers.sh: prometheus: timed out waiting for $prometheus_dir/.lock" >&2; return 1; }
+}
+prometheus_ready() { curl -fsS --max-time 2 -o /dev/null "$prometheus_url/-/ready" 2>/dev/null; }
+
+prometheus_start() {
+  command -v curl >/dev/null \
+    || { echo "servers.sh: prometheus: curl not found (apt-get install -y curl)" >&2; return 1; }
+  prometheus_lock || return 1
+  local pid started=0
+  pid=$(prometheus_pid)
+  if [[ -n $pid ]]; then
+    echo "prometheus: already running on 127.0.0.1:$prometheus_port (pid $pid, $prometheus_dir)"
+  elif listening "$prometheus_port"; then
+    echo "prometheus: something answers on 127.0.0.1:$prometheus_port already (not started here): reusing it"
+  else
+    if ! command -v prometheus >/dev/null; then
+      echo "servers.sh: prometheus: the prometheus binary is not on PATH;" \
+        "install it with: apt-get install -y --no-install-recommends prometheus" >&2
+      return 1
+    fi
+    mkdir -p "$prometheus_dir/data" || return 1
+    local log=$prometheus_dir/prometheus.log
+    [[ -f $log ]] && mv -f "$log" "$log.prev"
+    # stdin/stdout/stderr detached: a caller reading this script's output does not wait for
+    # Prometheus to exit
+    nohup prometheus --config.file="$prometheus_config" \
+      --web.listen-address=127.0.0.1:"$prometheus_port" \
+      --storage.tsdb.path="$prometheus_dir/data" </dev/null >"$log" 2>&1 8>&- &
+    pid=$!
+    disown "$pid"
+    echo "$pid" >"$prometheus_dir/prometheus.pid"
+    started=1
+  fi
+  # also checks that what answers on the port is a Prometheus
+  local deadline=$((SECONDS + prometheus_start_timeout)) t0
+  t0=$(date +%s%N)
+  until prometheus_ready; do
+    if (( started )) && ! prometheus_alive "$pid"; then
+      rm -f "$prometheus_dir/prometheus.pid"
+      echo "servers.sh: prometheus exited during startup; $prometheus_dir/prometheus.log:" >&2
+      tail -n 40 "$prometheus_dir/prometheus.log" >&2
+      return 1
+    fi
+    if (( SECONDS >= deadline )); then
+      echo "servers.sh: prometheus: $prometheus_url/-/ready not ready after ${prometheus_start_timeout}s" >&2
+      if (( started )); then
+        echo "$prometheus_dir/prometheus.log:" >&2
+        tail -n 40 "$prometheus_dir/prometheus.log" >&2
+        kill -KILL "$pid" 2>/dev/null || true
+        deadline=$((SECONDS + 10))
+        while prometheus_alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+        rm -f "$prometheus_dir/prometheus.pid"
+      fi
+      return 1
+    fi
+    sleep 0.1
+  done
+  if (( started )); then
+    echo "prometheus: ready on 127.0.0.1:$prometheus_port (pid $pid, $prometheus_dir," \
+      "$((($(date +%s%N) - t0) / 1000000)) ms; scrapes 127.0.0.1:9464/metrics)"
+  fi
+}
+prometheus_stop() {
+  [[ -d $prometheus_dir ]] || { echo "prometheus: not running ($prometheus_dir does not exist)"; return 0; }
+  prometheus_lock || return 1
+  local pid
+  pid=$(prometheus_pid)
+  if [[ -z $pid ]]; then
+    echo "prometheus: not running (none started here, $prometheus_dir)"
+    return 0
+  fi
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + prometheus_stop_timeout))
+  while prometheus_alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+  if prometheus_alive "$pid"; then
+    echo "servers.sh: prometheus (pid $pid) still up after ${prometheus_stop_timeout}s: KILL" >&2
+    kill -KILL "$pid" 2>/dev/null || true
+    deadline=$((SECONDS + 10))
+    while prometheus_alive "$pid" && (( SECONDS < deadline )); do sleep 0.1; done
+    if prometheus_alive "$pid"; then
+      echo "servers.sh: prometheus (pid $pid) survived KILL" >&2
+      return 1
+    fi
+  fi
+  rm -f "$prometheus_dir/prometheus.pid"
+  echo "prometheus: stopped (pid $pid, $prometheus_dir)"
+}
+prometheus_status() {
+  local pid
+  pid=$(prometheus_pid)
+  if [[ -n $pid ]]; then
+    echo "prometheus: running on 127.0.0.1:$prometheus_port (pid $pid, $prometheus_dir)"
+  elif listening "$prometheus_port"; then
+    echo "prometheus: something answers on 127.0.0.1:$prometheus_port (not started by servers.sh)"
+  else
+    echo "prometheus: not running"
     return 1
   fi
 }
