@@ -9,6 +9,9 @@
 //! Every piece is a real [`Scorer`]; nothing is hard-coded to the evaluation data.
 #![deny(missing_docs)]
 
+#[path = "metrics_http.rs"]
+pub mod metrics_http;
+
 use risk_core::synth::Labeled;
 use risk_core::{Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
 use std::sync::Arc;

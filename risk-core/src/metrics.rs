@@ -108,6 +108,41 @@ impl Histogram {
     }
 }
 
+impl Histogram {
+    /// Cumulative counts at each bound (`values <= bound`, bounds ascending), the sum and
+    /// the count: a Prometheus histogram. A bucket is counted at the first bound at or above
+    /// its largest value, so a count is never attributed to a bound below the value (values
+    /// within the ~3% bucket width under a bound may land at the next one).
+    pub fn cumulative(&self, bounds: &[u64]) -> (Vec<u64>, u64, u64) {
+        let mut out = vec![0u64; bounds.len()];
+        let mut total = 0u64;
+        for (i, b) in self.buckets.iter().enumerate() {
+            let c = b.load(Relaxed);
+            if c == 0 {
+                continue;
+            }
+            total += c;
+            let hi = upper_of(i);
+            let k = bounds.partition_point(|&x| x < hi);
+            for o in &mut out[k..] {
+                *o += c;
+            }
+        }
+        (out, self.sum.load(Relaxed), total)
+    }
+}
+
+/// Largest value of a bucket.
+fn upper_of(idx: usize) -> u64 {
+    if idx < SUB {
+        return idx as u64;
+    }
+    let exp = (idx / SUB) as u32 + SUB_BITS - 1;
+    let sub = (idx % SUB) as u64;
+    let width = 1u64 << (exp - SUB_BITS);
+    ((SUB as u64 + sub) << (exp - SUB_BITS)).saturating_add(width - 1)
+}
+
 /// Percentiles of one histogram.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct LatencySummary {
@@ -320,6 +355,18 @@ mod tests {
             let err = (rep as f64 - v as f64).abs() / (v.max(1) as f64);
             assert!(err <= 0.035, "value {v} reported as {rep}");
         }
+    }
+
+    #[test]
+    fn cumulative_counts_respect_bounds() {
+        let h = Histogram::new();
+        for v in [5u64, 900, 1_000, 1_100, 50_000, 2_000_000] {
+            h.record(v);
+        }
+        let (c, sum, n) = h.cumulative(&[10, 1_000, 100_000, 1_000_000]);
+        assert_eq!((sum, n), (2_053_005, 6));
+        // 1_000's bucket reaches above 1_000, so it counts at the next bound.
+        assert_eq!(c, vec![1, 2, 5, 5]);
     }
 
     #[test]

@@ -6,4 +6,5 @@ mod config;
 mod deploy;
 mod engine;
 mod gray;
+mod prom;
 mod reliability;

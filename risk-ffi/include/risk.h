@@ -358,6 +358,18 @@ risk_result risk_engine_metrics_json(const struct risk_engine *e,
                                      size_t cap,
                                      size_t *len);
 
+// Every metric in the OpenMetrics text exposition format, names prefixed `risk_` (what a
+// `/metrics` endpoint serves to Prometheus; the library starts no server). Same
+// `(buf, cap, *len)` protocol as `risk_engine_metrics_json`.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL to query the size); `len` is
+// writable.
+risk_result risk_engine_metrics_text(const struct risk_engine *e,
+                                     char *buf,
+                                     size_t cap,
+                                     size_t *len);
+
 // Subscribes to deep-tier verdicts from now on (bounded channel: a slow reader loses
 // verdicts, counted by the engine, rather than blocking the deep tier).
 //

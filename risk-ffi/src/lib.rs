@@ -70,7 +70,7 @@ pub use engine::{
 };
 pub use error::{risk_last_error, risk_result, risk_version};
 pub use json::risk_engine_decide_json;
-pub use metrics::risk_engine_metrics_json;
+pub use metrics::{risk_engine_metrics_json, risk_engine_metrics_text};
 pub use subscription::{
     risk_engine_subscribe, risk_subscription, risk_subscription_free, risk_subscription_poll,
     risk_verdict,

@@ -1,4 +1,5 @@
-//! Engine metrics as JSON: `risk_engine_metrics_json`.
+//! Engine metrics as JSON (`risk_engine_metrics_json`) and as the Prometheus/OpenMetrics
+//! text exposition (`risk_engine_metrics_text`).
 
 use crate::args::write_text;
 use crate::engine::risk_engine;
@@ -40,6 +41,23 @@ pub unsafe extern "C" fn risk_engine_metrics_json(
             write_text(&text, buf, cap, len)
         })
     })
+}
+
+/// Every metric in the OpenMetrics text exposition format, names prefixed `risk_` (what a
+/// `/metrics` endpoint serves to Prometheus; the library starts no server). Same
+/// `(buf, cap, *len)` protocol as `risk_engine_metrics_json`.
+///
+/// # Safety
+/// `e` is live; `buf` has `cap` writable bytes (or is NULL to query the size); `len` is
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_engine_metrics_text(
+    e: *const risk_engine,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> risk_result {
+    guard(|| with_handle(e, |h| write_text(&h.engine.metrics_text(), buf, cap, len)))
 }
 
 /// The JSON document of [`risk_engine_metrics_json`]: the one place a snapshot becomes JSON.

@@ -15,6 +15,7 @@ mod deploy_stage;
 mod entity;
 mod gray;
 pub(crate) mod pool;
+mod prom;
 pub(crate) mod tier;
 
 pub use async_decide::DecisionFuture;

@@ -152,3 +152,33 @@ fn metrics_json_has_every_documented_key_and_no_other() {
     }
     free_engine(e);
 }
+
+#[test]
+fn metrics_text_is_the_openmetrics_exposition() {
+    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    for _ in 0..3 {
+        assert_eq!(
+            decide_json(e, r#"{"amount": 10, "currency": "USD"}"#).0,
+            RISK_OK
+        );
+    }
+    let mut len = 0;
+    // SAFETY: a NULL buffer asks for the size; `len` is writable.
+    let r = unsafe { risk_engine_metrics_text(e, std::ptr::null_mut(), 0, &mut len) };
+    assert_eq!(r, RISK_ERR_BUFFER_TOO_SMALL);
+    let mut buf = vec![0u8; len + 1];
+    // SAFETY: `buf` has `len + 1` writable bytes; `len` is writable.
+    let r = unsafe { risk_engine_metrics_text(e, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+    assert_eq!(r, RISK_OK, "{}", last_error());
+    let text = std::str::from_utf8(&buf[..len]).unwrap();
+    assert!(
+        text.contains("risk_decisions_by_tier_total{tier=\"rules\"} 3"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE risk_decide_latency_seconds histogram"));
+    assert!(text.trim_end().ends_with("# EOF"));
+    free_engine(e);
+    // SAFETY: a freed handle is refused, not dereferenced.
+    let r = unsafe { risk_engine_metrics_text(e, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+    assert_eq!(r, RISK_ERR_HANDLE);
+}
