@@ -63,7 +63,8 @@ pub use decision::{
     FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, Ticket, Tier,
 };
 pub use engine::{
-    CircuitConfig, CircuitState, DecisionFuture, Engine, EngineBuilder, VerdictCallback,
+    CircuitConfig, CircuitState, DecisionFuture, Engine, EngineBuilder, Health, HealthStatus,
+    Switchable, TierHealth, VerdictCallback,
 };
 pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
 pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};

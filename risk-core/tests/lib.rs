@@ -6,5 +6,6 @@ mod config;
 mod deploy;
 mod engine;
 mod gray;
+mod health;
 mod prom;
 mod reliability;

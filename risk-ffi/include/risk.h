@@ -492,6 +492,28 @@ risk_result risk_engine_rollback(const struct risk_engine *e,
 // `e` is a live engine handle.
 risk_result risk_engine_deploy_tick(const struct risk_engine *e);
 
+// The engine's health as JSON: `status` (`ready`, `degraded`, `shut_down`), `reasons`
+// (why degraded), `fast` and `deep` {`present`, `state` (`closed`, `open`, `half_open`,
+// `forced_open`, `absent`), `serving` {`id`, `name`, `version`, `hash`} or null},
+// `deploying` (targets with a deploy in progress). Same `(buf, cap, *len)` protocol as
+// the other `*_json` functions.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_health_json(const struct risk_engine *e,
+                                    char *buf,
+                                    size_t cap,
+                                    size_t *len);
+
+// Sets (`open` true) or clears the kill switch of `tier` (`"fast"` or `"deep"`): while
+// set, the fast tier is not called and the rules decide (fallback `circuit_open`), or the
+// deep tier is not called and gray-zone verdicts come from the fallback. Effective on the
+// next decision; `RISK_ERR_INVALID` for another tier name.
+//
+// # Safety
+// `e` is live; `tier` is NUL-terminated.
+risk_result risk_engine_force_open(const struct risk_engine *e, const char *tier, bool open);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -48,6 +48,8 @@ mod subscription;
 mod audit;
 // Model lifecycle: deploy, status, promote, rollback.
 mod deploy;
+// Health and the per-tier kill switch.
+mod health;
 
 pub use args::RISK_MAX_INPUT;
 pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
@@ -69,6 +71,7 @@ pub use engine::{
     risk_engine_shutdown, RISK_MAX_BATCH,
 };
 pub use error::{risk_last_error, risk_result, risk_version};
+pub use health::{risk_engine_force_open, risk_engine_health_json};
 pub use json::risk_engine_decide_json;
 pub use metrics::{risk_engine_metrics_json, risk_engine_metrics_text};
 pub use subscription::{

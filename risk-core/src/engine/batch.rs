@@ -114,6 +114,9 @@ impl FastTier {
             self.skipped.fetch_add(txns.len() as u64, Relaxed);
             return Err(FallbackCause::Timeout);
         }
+        if self.forced_open.load(Relaxed) {
+            return Err(FallbackCause::CircuitOpen);
+        }
         let permit = m.circuit.acquire(now);
         if permit == Permit::Denied {
             return Err(FallbackCause::CircuitOpen);

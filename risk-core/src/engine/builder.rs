@@ -307,6 +307,7 @@ impl EngineBuilder {
             move |e: std::io::Error| ConfigError::invalid(key, format!("cannot start threads: {e}"))
         };
         let fast = FastTier {
+            forced_open: std::sync::atomic::AtomicBool::new(false),
             pool: OnceLock::new(),
             deadline: nanos(cfg.fast_deadline),
             skipped: Arc::clone(&metrics.fast_skipped),
@@ -331,7 +332,7 @@ impl EngineBuilder {
                         scorer: s,
                         latency: info.latency,
                         calibration: self.fast_calibration.take().map(Arc::new),
-                        circuit: Arc::new(Circuit::new(cfg.circuit)),
+                        circuit: Arc::new(Circuit::new(cfg.circuit, "fast")),
                     },
                 )))
             }

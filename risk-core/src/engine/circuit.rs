@@ -129,14 +129,17 @@ struct Inner {
 /// A circuit breaker for one tier.
 #[derive(Debug)]
 pub(crate) struct Circuit {
+    /// The tier, for events (`fast`, `deep`).
+    name: &'static str,
     cfg: CircuitConfig,
     bucket_ns: u64,
     inner: Mutex<Inner>,
 }
 
 impl Circuit {
-    pub(crate) fn new(cfg: CircuitConfig) -> Self {
+    pub(crate) fn new(cfg: CircuitConfig, name: &'static str) -> Self {
         Self {
+            name,
             bucket_ns: (nanos(cfg.window) / BUCKETS as u64).max(1),
             cfg,
             inner: Mutex::new(Inner {
@@ -166,6 +169,7 @@ impl Circuit {
                     in_flight: 1,
                     successes: 0,
                 };
+                tracing::info!(target: "risk::circuit", tier = self.name, "circuit half-open: probing");
                 Permit::Probe
             }
             State::HalfOpen {
@@ -231,9 +235,11 @@ impl Circuit {
                     g.state = State::Open {
                         until: now.saturating_add(nanos(self.cfg.open_for)),
                     };
+                    tracing::warn!(target: "risk::circuit", tier = self.name, "probe failed: circuit open again");
                 } else if successes + 1 >= self.cfg.half_open_probes {
                     g.state = State::Closed;
                     g.buckets = [Bucket::default(); BUCKETS];
+                    tracing::info!(target: "risk::circuit", tier = self.name, "circuit closed");
                 } else {
                     g.state = State::HalfOpen {
                         in_flight: in_flight.saturating_sub(1),
@@ -274,6 +280,13 @@ impl Circuit {
                         until: now.saturating_add(nanos(self.cfg.open_for)),
                     };
                     g.buckets = [Bucket::default(); BUCKETS];
+                    tracing::warn!(
+                        target: "risk::circuit",
+                        tier = self.name,
+                        failures = fails,
+                        calls = total,
+                        "circuit opened"
+                    );
                 }
             }
         }
@@ -298,7 +311,7 @@ mod tests {
 
     #[test]
     fn opens_half_opens_and_closes() {
-        let c = Circuit::new(cfg());
+        let c = Circuit::new(cfg(), "test");
         for _ in 0..2 {
             let p = c.acquire(0);
             c.record(p, true, 0);
@@ -322,7 +335,7 @@ mod tests {
 
     #[test]
     fn failed_probe_reopens() {
-        let c = Circuit::new(cfg());
+        let c = Circuit::new(cfg(), "test");
         for _ in 0..4 {
             let p = c.acquire(0);
             c.record(p, false, 0);
@@ -338,7 +351,7 @@ mod tests {
 
     #[test]
     fn old_failures_leave_the_window() {
-        let c = Circuit::new(cfg());
+        let c = Circuit::new(cfg(), "test");
         for _ in 0..3 {
             let p = c.acquire(0);
             c.record(p, false, 0);

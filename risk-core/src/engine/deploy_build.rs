@@ -191,7 +191,7 @@ impl Inner {
                         scorer,
                         latency: info.latency,
                         calibration: calibration.clone().map(Arc::new),
-                        circuit: Arc::new(Circuit::new(self.cfg.circuit)),
+                        circuit: Arc::new(Circuit::new(self.cfg.circuit, "fast")),
                     },
                 ))
             }

@@ -467,6 +467,27 @@ impl Inner {
 
     /// Appends to the target's history and sends to subscribers.
     pub(super) fn emit(&self, e: DeployEvent) {
+        match e.kind {
+            EventKind::RolledBack | EventKind::Refused => tracing::warn!(
+                target: "risk::deploy",
+                target_slot = e.target.as_str(),
+                deploy = e.deploy,
+                version = %e.version.id,
+                kind = ?e.kind,
+                automatic = e.automatic,
+                detail = %e.detail,
+                "deploy event"
+            ),
+            _ => tracing::info!(
+                target: "risk::deploy",
+                target_slot = e.target.as_str(),
+                deploy = e.deploy,
+                version = %e.version.id,
+                kind = ?e.kind,
+                share = e.share,
+                "deploy event"
+            ),
+        }
         {
             let mut st = self.deploy.state.lock();
             let h = &mut st.targets[e.target.index()].history;

@@ -90,6 +90,8 @@ pub(crate) struct GrayShared {
     /// and a delivery that starts after `stop` drops its verdict.
     delivering: AtomicUsize,
     circuit: Circuit,
+    /// The kill switch: while set, batches are not run (verdicts from the fallback).
+    pub(crate) forced_open: AtomicBool,
     in_flight: AtomicUsize,
     next_ticket: AtomicU64,
     cfg: DeepConfig,
@@ -162,7 +164,8 @@ impl GrayZone {
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             delivering: AtomicUsize::new(0),
-            circuit: Circuit::new(circuit),
+            circuit: Circuit::new(circuit, "deep"),
+            forced_open: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(1),
             pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late, skipped)?,
@@ -186,6 +189,16 @@ impl GrayZone {
 
     pub(crate) fn len(&self) -> usize {
         self.shared.queue.lock().len()
+    }
+
+    /// Sets or clears the deep tier's kill switch.
+    pub(crate) fn force_open(&self, on: bool) {
+        self.shared.forced_open.store(on, Ordering::Relaxed);
+    }
+
+    /// Whether the kill switch is set.
+    pub(crate) fn forced_open(&self) -> bool {
+        self.shared.forced_open.load(Ordering::Relaxed)
     }
 
     /// State of the deep tier's circuit breaker.
@@ -331,7 +344,11 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
     if live.is_empty() {
         return;
     }
-    let permit = s.circuit.acquire(now);
+    let permit = if s.forced_open.load(Ordering::Relaxed) {
+        Permit::Denied
+    } else {
+        s.circuit.acquire(now)
+    };
     if permit == Permit::Denied {
         live.iter()
             .for_each(|i| fallback(s, i, DeepFailure::CircuitOpen, deep));

@@ -14,6 +14,7 @@ mod deploy_build;
 mod deploy_stage;
 mod entity;
 mod gray;
+mod health;
 pub(crate) mod pool;
 mod prom;
 pub(crate) mod tier;
@@ -22,6 +23,7 @@ pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
 pub use circuit::{CircuitConfig, CircuitState};
 pub use gray::VerdictCallback;
+pub use health::{Health, HealthStatus, Switchable, TierHealth};
 
 use crate::audit::{AuditEvent, AuditSink};
 use crate::clock::Clock;
@@ -436,6 +438,7 @@ impl Inner {
                         }
                         Err(why) => {
                             self.metrics.gray.shed.fetch_add(1, Relaxed);
+                            tracing::debug!(target: "risk::gray", txn = txn.id.0, reason = ?why, "gray-zone transaction shed");
                             Escalation::Shed(why)
                         }
                     },
@@ -459,6 +462,9 @@ impl Inner {
         m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
         if let Some(cause) = fallback {
             m.by_cause[cause.index()].fetch_add(1, Relaxed);
+            if cause != FallbackCause::Absent {
+                tracing::debug!(target: "risk::decide", txn = txn.id.0, cause = cause.as_str(), "the rules decided: fast tier fell back");
+            }
         }
         if c.hard_rule {
             m.hard_rule.fetch_add(1, Relaxed);

@@ -46,8 +46,22 @@ fn classify(r: std::thread::Result<Result<Score, ScoreError>>) -> Result<Score, 
         Ok(Ok(_)) => Err(Failure::Invalid),
         Ok(Err(ScoreError::Cancelled)) => Err(Failure::Cancelled),
         Ok(Err(_)) => Err(Failure::Error),
-        Err(_) => Err(Failure::Panic),
+        Err(payload) => {
+            panicked(&payload);
+            Err(Failure::Panic)
+        }
     }
+}
+
+/// Reports a caught scorer panic with its message (cold path).
+#[cold]
+pub(crate) fn panicked(payload: &Box<dyn std::any::Any + Send>) {
+    let msg = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(not a string)");
+    tracing::error!(target: "risk::tier", panic = msg, "a scorer panicked; the decision fell back");
 }
 
 /// Calls `scorer.score_batch` with panics caught and the output length checked.
@@ -60,7 +74,10 @@ pub(crate) fn guarded_batch(
     match catch_unwind(AssertUnwindSafe(|| scorer.score_batch(txns, out))) {
         Ok(Ok(())) if out.len() == txns.len() => Ok(()),
         Ok(Ok(())) | Ok(Err(_)) => Err(Failure::Error),
-        Err(_) => Err(Failure::Panic),
+        Err(payload) => {
+            panicked(&payload);
+            Err(Failure::Panic)
+        }
     }
 }
 
@@ -78,7 +95,10 @@ pub(crate) fn guarded_batch_within(
         Ok(Ok(())) if out.len() == txns.len() => Ok(()),
         Ok(Err(ScoreError::Cancelled)) => Err(Failure::Cancelled),
         Ok(Ok(())) | Ok(Err(_)) => Err(Failure::Error),
-        Err(_) => Err(Failure::Panic),
+        Err(payload) => {
+            panicked(&payload);
+            Err(Failure::Panic)
+        }
     }
 }
 
@@ -115,6 +135,9 @@ impl Task for FastTask {
 /// serves) and its deadline. The models themselves are versioned slots
 /// ([`FastModel`]): each brings its scorer, calibration and circuit breaker.
 pub(crate) struct FastTier {
+    /// The kill switch: while set, no model is called and the rules decide
+    /// ([`FallbackCause::CircuitOpen`]).
+    pub forced_open: std::sync::atomic::AtomicBool,
     pub pool: OnceLock<DeadlinePool<FastTask>>,
     pub deadline: Nanos,
     /// Calls skipped because the deadline had passed ([`MetricsSnapshot::fast_skipped`](crate::MetricsSnapshot)).
@@ -170,6 +193,9 @@ impl FastTier {
             self.skipped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return (Err(FallbackCause::Timeout), now);
+        }
+        if self.forced_open.load(std::sync::atomic::Ordering::Relaxed) {
+            return (Err(FallbackCause::CircuitOpen), now);
         }
         let permit = m.circuit.acquire(now);
         if permit == Permit::Denied {

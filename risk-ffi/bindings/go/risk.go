@@ -70,6 +70,13 @@ static gorisk_res gorisk_metrics(void *e, char *buf, size_t cap) {
 	return r;
 }
 
+static gorisk_res gorisk_metrics_text(void *e, char *buf, size_t cap) {
+	size_t len = 0;
+	gorisk_res r = gorisk_done(risk_engine_metrics_text((const risk_engine *)e, buf, cap, &len));
+	r.n = len;
+	return r;
+}
+
 static gorisk_res gorisk_reload(void *e) {
 	return gorisk_done(risk_engine_reload_rules((const risk_engine *)e));
 }
@@ -443,6 +450,8 @@ type Engine struct {
 	cleanup runtime.Cleanup
 	// metricsHint is the last metrics JSON size, to size the next buffer.
 	metricsHint atomic.Int64
+	// metricsTextHint is the last metrics text size, to size the next buffer.
+	metricsTextHint atomic.Int64
 }
 
 func newEngine(r C.gorisk_res) (*Engine, error) {
@@ -670,6 +679,25 @@ func (e *Engine) Metrics() (map[string]any, error) {
 		}
 	}
 	return nil, newError(codeBufferTooSmall, "metrics kept outgrowing the buffer")
+}
+
+// MetricsText returns every engine metric in the Prometheus/OpenMetrics text exposition
+// format (risk_engine_metrics_text), names prefixed risk_, ending with "# EOF": what a
+// /metrics endpoint serves to Prometheus (the library starts no server).
+func (e *Engine) MetricsText() (string, error) {
+	h, err := e.acquire()
+	if err != nil {
+		return "", err
+	}
+	defer e.mu.RUnlock()
+	text, err := readText(int(e.metricsTextHint.Load())+256, "metrics text", func(buf []byte) C.gorisk_res {
+		return C.gorisk_metrics_text(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	})
+	if err != nil {
+		return "", err
+	}
+	e.metricsTextHint.Store(int64(len(text)))
+	return string(text), nil
 }
 
 // readText reads a (buf, cap, *len) text: call(buf) is one C call into buf; the first

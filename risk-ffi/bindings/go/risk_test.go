@@ -460,6 +460,54 @@ func TestMetricsAndReload(t *testing.T) {
 	}
 }
 
+// rulesOnlyTOML: a constant rule score (0.1) and no fast tier, so the rule tier decides
+// every transaction and the exposition's per-tier counts are exact.
+const rulesOnlyTOML = `
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+`
+
+func TestMetricsText(t *testing.T) {
+	e, err := NewFromTOML(rulesOnlyTOML, "")
+	if err != nil {
+		t.Fatalf("NewFromTOML: %v", err)
+	}
+	for i := range 3 {
+		d, err := e.Decide(Txn{ID: uint64(i + 1), Amount: 10, Currency: "USD"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Tier != TierRules {
+			t.Fatalf("Decide %d: tier %q, want rules", i+1, d.Tier)
+		}
+	}
+	text, err := e.MetricsText()
+	if err != nil {
+		t.Fatalf("MetricsText: %v", err)
+	}
+	for _, want := range []string{
+		"risk_decisions_by_tier_total{tier=\"rules\"} 3\n",
+		"risk_decisions_total{action=\"approve\"} 3\n",
+		"# TYPE risk_decide_latency_seconds histogram\n",
+		"risk_decide_latency_seconds_bucket{le=\"+Inf\",stage=\"total\"} 3\n",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("MetricsText has no %q:\n%s", want, text)
+		}
+	}
+	if !strings.HasSuffix(strings.TrimRight(text, "\n"), "# EOF") {
+		t.Errorf("MetricsText does not end with # EOF: ...%q", text[max(0, len(text)-200):])
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.MetricsText()
+	wantCode(t, "MetricsText after Close", err, ErrHandle)
+}
+
 func TestUseAfterClose(t *testing.T) {
 	e, err := NewFromPath(configPath(t))
 	if err != nil {
@@ -486,6 +534,8 @@ func TestUseAfterClose(t *testing.T) {
 	wantCode(t, "DecideBatch[1]", errs[1], ErrHandle)
 	_, err = e.Metrics()
 	wantCode(t, "Metrics", err, ErrHandle)
+	_, err = e.MetricsText()
+	wantCode(t, "MetricsText", err, ErrHandle)
 	wantCode(t, "ReloadRules", e.ReloadRules(), ErrHandle)
 	_, _, err = e.Shutdown(0)
 	wantCode(t, "Shutdown", err, ErrHandle)

@@ -4,6 +4,7 @@
 use crate::*;
 use risk_ffi::risk_result::*;
 use std::collections::BTreeSet;
+use std::ffi::CString;
 use std::path::Path;
 
 /// The header's comment on `risk_engine_metrics_json`, up to its `# Safety` section.
@@ -181,4 +182,49 @@ fn metrics_text_is_the_openmetrics_exposition() {
     // SAFETY: a freed handle is refused, not dereferenced.
     let r = unsafe { risk_engine_metrics_text(e, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
     assert_eq!(r, RISK_ERR_HANDLE);
+}
+
+#[test]
+fn health_json_and_the_kill_switch() {
+    let toml = format!("{MINIMAL}[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n");
+    let e = engine(&toml, Path::new(".")).unwrap();
+    let health = || {
+        let mut buf = vec![0u8; 4096];
+        let mut len = 0;
+        // SAFETY: `buf` has its length in writable bytes; `len` is writable.
+        let r = unsafe { risk_engine_health_json(e, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+        assert_eq!(r, RISK_OK, "{}", last_error());
+        serde_json::from_slice::<serde_json::Value>(&buf[..len]).unwrap()
+    };
+    assert_eq!(health()["status"], "ready");
+    let fast = CString::new("fast").unwrap();
+    // SAFETY: live handle, NUL-terminated tier.
+    assert_eq!(
+        unsafe { risk_engine_force_open(e, fast.as_ptr(), true) },
+        RISK_OK
+    );
+    let (r, d) = decide_json(e, r#"{"amount": 10, "currency": "USD"}"#);
+    assert_eq!(r, RISK_OK);
+    assert_eq!(
+        d.tier, 0,
+        "the rules decide while the fast tier is switched off"
+    );
+    let h = health();
+    assert_eq!(
+        (h["status"].as_str(), h["fast"]["state"].as_str()),
+        (Some("degraded"), Some("forced_open"))
+    );
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_force_open(e, fast.as_ptr(), false) },
+        RISK_OK
+    );
+    assert_eq!(health()["status"], "ready");
+    let rules = CString::new("rules").unwrap();
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_force_open(e, rules.as_ptr(), true) },
+        RISK_ERR_INVALID
+    );
+    free_engine(e);
 }

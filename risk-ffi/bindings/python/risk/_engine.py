@@ -849,6 +849,15 @@ class RiskEngine(_Handle):
                 return json.loads(buf.raw[: n.value])
         raise RiskError(F.RISK_ERR_BUFFER_TOO_SMALL, "metrics kept growing while being read")
 
+    def metrics_text(self) -> str:
+        """Every metric in the Prometheus/OpenMetrics text exposition format
+        (``risk_engine_metrics_text``), names prefixed ``risk_``, ending with ``# EOF``:
+        what a ``/metrics`` endpoint serves to Prometheus (the library starts no server)."""
+        with _Use(self) as p:
+            L = F.lib()
+            return _read_text(lambda buf, cap, n: L.risk_engine_metrics_text(p, buf, cap, n),
+                              16384, "metrics text").decode()
+
     def audit_flush(self, timeout_ms: int = 30_000) -> int:
         """Waits up to ``timeout_ms`` until every record the engine's audit log (``[audit]``
         in its TOML) accepted is durable, and returns the durable sequence number

@@ -240,6 +240,7 @@ _PROTOTYPES = {
     "risk_reason_name": (risk_result, [c_uint32, c_char_p, c_size_t, POINTER(c_size_t)]),
     "risk_fallback_name": (c_char_p, [c_uint8]),
     "risk_engine_metrics_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_metrics_text": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
     "risk_engine_reload_rules": (risk_result, [risk_engine_p]),
     "risk_engine_shutdown": (risk_result, [risk_engine_p, c_uint32, POINTER(c_uint64), POINTER(c_uint64)]),
     "risk_engine_subscribe": (risk_result, [risk_engine_p, POINTER(risk_subscription_p)]),

@@ -154,6 +154,34 @@ def test_metrics_and_reload(shared_engine):
     shared_engine.reload_rules()  # the same rule file: compiles
 
 
+# A rules-only engine (a constant rule score of 0.1, no fast tier): the rule tier decides
+# every transaction, so the exposition's per-tier counts are exact.
+RULES_ONLY_TOML = """
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+"""
+
+
+def test_metrics_text_is_the_openmetrics_exposition():
+    e = risk.RiskEngine.from_toml(RULES_ONLY_TOML)
+    for i in range(3):
+        assert e.decide(id=i + 1, amount=10.0, currency="USD").tier == "rules"
+    t = e.metrics_text()
+    assert isinstance(t, str)
+    assert 'risk_decisions_by_tier_total{tier="rules"} 3\n' in t, t
+    assert 'risk_decisions_total{action="approve"} 3\n' in t, t
+    assert "# TYPE risk_decide_latency_seconds histogram\n" in t, t
+    assert 'risk_decide_latency_seconds_bucket{le="+Inf",stage="total"} 3\n' in t, t
+    assert t.rstrip().endswith("# EOF"), t[-200:]
+    e.close()
+    with pytest.raises(risk.RiskError) as ei:
+        e.metrics_text()
+    assert ei.value.code == 10 and ei.value.name == "RISK_ERR_HANDLE"
+
+
 def test_reason_name_of_unknown_code():
     with pytest.raises(risk.RiskError) as ei:
         risk.reason_name(0xFFFFFFF0)

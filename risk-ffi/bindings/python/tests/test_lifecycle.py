@@ -56,6 +56,7 @@ def test_use_after_close(example_toml):
         lambda: e.decide_batch([base_txn(1)]),
         lambda: e.decide_batch([]),
         e.metrics,
+        e.metrics_text,
         e.reload_rules,
         e.shutdown,
         e.subscribe,

@@ -43,6 +43,8 @@
 
 #define METRICS_INITIAL_CAP 8192
 #define METRICS_TRIES 8
+/* The OpenMetrics text: every counter, and each latency histogram's buckets. */
+#define METRICS_TEXT_INITIAL_CAP 16384
 /* First buffer for an audit query's JSON; a larger answer costs one more read of the log. */
 #define AUDIT_QUERY_INITIAL_CAP 65536
 #define AUDIT_STATS_INITIAL_CAP 512
@@ -623,6 +625,15 @@ static jbyteArray read_text(JNIEnv *env, text_call call, const void *args, size_
   return NULL;
 }
 
+static risk_result call_metrics_text(const void *args, char *buf, size_t cap, size_t *len) {
+  return risk_engine_metrics_text((const risk_engine *)args, buf, cap, len);
+}
+
+static jbyteArray JNICALL n_metrics_text(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  return read_text(env, call_metrics_text, (const void *)(intptr_t)eng, METRICS_TEXT_INITIAL_CAP, "metrics text");
+}
+
 typedef struct {
   const char *dir;
   const char *query;
@@ -834,6 +845,7 @@ static const JNINativeMethod METHODS[] = {
     {"reasonName", "(I)[B", (void *)n_reason_name},
     {"fallbackName", "(I)Ljava/lang/String;", (void *)n_fallback_name},
     {"metricsJson", "(J)[B", (void *)n_metrics_json},
+    {"metricsText", "(J)[B", (void *)n_metrics_text},
     {"reloadRules", "(J)V", (void *)n_reload_rules},
     {"shutdown", "(JI)[J", (void *)n_shutdown},
     {"subscribe", "(J)J", (void *)n_subscribe},

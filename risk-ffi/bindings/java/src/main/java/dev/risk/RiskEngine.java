@@ -204,6 +204,16 @@ public final class RiskEngine implements AutoCloseable {
     }
 
     /**
+     * Every metric in the Prometheus/OpenMetrics text exposition format
+     * ({@code risk_engine_metrics_text}), names prefixed {@code risk_}, ending with
+     * {@code # EOF}: what a {@code /metrics} endpoint serves to Prometheus (the library starts
+     * no server).
+     */
+    public String metricsText() {
+        return Utf8.decode(withHandle(RiskNative::metricsText));
+    }
+
+    /**
      * Waits up to {@code timeout} (clamped to 2^31-1 ms; zero: do not wait) until every record
      * the engine's audit log ({@code [audit]} in its TOML) accepted is durable, and returns the
      * durable sequence number ({@code risk_engine_audit_flush}). Call it before reading the log

@@ -66,6 +66,8 @@ final class RiskNative {
 
     static native byte[] metricsJson(long engine);
 
+    static native byte[] metricsText(long engine);
+
     static native void reloadRules(long engine);
 
     static native long[] shutdown(long engine, int drainMs);

@@ -362,6 +362,7 @@ class RiskEngineTest {
         assertTrue(empty.detail().contains("schema"), empty.getMessage());
         riskError(RiskException.ERR_NULL, () -> RiskNative.decideJson(0, new byte[] {'{', '}'}, new long[32]));
         riskError(RiskException.ERR_NULL, () -> RiskNative.metricsJson(0));
+        riskError(RiskException.ERR_NULL, () -> RiskNative.metricsText(0));
         // ...and refuses nulls and malformed arrays it needs itself.
         assertThrows(IllegalArgumentException.class,
             () -> RiskNative.decide(0, 1, 1, 1, 1.0, 0, 0, null, new int[3], new double[0], new long[32]));
@@ -475,6 +476,24 @@ class RiskEngineTest {
         assertTrue(m.contains("\"latency\""), m);
     }
 
+    /** CONSTANT_TOML has no fast tier: the rule tier decides every transaction. */
+    @Test
+    void metricsText() {
+        try (RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+            for (int i = 1; i <= 3; i++) {
+                assertEquals(Tier.RULES, e.decide(Transaction.builder().id(i).amount(10, "USD").build()).tier());
+            }
+            String t = e.metricsText();
+            assertTrue(t.contains("risk_decisions_by_tier_total{tier=\"rules\"} 3\n"), t);
+            assertTrue(t.contains("risk_decisions_total{action=\"approve\"} 3\n"), t);
+            assertTrue(t.contains("# TYPE risk_decide_latency_seconds histogram\n"), t);
+            assertTrue(t.contains("risk_decide_latency_seconds_bucket{le=\"+Inf\",stage=\"total\"} 3\n"), t);
+            assertTrue(t.strip().endsWith("# EOF"), t);
+            e.close();
+            assertThrows(IllegalStateException.class, e::metricsText);
+        }
+    }
+
     // ----- lifecycle -----
 
     @Test
@@ -575,6 +594,7 @@ class RiskEngineTest {
         assertThrows(IllegalStateException.class, () -> e.decideBatch(List.of(t)));
         assertThrows(IllegalStateException.class, () -> e.decideBatch(List.of()));
         assertThrows(IllegalStateException.class, e::metricsJson);
+        assertThrows(IllegalStateException.class, e::metricsText);
         assertThrows(IllegalStateException.class, e::reloadRules);
         assertThrows(IllegalStateException.class, () -> e.shutdown(Duration.ZERO));
         assertThrows(IllegalStateException.class, e::subscribe);
@@ -598,6 +618,7 @@ class RiskEngineTest {
         RiskNative.engineFree(h); // documented: harmless
         RiskNative.engineFree(0);
         riskError(RiskException.ERR_HANDLE, () -> RiskNative.metricsJson(h));
+        riskError(RiskException.ERR_HANDLE, () -> RiskNative.metricsText(h));
         riskError(RiskException.ERR_HANDLE, () -> RiskNative.decideJson(h, "{}".getBytes(StandardCharsets.UTF_8), new long[32]));
         // Handles are never reused: new engines do not make the stale one live again.
         long[] others = new long[4];
