@@ -45,6 +45,7 @@ pub mod deploy;
 mod engine;
 pub mod error;
 pub mod metrics;
+pub mod monitor;
 pub mod policy;
 pub mod schema;
 pub mod scorer;

@@ -282,6 +282,14 @@ impl MetricsSnapshot {
 }
 
 impl Metrics {
+    /// Deep verdicts delivered so far, and how many of them were fallbacks.
+    pub(crate) fn gray_verdicts(&self) -> (u64, u64) {
+        let g = &self.gray;
+        let l = |a: &AtomicU64| a.load(Relaxed);
+        let fallbacks = l(&g.timed_out) + l(&g.failed) + l(&g.saturated) + l(&g.circuit_open);
+        (l(&g.completed) + fallbacks, fallbacks)
+    }
+
     pub(crate) fn snapshot(
         &self,
         queue_len: u64,

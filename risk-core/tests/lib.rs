@@ -7,5 +7,6 @@ mod deploy;
 mod engine;
 mod gray;
 mod health;
+mod monitor;
 mod prom;
 mod reliability;

@@ -44,6 +44,7 @@ pub struct EngineBuilder {
     registry: ScorerRegistry,
     deploy: DeployConfig,
     fast_calibration: Option<Calibration>,
+    monitor: Option<crate::monitor::MonitorConfig>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -73,6 +74,7 @@ impl EngineBuilder {
             registry: ScorerRegistry::default(),
             deploy: DeployConfig::default(),
             fast_calibration: None,
+            monitor: None,
         }
     }
 
@@ -256,6 +258,13 @@ impl EngineBuilder {
         self
     }
 
+    /// Turns the monitors on (`[monitor]`): model-vs-rules agreement, feature and score
+    /// drift, deep-tier health.
+    pub fn monitor(mut self, m: crate::monitor::MonitorConfig) -> Self {
+        self.monitor = Some(m);
+        self
+    }
+
     /// Validates, warms every scorer up, starts the pools, and returns the engine.
     /// With a model directory, each target's last promoted version replaces the
     /// configured one.
@@ -391,26 +400,27 @@ impl EngineBuilder {
                 )
             }
         };
-        Ok(Engine {
-            inner: Arc::new(Inner {
-                schema: self.schema,
-                deploy: DeployCtl::new(self.deploy, dir, self.registry, keys),
-                cfg,
-                routing: ArcSwap::from_pointee(routing),
-                versions,
-                audit: self.audit,
-                audit_log: self.audit_log,
-                #[cfg(feature = "kafka")]
-                kafka,
-                fast,
-                gray,
-                entities,
-                metrics,
-                clock: self.clock,
-                shut: AtomicBool::new(false),
-                async_pool: OnceLock::new(),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            schema: self.schema,
+            deploy: DeployCtl::new(self.deploy, dir, self.registry, keys),
+            cfg,
+            routing: ArcSwap::from_pointee(routing),
+            versions,
+            audit: self.audit,
+            audit_log: self.audit_log,
+            #[cfg(feature = "kafka")]
+            kafka,
+            fast,
+            gray,
+            entities,
+            metrics,
+            clock: self.clock,
+            shut: AtomicBool::new(false),
+            async_pool: OnceLock::new(),
+            monitor: self.monitor.map(super::monitor::MonitorCtl::new),
+        });
+        Inner::start_monitor(&inner).map_err(io("monitor.interval_ms"))?;
+        Ok(Engine { inner })
     }
 }
 

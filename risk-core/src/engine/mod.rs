@@ -15,6 +15,7 @@ mod deploy_stage;
 mod entity;
 mod gray;
 mod health;
+mod monitor;
 pub(crate) mod pool;
 mod prom;
 pub(crate) mod tier;
@@ -65,6 +66,8 @@ struct Inner {
     versions: Versions,
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<crate::audit::SegmentLog>>,
+    /// Agreement, drift and deep-health monitors (`[monitor]`).
+    monitor: Option<monitor::MonitorCtl>,
     #[cfg(feature = "kafka")]
     kafka: Option<crate::audit::KafkaForwarder>,
     fast: FastTier,
@@ -500,6 +503,15 @@ impl Inner {
             decided_at_ms: self.clock.unix_ms(),
         };
         self.deploy.recent.offer(txn);
+        if let Some(mc) = &self.monitor {
+            mc.observe(
+                txn,
+                rules.as_ref(),
+                model.as_ref(),
+                &ch.policy.body.policy,
+                shift,
+            );
+        }
         if ch.canary || ch.routing.watched() {
             self.observe(ch, &d, rules.as_ref(), model.as_ref(), rules_ns, fast_ns);
         }
