@@ -479,19 +479,22 @@ class RiskEngineTest {
     /** CONSTANT_TOML has no fast tier: the rule tier decides every transaction. */
     @Test
     void metricsText() {
-        try (RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+        RiskEngine e = RiskEngine.fromToml(CONSTANT_TOML, null);
+        String t;
+        try {
             for (int i = 1; i <= 3; i++) {
                 assertEquals(Tier.RULES, e.decide(Transaction.builder().id(i).amount(10, "USD").build()).tier());
             }
-            String t = e.metricsText();
-            assertTrue(t.contains("risk_decisions_by_tier_total{tier=\"rules\"} 3\n"), t);
-            assertTrue(t.contains("risk_decisions_total{action=\"approve\"} 3\n"), t);
-            assertTrue(t.contains("# TYPE risk_decide_latency_seconds histogram\n"), t);
-            assertTrue(t.contains("risk_decide_latency_seconds_bucket{le=\"+Inf\",stage=\"total\"} 3\n"), t);
-            assertTrue(t.strip().endsWith("# EOF"), t);
+            t = e.metricsText();
+        } finally {
             e.close();
-            assertThrows(IllegalStateException.class, e::metricsText);
         }
+        assertTrue(t.contains("risk_decisions_by_tier_total{tier=\"rules\"} 3\n"), t);
+        assertTrue(t.contains("risk_decisions_total{action=\"approve\"} 3\n"), t);
+        assertTrue(t.contains("# TYPE risk_decide_latency_seconds histogram\n"), t);
+        assertTrue(t.contains("risk_decide_latency_seconds_bucket{le=\"+Inf\",stage=\"total\"} 3\n"), t);
+        assertTrue(t.strip().endsWith("# EOF"), t);
+        assertThrows(IllegalStateException.class, e::metricsText);
     }
 
     // ----- lifecycle -----
