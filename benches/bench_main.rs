@@ -8,6 +8,7 @@ mod deploy;
 mod engine;
 mod ffi;
 mod llm;
+mod observe;
 mod quant;
 mod rules;
 mod trees;
@@ -31,6 +32,6 @@ criterion_group!(
 criterion_group!(
     name = lifecycle;
     config = engine::config();
-    targets = deploy::decide
+    targets = deploy::decide, observe::decide, observe::throughput
 );
 criterion_main!(benches, deep, audit, lifecycle);

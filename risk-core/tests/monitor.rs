@@ -206,3 +206,63 @@ fn deep_health_fires_when_verdicts_are_fallbacks() {
         .expect("deep alert");
     assert!(a.firing && a.value > 0.99, "{a:?}");
 }
+
+#[test]
+fn risk_toml_monitor_table_and_the_monitor_gauges() {
+    let cfg = r#"
+        [schema]
+        fields = [{ name = "amount", kind = "numeric", required = true }]
+        [rules.scorer]
+        kind = "constant"
+        probability = 0.1
+        [fast.scorer]
+        kind = "constant"
+        probability = 0.9
+        [monitor]
+        sample_every = 1
+        min_samples = 100
+        interval_ms = 0
+        agreement = "same_side"
+        min_agreement = 0.9
+    "#;
+    let dir = std::path::Path::new(".");
+    let origin = std::path::Path::new("risk.toml");
+    let e = Engine::from_toml_str(cfg, dir, origin, &ScorerRegistry::default()).unwrap();
+    let s = e.schema().clone();
+    for id in 0..200 {
+        let x = Transaction::builder(&s)
+            .id(id)
+            .amount(5.0, "USD")
+            .numeric("amount", 5.0)
+            .build()
+            .unwrap();
+        e.decide(&x).unwrap();
+    }
+    let fired = e.monitor_tick();
+    assert!(
+        fired
+            .iter()
+            .any(|a| a.kind == AlertKind::Agreement && a.firing),
+        "{fired:?}"
+    );
+    let text = e.metrics_text();
+    assert!(
+        text.contains(r#"risk_monitor_agreement{monitor="agreement"} 0.0"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"risk_alerts_firing{alert="Agreement:agreement"} 1"#),
+        "{text}"
+    );
+    for bad in [
+        cfg.replace("sample_every = 1", "sample_every = 0"),
+        cfg.replace("same_side", "sideways"),
+        cfg.replace("min_agreement = 0.9", "min_agreement = 1.5"),
+        cfg.replace("[monitor]", "[monitor]\nbogus = 1"),
+    ] {
+        assert!(
+            Engine::from_toml_str(&bad, dir, origin, &ScorerRegistry::default()).is_err(),
+            "{bad}"
+        );
+    }
+}

@@ -36,6 +36,8 @@ pub(crate) struct RawFile {
     pub audit: Option<RawAudit>,
     #[serde(default)]
     pub deploy: Option<crate::deploy::config::RawDeploy>,
+    #[serde(default)]
+    pub monitor: Option<crate::monitor::config::RawMonitor>,
 }
 
 #[derive(Debug, Deserialize)]

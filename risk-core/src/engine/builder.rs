@@ -95,6 +95,7 @@ impl EngineBuilder {
         b.registry = registry.clone();
         b.deploy = raw.deploy_config(base_dir)?;
         b.fast_calibration = raw.fast_calibration()?;
+        b.monitor = raw.monitor_config()?;
         b.rules = Some(registry.build(&spec("rules.scorer", &raw.rules.scorer))?);
         if let Some(f) = &raw.fast {
             b.fast = Some(registry.build(&spec("fast.scorer", &f.scorer))?);
@@ -282,6 +283,9 @@ impl EngineBuilder {
         };
         let cfg = self.cfg;
         cfg.validate()?;
+        if let Some(m) = &self.monitor {
+            m.validate()?;
+        }
         if let Some(c) = &self.fast_calibration {
             c.validate()
                 .map_err(|e| ConfigError::invalid("fast.calibration", e.to_string()))?;

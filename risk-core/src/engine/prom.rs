@@ -79,11 +79,14 @@ fn gauge1(enc: &mut DescriptorEncoder<'_>, name: &str, help: &str, v: i64) -> Re
     ConstGauge::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Gauge)?)
 }
 
-fn gauge<S: prometheus_client::encoding::EncodeLabelSet>(
+fn gauge<
+    S: prometheus_client::encoding::EncodeLabelSet,
+    V: prometheus_client::encoding::EncodeGaugeValue,
+>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    series: impl IntoIterator<Item = (S, i64)>,
+    series: impl IntoIterator<Item = (S, V)>,
 ) -> Result<(), Error> {
     let mut fam = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
     for (labels, v) in series {
@@ -278,6 +281,46 @@ impl Collector for EngineCollector {
             "Routing changes since the engine started.",
             engine.deploy_epoch() as i64,
         )?;
+        if let Some(r) = engine.monitor_report() {
+            if let Some((v, _)) = r.agreement {
+                gauge(
+                    e,
+                    "monitor_agreement",
+                    "Model-vs-rules agreement in the last judged window.",
+                    [([("monitor", "agreement")], v)],
+                )?;
+            }
+            gauge(
+                e,
+                "monitor_drift_ks",
+                "KS statistic against the baseline, last window.",
+                r.drift
+                    .iter()
+                    .map(|d| ([("subject", d.subject.clone())], d.ks)),
+            )?;
+            gauge(
+                e,
+                "monitor_drift_psi",
+                "PSI against the baseline, last window.",
+                r.drift
+                    .iter()
+                    .map(|d| ([("subject", d.subject.clone())], d.psi)),
+            )?;
+            if let Some(v) = r.deep_fallback_share {
+                gauge(
+                    e,
+                    "monitor_deep_fallback_share",
+                    "Share of deep verdicts that were fallbacks, last window.",
+                    [([("monitor", "deep")], v)],
+                )?;
+            }
+            gauge(
+                e,
+                "alerts_firing",
+                "Monitor alerts firing now (value 1).",
+                r.firing.iter().map(|f| ([("alert", f.clone())], 1i64)),
+            )?;
+        }
         if let Some(log) = engine.audit_log() {
             let a = log.stats();
             counter(

@@ -8,6 +8,7 @@
 //! engine's monitor thread every `interval` or by the host. Alerts are edge-triggered: one
 //! when a monitor goes bad (`firing: true`), one when it recovers.
 
+pub(crate) mod config;
 pub mod sketch;
 
 use crate::decision::Action;
@@ -69,6 +70,54 @@ impl Default for MonitorConfig {
             max_deep_fallback_share: 0.2,
             baseline: None,
         }
+    }
+}
+
+impl MonitorConfig {
+    /// Checks rates, sizes and thresholds.
+    pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
+        use crate::error::ConfigError;
+        let unit = |v: f64| (0.0..=1.0).contains(&v);
+        if self.sample_every == 0 {
+            return Err(ConfigError::invalid(
+                "monitor.sample_every",
+                "must be at least 1",
+            ));
+        }
+        if self.min_samples == 0 {
+            return Err(ConfigError::invalid(
+                "monitor.min_samples",
+                "must be at least 1",
+            ));
+        }
+        if !unit(self.min_agreement) {
+            return Err(ConfigError::invalid(
+                "monitor.min_agreement",
+                "must be in [0, 1]",
+            ));
+        }
+        if !unit(self.max_ks) {
+            return Err(ConfigError::invalid("monitor.max_ks", "must be in [0, 1]"));
+        }
+        if !(self.max_psi >= 0.0 && self.max_psi.is_finite()) {
+            return Err(ConfigError::invalid(
+                "monitor.max_psi",
+                "must be a non-negative number",
+            ));
+        }
+        if !unit(self.max_deep_fallback_share) {
+            return Err(ConfigError::invalid(
+                "monitor.max_deep_fallback_share",
+                "must be in [0, 1]",
+            ));
+        }
+        if !(2..=sketch::MAX_BINS).contains(&self.bins) {
+            return Err(ConfigError::invalid(
+                "monitor.bins",
+                format!("must be in 2..={}", sketch::MAX_BINS),
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,77 @@
+//! The `[monitor]` table of `risk.toml`.
+
+use super::{Agreement, MonitorConfig};
+use crate::config::RawFile;
+use crate::error::ConfigError;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `[monitor]`: every key optional (defaults of [`MonitorConfig`]); the table's presence
+/// turns the monitors on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMonitor {
+    pub sample_every: Option<u64>,
+    pub min_samples: Option<u64>,
+    pub interval_ms: Option<f64>,
+    pub agreement: Option<String>,
+    pub min_agreement: Option<f64>,
+    pub max_ks: Option<f64>,
+    pub max_psi: Option<f64>,
+    pub bins: Option<usize>,
+    pub max_deep_fallback_share: Option<f64>,
+}
+
+impl RawFile {
+    /// The monitor settings, when `[monitor]` is present.
+    pub(crate) fn monitor_config(&self) -> Result<Option<MonitorConfig>, ConfigError> {
+        let Some(m) = &self.monitor else {
+            return Ok(None);
+        };
+        let mut c = MonitorConfig::default();
+        if let Some(v) = m.sample_every {
+            c.sample_every = v;
+        }
+        if let Some(v) = m.min_samples {
+            c.min_samples = v;
+        }
+        if let Some(ms) = m.interval_ms {
+            if !(ms.is_finite() && (0.0..=86_400_000.0).contains(&ms)) {
+                return Err(ConfigError::invalid(
+                    "monitor.interval_ms",
+                    "must be between 0 and 86400000",
+                ));
+            }
+            c.interval = Duration::from_secs_f64(ms / 1e3);
+        }
+        if let Some(a) = &m.agreement {
+            c.agreement = match a.as_str() {
+                "same_action" => Agreement::SameAction,
+                "same_side" => Agreement::SameSide,
+                other => {
+                    return Err(ConfigError::invalid(
+                        "monitor.agreement",
+                        format!("{other:?} is not same_action or same_side"),
+                    ))
+                }
+            };
+        }
+        if let Some(v) = m.min_agreement {
+            c.min_agreement = v;
+        }
+        if let Some(v) = m.max_ks {
+            c.max_ks = v;
+        }
+        if let Some(v) = m.max_psi {
+            c.max_psi = v;
+        }
+        if let Some(v) = m.bins {
+            c.bins = v;
+        }
+        if let Some(v) = m.max_deep_fallback_share {
+            c.max_deep_fallback_share = v;
+        }
+        c.validate()?;
+        Ok(Some(c))
+    }
+}
