@@ -479,6 +479,17 @@ fn drill(
     );
     lat("  decide total", &m.total_latency);
     engine.shutdown(Shutdown::Abandon);
+    // The engine's own drill: the fast tier down on the same rows, with the labels.
+    let engine = Engine::builder(schema.clone())
+        .rules(rules.clone())
+        .fast(fast.clone())
+        .build()?;
+    let report = engine.drill(risk_core::DrillPlan {
+        fault: risk_core::Fault::FastDown,
+        transactions: rows.iter().map(|r| r.txn.clone()).collect(),
+        labels: rows.iter().map(|r| r.is_fraud).collect(),
+    });
+    println!("\n{}", report.to_markdown());
     Ok(())
 }
 

@@ -64,8 +64,8 @@ pub use decision::{
     FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, Ticket, Tier,
 };
 pub use engine::{
-    CircuitConfig, CircuitState, DecisionFuture, Engine, EngineBuilder, Health, HealthStatus,
-    Switchable, TierHealth, VerdictCallback,
+    CircuitConfig, CircuitState, DecisionFuture, DrillPlan, DrillReport, Engine, EngineBuilder,
+    Fault, Health, HealthStatus, Quality, SwitchTime, Switchable, TierHealth, VerdictCallback,
 };
 pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
 pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};

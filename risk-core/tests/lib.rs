@@ -4,6 +4,7 @@ mod audit;
 mod common;
 mod config;
 mod deploy;
+mod drill;
 mod engine;
 mod gray;
 mod health;

@@ -117,6 +117,14 @@ impl FastTier {
         if self.forced_open.load(Relaxed) {
             return Err(FallbackCause::CircuitOpen);
         }
+        match self.fault.load(Relaxed) {
+            super::drill::FAULT_DOWN => return Ok(vec![Err(FallbackCause::Error); txns.len()]),
+            super::drill::FAULT_NAN => {
+                return Ok(vec![Err(FallbackCause::InvalidScore); txns.len()])
+            }
+            super::drill::FAULT_SLOW => super::drill::stall(self.fault_delay_ns.load(Relaxed)),
+            _ => {}
+        }
         let permit = m.circuit.acquire(now);
         if permit == Permit::Denied {
             return Err(FallbackCause::CircuitOpen);

@@ -321,6 +321,8 @@ impl EngineBuilder {
         };
         let fast = FastTier {
             forced_open: std::sync::atomic::AtomicBool::new(false),
+            fault: std::sync::atomic::AtomicU8::new(0),
+            fault_delay_ns: std::sync::atomic::AtomicU64::new(0),
             pool: OnceLock::new(),
             deadline: nanos(cfg.fast_deadline),
             skipped: Arc::clone(&metrics.fast_skipped),

@@ -92,6 +92,8 @@ pub(crate) struct GrayShared {
     circuit: Circuit,
     /// The kill switch: while set, batches are not run (verdicts from the fallback).
     pub(crate) forced_open: AtomicBool,
+    /// A drill's deep-down fault: batches fail without calling the model.
+    down: AtomicBool,
     in_flight: AtomicUsize,
     next_ticket: AtomicU64,
     cfg: DeepConfig,
@@ -166,6 +168,7 @@ impl GrayZone {
             delivering: AtomicUsize::new(0),
             circuit: Circuit::new(circuit, "deep"),
             forced_open: AtomicBool::new(false),
+            down: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(1),
             pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late, skipped)?,
@@ -194,6 +197,20 @@ impl GrayZone {
     /// Sets or clears the deep tier's kill switch.
     pub(crate) fn force_open(&self, on: bool) {
         self.shared.forced_open.store(on, Ordering::Relaxed);
+    }
+
+    /// Waits (up to `timeout` on the engine clock) until nothing is queued or running.
+    pub(crate) fn wait_idle(&self, timeout: Duration) {
+        let s = &self.shared;
+        let until = s.clock.now().saturating_add(nanos(timeout));
+        wait_for(&*s.clock, &s.notify, until, || {
+            s.queue.lock().is_empty() && s.in_flight.load(Ordering::Acquire) == 0
+        });
+    }
+
+    /// Sets or clears a drill's deep-down fault.
+    pub(crate) fn set_down(&self, on: bool) {
+        self.shared.down.store(on, Ordering::Relaxed);
     }
 
     /// Whether the kill switch is set.
@@ -342,6 +359,14 @@ fn run_batch(s: &GrayShared, batch: &mut Vec<Item>, budget: Nanos) {
         fallback(s, &i, DeepFailure::Timeout, deep);
     }
     if live.is_empty() {
+        return;
+    }
+    if s.down.load(Ordering::Relaxed) {
+        // A drilled outage: the batch fails as a failing model's would.
+        let permit = s.circuit.acquire(now);
+        s.circuit.record_n(permit, 0, live.len() as u32, now);
+        live.iter()
+            .for_each(|i| fallback(s, i, DeepFailure::Error, deep));
         return;
     }
     let permit = if s.forced_open.load(Ordering::Relaxed) {

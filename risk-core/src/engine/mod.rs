@@ -12,6 +12,7 @@ pub(crate) mod circuit;
 mod deploy;
 mod deploy_build;
 mod deploy_stage;
+mod drill;
 mod entity;
 mod gray;
 mod health;
@@ -23,6 +24,7 @@ pub(crate) mod tier;
 pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
 pub use circuit::{CircuitConfig, CircuitState};
+pub use drill::{DrillPlan, DrillReport, Fault, Quality, SwitchTime};
 pub use gray::VerdictCallback;
 pub use health::{Health, HealthStatus, Switchable, TierHealth};
 

@@ -119,11 +119,16 @@ pub(crate) struct FastTask {
     scorer: Option<Arc<dyn Scorer>>,
     txn: Option<Transaction>,
     budget: std::time::Duration,
+    /// A drilled slow model's added latency (0: none).
+    stall_ns: u64,
 }
 
 impl Task for FastTask {
     type Output = Result<Score, Failure>;
     fn run(&mut self) -> Self::Output {
+        if self.stall_ns > 0 {
+            super::drill::stall(self.stall_ns);
+        }
         match (&self.scorer, &self.txn) {
             (Some(s), Some(t)) => guarded_score_within(&**s, t, self.budget),
             _ => Err(Failure::Error),
@@ -138,6 +143,9 @@ pub(crate) struct FastTier {
     /// The kill switch: while set, no model is called and the rules decide
     /// ([`FallbackCause::CircuitOpen`]).
     pub forced_open: std::sync::atomic::AtomicBool,
+    /// A drill's fault (`drill::FAULT_*`) and a slow fault's added latency.
+    pub fault: std::sync::atomic::AtomicU8,
+    pub fault_delay_ns: std::sync::atomic::AtomicU64,
     pub pool: OnceLock<DeadlinePool<FastTask>>,
     pub deadline: Nanos,
     /// Calls skipped because the deadline had passed ([`MetricsSnapshot::fast_skipped`](crate::MetricsSnapshot)).
@@ -201,8 +209,23 @@ impl FastTier {
         if permit == Permit::Denied {
             return (Err(FallbackCause::CircuitOpen), now);
         }
+        use super::drill::{FAULT_DOWN, FAULT_NAN, FAULT_NONE, FAULT_SLOW};
+        let fault = self.fault.load(std::sync::atomic::Ordering::Relaxed);
+        let stall_ns = if fault == FAULT_SLOW {
+            self.fault_delay_ns
+                .load(std::sync::atomic::Ordering::Relaxed)
+        } else {
+            0
+        };
         let out = match (m.latency, self.pool.get()) {
-            (Latency::Bounded, _) => guarded_score(&*m.scorer, txn).map_err(Failure::cause),
+            _ if fault == FAULT_DOWN => Err(FallbackCause::Error),
+            _ if fault == FAULT_NAN => Err(FallbackCause::InvalidScore),
+            (Latency::Bounded, _) => {
+                if fault != FAULT_NONE {
+                    super::drill::stall(stall_ns);
+                }
+                guarded_score(&*m.scorer, txn).map_err(Failure::cause)
+            }
             (Latency::Unbounded, None) => Err(FallbackCause::Saturated),
             (Latency::Unbounded, Some(pool)) => match pool.run(clock, until, |t| {
                 if !t.scorer.as_ref().is_some_and(|s| Arc::ptr_eq(s, &m.scorer)) {
@@ -213,6 +236,7 @@ impl FastTier {
                     None => t.txn = Some(txn.clone()),
                 }
                 t.budget = std::time::Duration::from_nanos(until.saturating_sub(now));
+                t.stall_ns = stall_ns;
             }) {
                 Ok(r) => r.map_err(Failure::cause),
                 Err(PoolError::Timeout) => Err(FallbackCause::Timeout),
