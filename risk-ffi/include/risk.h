@@ -514,6 +514,54 @@ risk_result risk_engine_health_json(const struct risk_engine *e,
 // `e` is live; `tier` is NUL-terminated.
 risk_result risk_engine_force_open(const struct risk_engine *e, const char *tier, bool open);
 
+// The monitors' latest values as JSON: `windows`, `agreement` ([share, samples] or
+// null), `drift` ([{`subject`, `ks`, `psi`, `n`}]), `deep_fallback_share`, `firing`
+// (["Kind:subject"]), `baseline`, `recent` (the latest alerts: {`kind`, `subject`,
+// `value`, `threshold`, `firing`, `at_ms`, `detail`}). `RISK_ERR_INVALID` when the engine
+// has no `[monitor]`.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_monitor_json(const struct risk_engine *e,
+                                     char *buf,
+                                     size_t cap,
+                                     size_t *len);
+
+// Judges every monitor now (the engine's monitor thread does so every
+// `monitor.interval_ms`); the alerts raised appear in `risk_engine_monitor_json`'s
+// `recent`, and `*raised` (may be NULL) receives how many.
+//
+// # Safety
+// `e` is live; `raised` is NULL or writable.
+risk_result risk_engine_monitor_tick(const struct risk_engine *e, uint32_t *raised);
+
+// Runs a fallback drill: `fault` is `"fast_down"`, `"fast_nan"`, `"deep_down"` or
+// `"fast_slow:<ms>"`; `txns_json` a JSON array of transactions (the objects
+// `risk_engine_decide_json` takes) replayed under it; `labels_json` NULL or a JSON array
+// of booleans (fraud), one per transaction, for the quality comparison. The report is
+// kept and read with `risk_engine_drill_report_json`. Live traffic on the engine is
+// affected while the drill runs.
+//
+// # Safety
+// `e` is live; `fault` and `txns_json` are NUL-terminated; `labels_json` is NULL or
+// NUL-terminated.
+risk_result risk_engine_drill(const struct risk_engine *e,
+                              const char *fault,
+                              const char *txns_json,
+                              const char *labels_json);
+
+// The last drill's report as JSON (`fault`, `decisions`, `by_tier`, `fallbacks`,
+// `errors`, `switch_time` {`p50_us`, `p99_us`, `max_us`}, `circuit_after`,
+// `model_quality`/`drill_quality` {`recall`, `precision`, `auprc`} or null,
+// `deep_verdicts`, `duration_ms`). `RISK_ERR_EMPTY` before any drill.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_drill_report_json(const struct risk_engine *e,
+                                          char *buf,
+                                          size_t cap,
+                                          size_t *len);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

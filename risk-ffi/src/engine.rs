@@ -22,6 +22,8 @@ pub const RISK_MAX_BATCH: usize = 65_536;
 pub struct risk_engine {
     pub(crate) engine: Engine,
     pub(crate) rules: Option<Arc<RuleScorer>>,
+    /// The last drill's report (JSON), read by `risk_engine_drill_report_json`.
+    pub(crate) last_drill: std::sync::Mutex<Option<String>>,
 }
 
 /// The `ScorerSpec::key` of the rule tier's table (`[rules.scorer]`); the fast and deep
@@ -54,7 +56,11 @@ fn new_engine(
         Err(e) => return config_err(e),
     };
     let rules = rules.lock().unwrap_or_else(|e| e.into_inner()).take();
-    let p = register_handle(risk_engine { engine, rules });
+    let p = register_handle(risk_engine {
+        engine,
+        rules,
+        last_drill: std::sync::Mutex::new(None),
+    });
     // SAFETY: `out` was checked non-NULL by the caller of this function.
     unsafe { *out = p };
     RISK_OK

@@ -59,6 +59,11 @@ fn set_error(msg: impl AsRef<str>) {
     LAST_ERROR.with(|e| *e.borrow_mut() = CString::new(s).unwrap_or_default());
 }
 
+/// The calling thread's last error message (to prefix it with context).
+pub(crate) fn last_message() -> String {
+    LAST_ERROR.with(|e| e.borrow().to_string_lossy().into_owned())
+}
+
 /// Records `msg` as the calling thread's last error and returns `code`.
 pub(crate) fn fail(code: risk_result, msg: impl AsRef<str>) -> risk_result {
     set_error(msg);

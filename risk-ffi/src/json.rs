@@ -285,7 +285,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Object<T> {
 
 // ===== to a transaction =====
 
-fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_result> {
+pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_result> {
     let Object(t) = serde_json::from_str::<Object<TxnJson<'_>>>(text)
         .map_err(|err| fail(RISK_ERR_JSON, format!("transaction JSON: {err}")))?;
     let TxnJson {

@@ -50,6 +50,8 @@ mod audit;
 mod deploy;
 // Health and the per-tier kill switch.
 mod health;
+// Monitors and drills.
+mod observe;
 
 pub use args::RISK_MAX_INPUT;
 pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
@@ -74,6 +76,10 @@ pub use error::{risk_last_error, risk_result, risk_version};
 pub use health::{risk_engine_force_open, risk_engine_health_json};
 pub use json::risk_engine_decide_json;
 pub use metrics::{risk_engine_metrics_json, risk_engine_metrics_text};
+pub use observe::{
+    risk_engine_drill, risk_engine_drill_report_json, risk_engine_monitor_json,
+    risk_engine_monitor_tick,
+};
 pub use subscription::{
     risk_engine_subscribe, risk_subscription, risk_subscription_free, risk_subscription_poll,
     risk_verdict,

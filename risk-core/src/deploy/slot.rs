@@ -21,6 +21,9 @@ pub(crate) struct Ver<T> {
     pub id: VersionId,
     pub body: T,
     pub stats: Option<Arc<VersionStats>>,
+    /// Decisions this version took part in (shared by its watched copies), for the
+    /// `risk_decisions_by_version_total` metric.
+    pub decided: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl<T: Clone> Ver<T> {
@@ -29,6 +32,7 @@ impl<T: Clone> Ver<T> {
             id,
             body,
             stats: None,
+            decided: Arc::default(),
         })
     }
 
@@ -38,6 +42,7 @@ impl<T: Clone> Ver<T> {
             id: self.id,
             body: self.body.clone(),
             stats,
+            decided: Arc::clone(&self.decided),
         })
     }
 }

@@ -463,6 +463,10 @@ impl Inner {
         versions.config = ch.policy.body.config_fp;
         versions.deep = ch.routing.deep;
         let m = &self.metrics;
+        ch.rules.decided.fetch_add(1, Relaxed);
+        if let (Some(f), Some(_)) = (ch.fast, model.as_ref()) {
+            f.decided.fetch_add(1, Relaxed);
+        }
         m.by_action[c.action as usize].fetch_add(1, Relaxed);
         m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
         if let Some(cause) = fallback {

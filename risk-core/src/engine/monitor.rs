@@ -243,6 +243,11 @@ impl Inner {
             st.report.windows += 1;
         }
         st.report.firing = st.firing.iter().map(|(k, s)| format!("{k}:{s}")).collect();
+        st.report.recent.extend(alerts.iter().cloned());
+        let n = st.report.recent.len();
+        if n > 32 {
+            st.report.recent.drain(..n - 32);
+        }
         drop(st);
         for a in &alerts {
             if a.firing {

@@ -20,6 +20,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Error;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 
 /// Latency bucket bounds, seconds: 1 µs to 10 s (fast-tier deadlines are milliseconds,
@@ -242,6 +243,44 @@ impl Collector for EngineCollector {
             "circuit_state",
             "1 for each tier's current breaker state.",
             series,
+        )?;
+        let r = i.routing.load();
+        let mut by_version: Vec<(Vec<(&str, String)>, u64)> = Vec::new();
+        let mut add = |target: &str, id: crate::version::VersionId, n: u64, role: &str| {
+            by_version.push((
+                vec![
+                    ("target", target.to_owned()),
+                    ("version", id.to_string()),
+                    ("role", role.to_owned()),
+                ],
+                n,
+            ));
+        };
+        add(
+            "rules",
+            r.rules.serving.id,
+            r.rules.serving.decided.load(Relaxed),
+            "serving",
+        );
+        if let Some(c) = &r.rules.canary {
+            add("rules", c.ver.id, c.ver.decided.load(Relaxed), "canary");
+        }
+        if let Some(f) = &r.fast {
+            add(
+                "fast",
+                f.serving.id,
+                f.serving.decided.load(Relaxed),
+                "serving",
+            );
+            if let Some(c) = &f.canary {
+                add("fast", c.ver.id, c.ver.decided.load(Relaxed), "canary");
+            }
+        }
+        counter(
+            e,
+            "decisions_by_version",
+            "Decisions each serving or canary version took part in (the fast model's: where it answered).",
+            by_version,
         )?;
         // What serves, one series per target (value 1), and the deploy state.
         let mut info = Vec::new();

@@ -73,6 +73,13 @@ impl Default for MonitorConfig {
     }
 }
 
+impl MonitorReport {
+    /// The JSON form (the C ABI's `risk_engine_monitor_json`).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
 impl MonitorConfig {
     /// Checks rates, sizes and thresholds.
     pub fn validate(&self) -> Result<(), crate::error::ConfigError> {
@@ -221,6 +228,8 @@ pub struct MonitorReport {
     pub firing: Vec<String>,
     /// Whether a drift baseline is in force.
     pub baseline: bool,
+    /// The latest alerts (firing and resolved), oldest first, at most 32.
+    pub recent: Vec<Alert>,
 }
 
 /// The live sketches of one baseline.

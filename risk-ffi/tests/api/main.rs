@@ -9,6 +9,7 @@ mod fuzz_seeds;
 mod handles;
 mod json;
 mod metrics;
+mod observe;
 mod reload;
 mod subscription;
 
