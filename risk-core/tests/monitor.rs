@@ -266,3 +266,52 @@ fn risk_toml_monitor_table_and_the_monitor_gauges() {
         );
     }
 }
+
+#[test]
+fn alerts_are_recorded_in_the_audit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Arc::new(
+        risk_core::audit::SegmentLog::open(risk_core::audit::LogOptions::new(dir.path())).unwrap(),
+    );
+    let s = schema();
+    let e = Engine::builder(s.clone())
+        .rules(rules(0.1))
+        .fast(Arc::new(ConstantScorer::new(0.9)))
+        .audit_log(Arc::clone(&log))
+        .monitor(MonitorConfig {
+            sample_every: 1,
+            min_samples: 50,
+            ..cfg()
+        })
+        .build()
+        .unwrap();
+    for id in 0..100 {
+        e.decide(&txn(&s, id, id)).unwrap();
+    }
+    assert!(e
+        .monitor_tick()
+        .iter()
+        .any(|a| a.kind == AlertKind::Agreement));
+    log.flush(std::time::Duration::from_secs(30)).unwrap();
+    let q = risk_core::audit::Query {
+        alerts: true,
+        decisions: false,
+        verdicts: false,
+        ..Default::default()
+    };
+    let got: Vec<_> = risk_core::audit::AuditReader::new(dir.path())
+        .query(q)
+        .unwrap()
+        .map(|r| r.unwrap().to_json())
+        .collect();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["kind"], "alert");
+    assert_eq!(got[0]["alert"], "agreement");
+    assert_eq!(got[0]["firing"], true);
+    // A plain lookup leaves alerts out.
+    let plain = risk_core::audit::AuditReader::new(dir.path())
+        .query(Default::default())
+        .unwrap()
+        .count();
+    assert_eq!(plain, 100);
+}

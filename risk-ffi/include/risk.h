@@ -401,7 +401,7 @@ void risk_subscription_free(struct risk_subscription *s);
 // as a JSON array of their JSON views (`(buf, cap, *len)`: call with `buf` NULL to learn
 // the size). `query_json` (NULL or empty: everything) has the optional keys `txn`,
 // `entity`, `from_ms`, `to_ms` (decision time, `[from, to)`), `rule` (decisions on which
-// it fired), `kinds` (`["decision", "verdict", "schema"]`) and `limit`. A damaged record
+// it fired), `kinds` (`["decision", "verdict", "schema", "alert"]`) and `limit`. A damaged record
 // is an element `{"kind": "damaged", "error": "..."}`: never skipped silently.
 //
 // # Safety

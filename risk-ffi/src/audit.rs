@@ -22,7 +22,7 @@ struct QueryJson {
     from_ms: Option<i64>,
     to_ms: Option<i64>,
     rule: Option<String>,
-    /// `"decision"`, `"verdict"`, `"schema"`; default: decisions and verdicts.
+    /// `"decision"`, `"verdict"`, `"schema"`, `"alert"`; default: decisions and verdicts.
     kinds: Option<Vec<String>>,
     /// Most records returned (default and cap: 1,000,000).
     limit: Option<u64>,
@@ -52,10 +52,11 @@ fn query(text: &str) -> Result<(Query, u64), risk_result> {
                 "decision" => out.decisions = true,
                 "verdict" => out.verdicts = true,
                 "schema" => out.schemas = true,
+                "alert" => out.alerts = true,
                 other => {
                     return Err(fail(
                         RISK_ERR_INVALID,
-                        format!("query kinds: {other:?} is not decision, verdict or schema"),
+                        format!("query kinds: {other:?} is not decision, verdict, schema or alert"),
                     ))
                 }
             }
@@ -68,7 +69,7 @@ fn query(text: &str) -> Result<(Query, u64), risk_result> {
 /// as a JSON array of their JSON views (`(buf, cap, *len)`: call with `buf` NULL to learn
 /// the size). `query_json` (NULL or empty: everything) has the optional keys `txn`,
 /// `entity`, `from_ms`, `to_ms` (decision time, `[from, to)`), `rule` (decisions on which
-/// it fired), `kinds` (`["decision", "verdict", "schema"]`) and `limit`. A damaged record
+/// it fired), `kinds` (`["decision", "verdict", "schema", "alert"]`) and `limit`. A damaged record
 /// is an element `{"kind": "damaged", "error": "..."}`: never skipped silently.
 ///
 /// # Safety

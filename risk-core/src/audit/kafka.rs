@@ -460,6 +460,7 @@ impl Worker {
             Some(Body::Decision(d)) => (d.txn_id.to_string(), "decision"),
             Some(Body::Verdict(v)) => (v.txn_id.to_string(), "verdict"),
             Some(Body::Schema(s)) => (format!("schema-{:016x}", s.fingerprint), "schema"),
+            Some(Body::Alert(a)) => (format!("alert-{}", a.subject), "alert"),
             None => (String::new(), "unknown"),
         };
         let seq = rec.seq.to_string();

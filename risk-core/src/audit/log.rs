@@ -194,6 +194,7 @@ pub(super) enum Msg {
     /// The schema of the decisions that follow (sent once per new fingerprint).
     Schema(Arc<FeatureSchema>),
     Verdict(DeepVerdict),
+    Alert(Box<crate::monitor::Alert>),
     /// Make everything before this durable, then answer.
     Flush(Sender<Result<u64, AuditError>>),
     /// Flush, answer, and stop the writer.
@@ -499,6 +500,7 @@ impl AuditSink for SegmentLog {
                 }))
             }
             AuditEvent::Verdict(v) => self.send(Msg::Verdict(*v)),
+            AuditEvent::Alert(a) => self.send(Msg::Alert(Box::new((*a).clone()))),
         }
     }
 

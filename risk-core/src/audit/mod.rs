@@ -57,6 +57,8 @@ pub enum AuditEvent<'a> {
     },
     /// A deep verdict.
     Verdict(&'a DeepVerdict),
+    /// A monitor alert.
+    Alert(&'a crate::monitor::Alert),
 }
 
 /// A sink's answer to an offer.

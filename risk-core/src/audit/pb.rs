@@ -8,7 +8,7 @@ pub struct AuditRecord {
     #[prost(uint64, tag = "1")]
     pub seq: u64,
     /// What the record is.
-    #[prost(oneof = "audit_record::Body", tags = "2, 3, 4")]
+    #[prost(oneof = "audit_record::Body", tags = "2, 3, 4, 5")]
     pub body: ::core::option::Option<audit_record::Body>,
 }
 /// Nested message and enum types in `AuditRecord`.
@@ -26,6 +26,9 @@ pub mod audit_record {
         /// the first decision of each schema in every segment, so a segment reads on its own.
         #[prost(message, tag = "4")]
         Schema(super::SchemaRecord),
+        /// A monitor alert (agreement, drift, deep health), firing or resolved.
+        #[prost(message, tag = "5")]
+        Alert(super::AlertRecord),
     }
 }
 /// Identity of a rule set or model.
@@ -226,6 +229,31 @@ pub struct SchemaRecord {
     /// Whether every field of the schema is recorded (replay needs it).
     #[prost(bool, tag = "3")]
     pub complete: bool,
+}
+/// A monitor alert: a monitor went bad (`firing`) or recovered.
+#[derive(Clone, PartialEq, ::prost::Message)]
+pub struct AlertRecord {
+    /// `agreement`, `feature_drift`, `score_drift` or `deep_health`.
+    #[prost(string, tag = "1")]
+    pub kind: ::prost::alloc::string::String,
+    /// The feature name, `score`, `agreement` or `deep`.
+    #[prost(string, tag = "2")]
+    pub subject: ::prost::alloc::string::String,
+    /// The measured value (agreement share, KS statistic, fallback share).
+    #[prost(double, tag = "3")]
+    pub value: f64,
+    /// The threshold it crossed.
+    #[prost(double, tag = "4")]
+    pub threshold: f64,
+    /// True when it starts, false when it recovers.
+    #[prost(bool, tag = "5")]
+    pub firing: bool,
+    /// When, ms since the Unix epoch.
+    #[prost(int64, tag = "6")]
+    pub at_ms: i64,
+    /// Details (PSI, sample size).
+    #[prost(string, tag = "7")]
+    pub detail: ::prost::alloc::string::String,
 }
 /// The engine's action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, ::prost::Enumeration)]

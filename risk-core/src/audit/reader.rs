@@ -51,6 +51,9 @@ pub struct Query {
     pub verdicts: bool,
     /// Include schema (layout) records.
     pub schemas: bool,
+    /// Include monitor alert records (off by default: decisions and verdicts are what a
+    /// lookup usually wants).
+    pub alerts: bool,
 }
 
 impl Default for Query {
@@ -65,6 +68,7 @@ impl Default for Query {
             decisions: true,
             verdicts: true,
             schemas: false,
+            alerts: false,
         }
     }
 }
@@ -74,6 +78,7 @@ impl Query {
     pub fn everything() -> Self {
         Self {
             schemas: true,
+            alerts: true,
             ..Self::default()
         }
     }
@@ -137,6 +142,13 @@ impl Query {
                     && time(v.decided_at_ms)
             }
             Some(Body::Schema(_)) => self.schemas,
+            Some(Body::Alert(a)) => {
+                self.alerts
+                    && self.txn.is_none()
+                    && self.entity.is_none()
+                    && self.rule.is_none()
+                    && time(a.at_ms)
+            }
             None => false,
         }
     }

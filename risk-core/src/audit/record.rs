@@ -150,6 +150,24 @@ pub(crate) fn decision(it: &DecisionItem) -> pb::DecisionRecord {
 }
 
 /// The verdict record for `v`.
+pub(crate) fn alert(a: &crate::monitor::Alert) -> pb::AlertRecord {
+    let kind = match a.kind {
+        crate::monitor::AlertKind::Agreement => "agreement",
+        crate::monitor::AlertKind::FeatureDrift => "feature_drift",
+        crate::monitor::AlertKind::ScoreDrift => "score_drift",
+        crate::monitor::AlertKind::DeepHealth => "deep_health",
+    };
+    pb::AlertRecord {
+        kind: kind.into(),
+        subject: a.subject.clone(),
+        value: a.value,
+        threshold: a.threshold,
+        firing: a.firing,
+        at_ms: a.at_ms,
+        detail: a.detail.clone(),
+    }
+}
+
 pub(crate) fn verdict(v: &DeepVerdict) -> pb::VerdictRecord {
     pb::VerdictRecord {
         ticket: v.ticket.0,
@@ -322,6 +340,16 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
                 }
             }
             m.insert("features".into(), Value::Object(f));
+        }
+        Some(Body::Alert(a)) => {
+            m.insert("kind".into(), json!("alert"));
+            m.insert("alert".into(), json!(a.kind));
+            m.insert("subject".into(), json!(a.subject));
+            m.insert("value".into(), json!(a.value));
+            m.insert("threshold".into(), json!(a.threshold));
+            m.insert("firing".into(), json!(a.firing));
+            m.insert("at_ms".into(), json!(a.at_ms));
+            m.insert("detail".into(), json!(a.detail));
         }
         Some(Body::Verdict(v)) => {
             m.insert("kind".into(), json!("verdict"));

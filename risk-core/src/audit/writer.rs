@@ -242,6 +242,7 @@ impl Writer {
                 self.encode(Body::Decision(record::decision(&it)));
             }
             Msg::Verdict(v) => self.encode(Body::Verdict(record::verdict(&v))),
+            Msg::Alert(a) => self.encode(Body::Alert(record::alert(&a))),
             Msg::Flush(r) => replies.push((r, false)),
             Msg::Close(r) => replies.push((r, true)),
         }

@@ -255,6 +255,9 @@ impl Inner {
             } else {
                 tracing::info!(target: "risk::monitor", kind = ?a.kind, subject = %a.subject, value = a.value, "monitor recovered");
             }
+            if let Some(sink) = &self.audit {
+                let _ = sink.offer(&crate::audit::AuditEvent::Alert(a));
+            }
             mc.subscribers
                 .lock()
                 .retain(|s| !matches!(s.try_send(a.clone()), Err(TrySendError::Disconnected(_))));
