@@ -172,7 +172,8 @@ impl Engine {
             });
         }
         let id = i.deploy.next_id.fetch_add(1, Relaxed);
-        let r = self.deploy_gated(target, candidate, plan, id);
+        let span = tracing::info_span!("risk.deploy", target = target.as_str(), deploy = id);
+        let r = span.in_scope(|| self.deploy_gated(target, candidate, plan, id));
         i.deploy.state.lock().targets[target.index()].busy = false;
         r.map(|()| id)
     }

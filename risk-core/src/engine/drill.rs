@@ -192,6 +192,11 @@ impl Engine {
     /// quality), then the fault is injected, the rows decided again, and the fault
     /// cleared. The breaker may be open afterwards (it recovers by its probes).
     pub fn drill(&self, plan: DrillPlan) -> DrillReport {
+        let span = tracing::info_span!("risk.drill", fault = ?plan.fault, rows = plan.transactions.len());
+        span.in_scope(|| self.drill_in_span(plan))
+    }
+
+    fn drill_in_span(&self, plan: DrillPlan) -> DrillReport {
         let labelled = !plan.labels.is_empty() && plan.labels.len() == plan.transactions.len();
         let decide_all = |txns: &[Transaction], lat: Option<&Histogram>| {
             txns.iter()
