@@ -77,6 +77,43 @@ impl Histogram {
     /// Percentiles and totals at this moment.
     pub fn snapshot(&self) -> LatencySummary {
         let counts: Vec<u64> = self.buckets.iter().map(|b| b.load(Relaxed)).collect();
+        summarize(&counts, self.sum.load(Relaxed), self.max.load(Relaxed))
+    }
+
+    /// The raw bucket counts and the sum: subtract two to get a window's
+    /// [`LatencySummary`] ([`HistogramMark::since`]).
+    pub fn mark(&self) -> HistogramMark {
+        HistogramMark {
+            counts: self.buckets.iter().map(|b| b.load(Relaxed)).collect(),
+            sum: self.sum.load(Relaxed),
+        }
+    }
+}
+
+/// A histogram's counts at one moment ([`Histogram::mark`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistogramMark {
+    counts: Vec<u64>,
+    sum: u64,
+}
+
+impl HistogramMark {
+    /// The summary of what was recorded between `base` and `self` (the maximum is that of
+    /// the window's highest bucket, within its ~3% width).
+    pub fn since(&self, base: &HistogramMark) -> LatencySummary {
+        let counts: Vec<u64> = self
+            .counts
+            .iter()
+            .zip(&base.counts)
+            .map(|(a, b)| a.saturating_sub(*b))
+            .collect();
+        let max = counts.iter().rposition(|&c| c > 0).map_or(0, upper_of);
+        summarize(&counts, self.sum.saturating_sub(base.sum), max)
+    }
+}
+
+fn summarize(counts: &[u64], sum: u64, max: u64) -> LatencySummary {
+    {
         let total: u64 = counts.iter().sum();
         let q = |p: f64| -> u64 {
             if total == 0 {
@@ -92,13 +129,12 @@ impl Histogram {
             }
             0
         };
-        let max = self.max.load(Relaxed);
         LatencySummary {
             count: total,
             mean_ns: if total == 0 {
                 0.0
             } else {
-                self.sum.load(Relaxed) as f64 / total as f64
+                sum as f64 / total as f64
             },
             p50_ns: q(0.50).min(max),
             p99_ns: q(0.99).min(max),

@@ -128,3 +128,37 @@ fn deep_down_gives_fallback_verdicts() {
         .to_markdown()
         .contains("| deep verdicts | 1 (1 fallbacks) |"));
 }
+
+#[test]
+fn a_live_drill_covers_the_next_decisions_of_every_thread() {
+    let e = engine(Duration::from_secs(10));
+    let s = e.schema().clone();
+    let (txns, _) = rows(&s, 1000);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let traffic = {
+        let (e, stop, txns) = (e.clone(), Arc::clone(&stop), txns.clone());
+        std::thread::spawn(move || {
+            let mut tiers = Vec::new();
+            for t in txns.iter().cycle() {
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                tiers.push(e.decide(t).unwrap().tier);
+            }
+            tiers
+        })
+    };
+    let r = e.drill_live(Fault::FastNan, 500, Duration::from_secs(3600));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let tiers = traffic.join().unwrap();
+    assert!(r.decisions >= 500, "{r:?}");
+    let (rules, fast) = (r.by_tier[0].1, r.by_tier[1].1);
+    assert_eq!(r.fallbacks, vec![("invalid_score", rules)]);
+    // The window is the counters' between the drill's start and end: decisions just
+    // before the fault was set and just after it was cleared (the operator's thread
+    // polls every millisecond) are the model's.
+    assert!(rules >= 450 && (rules + fast).abs_diff(r.decisions) <= 2, "{r:?}");
+    assert!(tiers.contains(&Tier::Rules));
+    assert_eq!(e.decide(&txns[0]).unwrap().tier, Tier::Fast, "the fault is cleared");
+    assert!(r.switch_time.p99_us > 0.0);
+}

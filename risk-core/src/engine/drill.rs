@@ -192,7 +192,8 @@ impl Engine {
     /// quality), then the fault is injected, the rows decided again, and the fault
     /// cleared. The breaker may be open afterwards (it recovers by its probes).
     pub fn drill(&self, plan: DrillPlan) -> DrillReport {
-        let span = tracing::info_span!("risk.drill", fault = ?plan.fault, rows = plan.transactions.len());
+        let span =
+            tracing::info_span!("risk.drill", fault = ?plan.fault, rows = plan.transactions.len());
         span.in_scope(|| self.drill_in_span(plan))
     }
 
@@ -281,6 +282,61 @@ impl Engine {
             duration_ms,
         };
         tracing::warn!(target: "risk::drill", fault = ?plan.fault, decisions = report.decisions, "drill finished");
+        report
+    }
+
+    /// A drill on live traffic: injects `fault` until `decisions` more decisions were
+    /// made or `duration` passed on the engine clock (whichever first), then clears it,
+    /// and reports from the engine's counters over that window (no labels: quality is not
+    /// measured). Blocks the calling thread (an operator's, not a deciding one).
+    pub fn drill_live(&self, fault: Fault, decisions: u64, duration: Duration) -> DrillReport {
+        let _span = tracing::info_span!("risk.drill", fault = ?fault, live = true).entered();
+        let i = &*self.inner;
+        let (m0, lat0, deep0) = (
+            self.metrics(),
+            i.metrics.total.mark(),
+            i.metrics.gray_verdicts(),
+        );
+        let t0 = i.clock.now();
+        let started = Instant::now();
+        self.set_fault(fault, true);
+        let until = t0.saturating_add(crate::clock::nanos(duration));
+        while self.metrics().decisions < m0.decisions.saturating_add(decisions)
+            && i.clock.now() < until
+            && !i.shut.load(Relaxed)
+        {
+            // An operator's thread polling the counters: the deciding threads never wait.
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.set_fault(fault, false);
+        let m1 = self.metrics();
+        let l = i.metrics.total.mark().since(&lat0);
+        let deep1 = i.metrics.gray_verdicts();
+        let report = DrillReport {
+            fault,
+            decisions: m1.decisions - m0.decisions,
+            by_tier: Tier::ALL
+                .iter()
+                .map(|t| (t.as_str(), m1.tier(*t) - m0.tier(*t)))
+                .collect(),
+            fallbacks: FallbackCause::ALL
+                .iter()
+                .map(|c| (c.as_str(), m1.fallback(*c) - m0.fallback(*c)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            errors: 0,
+            switch_time: SwitchTime {
+                p50_us: l.p50_ns as f64 / 1e3,
+                p99_us: l.p99_ns as f64 / 1e3,
+                max_us: l.max_ns as f64 / 1e3,
+            },
+            circuit_after: m1.fast_circuit,
+            model_quality: None,
+            drill_quality: None,
+            deep_verdicts: (deep1.0 - deep0.0, deep1.1 - deep0.1),
+            duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        };
+        tracing::warn!(target: "risk::drill", fault = ?fault, decisions = report.decisions, "live drill finished");
         report
     }
 
