@@ -110,8 +110,9 @@ var (
 	// ErrHandle: a closed (freed) engine or subscription. Methods of an Engine or
 	// Subscription after its Close return an ErrHandle error.
 	ErrHandle = newError(codeHandle, "")
-	// ErrEmpty: nothing to return yet, a poll that timed out (not returned by Poll, which
-	// reports ok=false with a nil error instead: poll again).
+	// ErrEmpty: nothing to return yet: a poll that timed out (not returned by Poll, which
+	// reports ok=false with a nil error instead: poll again), or LastDrillReport before any
+	// drill.
 	ErrEmpty = newError(codeEmpty, "")
 	// ErrReload: the rule reload failed or the engine has no rule file.
 	ErrReload = newError(codeReload, "")

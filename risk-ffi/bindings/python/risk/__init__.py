@@ -15,6 +15,11 @@ recent traffic and shadows, canaries or promotes it; ``engine.deploy_status(targ
 ``engine.promote(target)``, ``engine.rollback(target, reason)``; a refusal raises
 ``risk.DeployError``.
 
+Operations: ``engine.health()`` (ready / degraded / shut_down, each tier's state),
+``engine.force_open("fast")`` (the kill switch; ``force_open("fast", False)`` clears it),
+``engine.monitor_report()`` and ``engine.monitor_tick()`` (an engine with ``[monitor]``),
+``engine.drill("fast_down", transactions, labels)`` (a fallback drill's report).
+
 The shared library is found through ``RISK_FFI_LIB`` (a file), ``RISK_FFI_LIB_DIR`` (a
 directory), ``<repo>/target/release``, then the system loader; see ``risk._ffi``.
 """
@@ -40,6 +45,7 @@ from ._engine import (
     reason_name,
     version,
 )
+from ._observe import DRILL_FAULTS, KILL_SWITCH_TIERS
 from ._ffi import (
     RESULT_NAMES,
     RISK_CODE_UNKNOWN,
@@ -84,6 +90,8 @@ __all__ = [
     "flatten_record",
     "AUDIT_KINDS",
     "DEPLOY_TARGETS",
+    "DRILL_FAULTS",
+    "KILL_SWITCH_TIERS",
 ]
 
 __version__ = "0.1.0"

@@ -646,8 +646,16 @@ class Subscription(_Handle):
         return f"<risk.Subscription {'closed' if self.closed else 'open'}>"
 
 
-class RiskEngine(_Handle):
+# Imported here, not at the top: the mixin uses the helpers defined above.
+from ._observe import ObserveMixin  # noqa: E402
+
+
+class RiskEngine(ObserveMixin, _Handle):
     """An engine built from a ``risk.toml``. Thread-safe: share one across threads.
+
+    Besides deciding: :meth:`metrics`, the model lifecycle (:meth:`deploy` ...), and the
+    operations of :class:`risk._observe.ObserveMixin` (:meth:`health`, :meth:`force_open`,
+    :meth:`monitor_report`, :meth:`monitor_tick`, :meth:`drill`, :meth:`drill_report`).
 
     >>> with RiskEngine.from_path("examples/risk.toml") as eng:
     ...     d = eng.decide(amount=42.5, currency="USD", country="US", channel="pos")

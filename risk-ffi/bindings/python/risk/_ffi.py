@@ -260,6 +260,12 @@ _PROTOTYPES = {
     "risk_engine_promote": (risk_result, [risk_engine_p, c_char_p]),
     "risk_engine_rollback": (risk_result, [risk_engine_p, c_char_p, c_char_p]),
     "risk_engine_deploy_tick": (risk_result, [risk_engine_p]),
+    "risk_engine_health_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_force_open": (risk_result, [risk_engine_p, c_char_p, c_bool]),
+    "risk_engine_monitor_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_monitor_tick": (risk_result, [risk_engine_p, POINTER(c_uint32)]),
+    "risk_engine_drill": (risk_result, [risk_engine_p, c_char_p, c_char_p, c_char_p]),
+    "risk_engine_drill_report_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 LIB_NAME = "librisk_ffi.so" if sys.platform.startswith("linux") else (

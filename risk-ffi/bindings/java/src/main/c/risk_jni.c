@@ -50,6 +50,10 @@
 #define AUDIT_STATS_INITIAL_CAP 512
 /* A deploy status holds up to 64 history events. */
 #define DEPLOY_STATUS_INITIAL_CAP 4096
+#define HEALTH_INITIAL_CAP 1024
+/* A monitor report holds up to 32 recent alerts and a drift row per feature. */
+#define MONITOR_INITIAL_CAP 4096
+#define DRILL_REPORT_INITIAL_CAP 1024
 
 _Static_assert(RISK_MAX_REASONS == 8, "Decision.fromLongs assumes 8 reasons (2 longs each)");
 _Static_assert(16 + 2 * RISK_MAX_REASONS == DECISION_LONGS, "decision layout");
@@ -760,6 +764,81 @@ static void JNICALL n_deploy_tick(JNIEnv *env, jclass cls, jlong eng) {
   if (r != RISK_OK) throw_risk(env, r);
 }
 
+/* ----- health, kill switch, monitors, drills ----- */
+
+static risk_result call_health(const void *args, char *buf, size_t cap, size_t *len) {
+  return risk_engine_health_json((const risk_engine *)args, buf, cap, len);
+}
+
+static jbyteArray JNICALL n_health_json(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  return read_text(env, call_health, (const void *)(intptr_t)eng, HEALTH_INITIAL_CAP, "health");
+}
+
+/* A null tier reaches the library as NULL (RISK_ERR_NULL). */
+static void JNICALL n_force_open(JNIEnv *env, jclass cls, jlong eng, jbyteArray tier_z, jboolean open) {
+  (void)cls;
+  char *tier;
+  if (!copy_bytes(env, tier_z, "tier", 1, &tier, NULL)) return;
+  risk_result r = risk_engine_force_open((const risk_engine *)(intptr_t)eng, tier, open == JNI_TRUE);
+  if (r != RISK_OK) throw_risk(env, r);
+  free(tier);
+}
+
+static risk_result call_monitor(const void *args, char *buf, size_t cap, size_t *len) {
+  return risk_engine_monitor_json((const risk_engine *)args, buf, cap, len);
+}
+
+static jbyteArray JNICALL n_monitor_json(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  return read_text(env, call_monitor, (const void *)(intptr_t)eng, MONITOR_INITIAL_CAP, "the monitor report");
+}
+
+static jint JNICALL n_monitor_tick(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  uint32_t raised = 0;
+  risk_result r = risk_engine_monitor_tick((const risk_engine *)(intptr_t)eng, &raised);
+  if (r != RISK_OK) {
+    throw_risk(env, r);
+    return 0;
+  }
+  return raised > (uint32_t)INT32_MAX ? (jint)INT32_MAX : (jint)raised;
+}
+
+static risk_result call_drill_report(const void *args, char *buf, size_t cap, size_t *len) {
+  return risk_engine_drill_report_json((const risk_engine *)args, buf, cap, len);
+}
+
+/* A null fault or transactions reaches the library as NULL (RISK_ERR_NULL); null labels are
+ * none. The report is read in the same native call (a drill by another thread may still
+ * replace it in between: the C ABI keeps one report per engine). */
+static jbyteArray JNICALL n_drill(JNIEnv *env, jclass cls, jlong eng, jbyteArray fault_z, jbyteArray txns_z,
+                                  jbyteArray labels_z) {
+  (void)cls;
+  char *fault = NULL, *txns = NULL, *labels = NULL;
+  jbyteArray out = NULL;
+  if (copy_bytes(env, fault_z, "fault", 1, &fault, NULL) && copy_bytes(env, txns_z, "transactions", 1, &txns, NULL) &&
+      copy_bytes(env, labels_z, "labels", 1, &labels, NULL)) {
+    const risk_engine *e = (const risk_engine *)(intptr_t)eng;
+    risk_result r = risk_engine_drill(e, fault, txns, labels);
+    if (r != RISK_OK) {
+      throw_risk(env, r);
+    } else {
+      out = read_text(env, call_drill_report, e, DRILL_REPORT_INITIAL_CAP, "the drill report");
+    }
+  }
+  free(fault);
+  free(txns);
+  free(labels);
+  return out;
+}
+
+static jbyteArray JNICALL n_drill_report_json(JNIEnv *env, jclass cls, jlong eng) {
+  (void)cls;
+  return read_text(env, call_drill_report, (const void *)(intptr_t)eng, DRILL_REPORT_INITIAL_CAP,
+                   "the drill report");
+}
+
 static void JNICALL n_reload_rules(JNIEnv *env, jclass cls, jlong eng) {
   (void)cls;
   risk_result r = risk_engine_reload_rules((const risk_engine *)(intptr_t)eng);
@@ -859,6 +938,12 @@ static const JNINativeMethod METHODS[] = {
     {"promote", "(J[B)V", (void *)n_promote},
     {"rollback", "(J[B[B)V", (void *)n_rollback},
     {"deployTick", "(J)V", (void *)n_deploy_tick},
+    {"healthJson", "(J)[B", (void *)n_health_json},
+    {"forceOpen", "(J[BZ)V", (void *)n_force_open},
+    {"monitorJson", "(J)[B", (void *)n_monitor_json},
+    {"monitorTick", "(J)I", (void *)n_monitor_tick},
+    {"drill", "(J[B[B[B)[B", (void *)n_drill},
+    {"drillReportJson", "(J)[B", (void *)n_drill_report_json},
 };
 
 static jclass global_class(JNIEnv *env, const char *name) {

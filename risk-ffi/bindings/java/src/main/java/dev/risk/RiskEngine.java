@@ -344,6 +344,108 @@ public final class RiskEngine implements AutoCloseable {
         });
     }
 
+    /**
+     * The engine's health as JSON text ({@code risk_engine_health_json}): {@code status}
+     * ({@link Health#READY}, {@link Health#DEGRADED}, {@link Health#SHUT_DOWN}), {@code reasons}
+     * (why degraded), {@code fast} and {@code deep} ({@code {present, state, serving}}:
+     * {@code state} one of {@link Health#CLOSED}, {@link Health#OPEN}, {@link Health#HALF_OPEN},
+     * {@link Health#FORCED_OPEN}, {@link Health#ABSENT}; {@code serving} {@code {id, name,
+     * version, hash}} or null) and {@code deploying} (targets with a deploy in progress).
+     */
+    public String healthJson() {
+        return Utf8.decode(withHandle(RiskNative::healthJson));
+    }
+
+    /** {@link #healthJson()} as an unmodifiable map. */
+    @SuppressWarnings("unchecked")
+    public Map<String, Object> health() {
+        return (Map<String, Object>) (Map<?, ?>) Json.parse(healthJson());
+    }
+
+    /**
+     * Sets ({@code open} true) or clears the kill switch of {@code tier} ({@link Health#FAST}
+     * or {@link Health#DEEP}; {@code risk_engine_force_open}): while set, the fast tier is not
+     * called and the rules decide (fallback {@link Fallback#CIRCUIT_OPEN}), or the deep tier is
+     * not called and gray-zone verdicts come from its fallback. Effective on the next decision;
+     * {@link #health()} reports the tier {@link Health#FORCED_OPEN}.
+     *
+     * @throws RiskException {@code RISK_ERR_INVALID} for another tier name
+     */
+    public void forceOpen(String tier, boolean open) {
+        byte[] t = required(tier, "tier");
+        withHandle(h -> {
+            RiskNative.forceOpen(h, t, open);
+            return null;
+        });
+    }
+
+    /**
+     * The monitors' latest values as JSON text ({@code risk_engine_monitor_json}):
+     * {@code windows}, {@code agreement} ({@code [share, samples]} or null), {@code drift}
+     * ({@code [{subject, ks, psi, n}]}), {@code deep_fallback_share}, {@code firing} (alerts
+     * firing now as {@code "Kind:subject"}, e.g. {@code "Agreement:agreement"}),
+     * {@code baseline}, {@code recent} (the latest alerts: {@code {kind, subject, value,
+     * threshold, firing, at_ms, detail}}).
+     *
+     * @throws RiskException {@code RISK_ERR_INVALID} when the engine has no {@code [monitor]}
+     */
+    public String monitorJson() {
+        return Utf8.decode(withHandle(RiskNative::monitorJson));
+    }
+
+    /** {@link #monitorJson()} as an unmodifiable map. */
+    @SuppressWarnings("unchecked")
+    public Map<String, Object> monitorReport() {
+        return (Map<String, Object>) (Map<?, ?>) Json.parse(monitorJson());
+    }
+
+    /**
+     * Judges every monitor now and returns how many alerts that raised
+     * ({@code risk_engine_monitor_tick}; the engine's monitor thread does so every
+     * {@code [monitor] interval_ms}, 0: only on these calls). Alerts are edge-triggered (one
+     * when a monitor goes bad, one when it recovers) and appear in {@link #monitorJson()}'s
+     * {@code recent}. An engine without {@code [monitor]} raises none.
+     */
+    public int monitorTick() {
+        return withHandle(RiskNative::monitorTick);
+    }
+
+    /**
+     * Runs a fallback drill ({@code risk_engine_drill}) and returns its report as JSON text:
+     * {@code fault} ({@code {kind, ...}}), {@code decisions}, {@code by_tier} and
+     * {@code fallbacks} (arrays of {@code [name, count]} pairs), {@code errors},
+     * {@code switch_time} {@code {p50_us, p99_us, max_us}}, {@code circuit_after},
+     * {@code model_quality} / {@code drill_quality} ({@code {recall, precision, auprc}}, null
+     * without labels), {@code deep_verdicts}, {@code duration_ms}. Live traffic on the engine
+     * is affected while the drill runs.
+     *
+     * @param fault {@link Drill#FAST_DOWN}, {@link Drill#FAST_NAN}, {@link Drill#DEEP_DOWN} or
+     *     {@link Drill#fastSlow}
+     * @param txnsJson a JSON array of transactions (the objects {@link #decideJson} takes)
+     * @param labelsJson null, or a JSON array of booleans (fraud), one per transaction
+     *     ({@link Drill#labels})
+     * @throws RiskException {@code RISK_ERR_INVALID} for an unknown fault or a label count that
+     *     does not match; {@code RISK_ERR_JSON} / {@code RISK_ERR_TRANSACTION} for a
+     *     transaction the library refuses (the detail names its index)
+     */
+    public String drill(String fault, String txnsJson, String labelsJson) {
+        byte[] f = required(fault, "fault");
+        byte[] t = required(txnsJson, "txnsJson");
+        byte[] l = Utf8.z(labelsJson, "labelsJson");
+        return Utf8.decode(withHandle(h -> RiskNative.drill(h, f, t, l)));
+    }
+
+    /**
+     * The last drill's report as JSON text ({@code risk_engine_drill_report_json}), as
+     * {@link #drill} returns it.
+     *
+     * @throws RiskException {@code RISK_ERR_EMPTY} ({@link RiskException#ERR_EMPTY}) before any
+     *     drill on this engine
+     */
+    public String drillReportJson() {
+        return Utf8.decode(withHandle(RiskNative::drillReportJson));
+    }
+
     private static byte[] required(String s, String what) {
         if (s == null) {
             throw new IllegalArgumentException(what + " is null");

@@ -32,8 +32,9 @@ public class RiskException extends RuntimeException {
     /** {@code RISK_ERR_HANDLE}: a freed, never-created or foreign handle. */
     public static final int ERR_HANDLE = 10;
     /**
-     * {@code RISK_ERR_EMPTY}: nothing to return yet, a poll that timed out (mapped to
-     * {@code Optional.empty()} by {@link Subscription#poll}: poll again).
+     * {@code RISK_ERR_EMPTY}: nothing to return yet: a poll that timed out (mapped to
+     * {@code Optional.empty()} by {@link Subscription#poll}: poll again), or
+     * {@link RiskEngine#drillReportJson} before any drill.
      */
     public static final int ERR_EMPTY = 11;
     /** {@code RISK_ERR_RELOAD}: rule reload failed or there is no rule file. */

@@ -108,4 +108,24 @@ final class RiskNative {
     static native void rollback(long engine, byte[] targetZ, byte[] reasonZ);
 
     static native void deployTick(long engine);
+
+    /** {@code risk_engine_health_json} as UTF-8. */
+    static native byte[] healthJson(long engine);
+
+    static native void forceOpen(long engine, byte[] tierZ, boolean open);
+
+    /** {@code risk_engine_monitor_json} as UTF-8. */
+    static native byte[] monitorJson(long engine);
+
+    /** {@code risk_engine_monitor_tick}: the alerts raised (clamped to {@code Integer.MAX_VALUE}). */
+    static native int monitorTick(long engine);
+
+    /**
+     * {@code risk_engine_drill}, then {@code risk_engine_drill_report_json} in the same native
+     * call: the report as UTF-8. {@code labelsZ} may be null (NULL: no labels).
+     */
+    static native byte[] drill(long engine, byte[] faultZ, byte[] txnsZ, byte[] labelsZ);
+
+    /** {@code risk_engine_drill_report_json} as UTF-8 ({@code RISK_ERR_EMPTY} before any drill). */
+    static native byte[] drillReportJson(long engine);
 }

@@ -1,0 +1,196 @@
+"""Operations of a live engine: health and the kill switch (force_open), the monitors
+(monitor_report, monitor_tick) and fallback drills (drill, drill_report)."""
+
+from __future__ import annotations
+
+import pytest
+
+import risk
+
+INVALID, HANDLE, EMPTY = 3, 10, 11
+
+# A constant rule tier (0.1: approve) and a constant fast tier (0.9: decline) with the
+# largest deadline the library allows: every decision is the fast tier's whatever the
+# machine's load, unless a switch or a fault takes it out.
+OPS_TOML = """
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+[fast]
+deadline_ms = 60000
+[fast.scorer]
+kind = "constant"
+probability = 0.9
+"""
+
+# The same with monitors judged only on monitor_tick, on every decision: the rules and
+# the model never agree.
+MONITOR_TOML = OPS_TOML + "[monitor]\nsample_every = 1\nmin_samples = 10\ninterval_ms = 0\n"
+
+
+def txn(i: int) -> dict:
+    return {"id": i, "entity": i % 7, "amount": 10.0 + i, "currency": "USD"}
+
+
+@pytest.fixture
+def eng():
+    with risk.RiskEngine.from_toml(OPS_TOML) as e:
+        yield e
+
+
+# ----- health and the kill switch -----
+
+
+def test_health_ready_with_a_constant_fast_tier(eng):
+    h = eng.health()
+    assert h["status"] == "ready" and h["reasons"] == []
+    assert h["fast"]["present"] is True and h["fast"]["state"] == "closed"
+    assert h["fast"]["serving"]["name"] == "constant" and h["fast"]["serving"]["version"] == "0.9"
+    assert h["deep"] == {"present": False, "state": "absent", "serving": None}
+    assert h["deploying"] == []
+
+
+def test_force_open_fast_hands_decisions_to_the_rules_and_back(eng):
+    d = eng.decide(txn(1))
+    assert d.tier == "fast" and d.action == "decline"
+
+    eng.force_open("fast")  # open=True by default
+    for i in range(2, 6):
+        d = eng.decide(txn(i))
+        assert d.tier == "rules" and d.fallback == "circuit_open" and d.action == "approve"
+    h = eng.health()
+    assert h["status"] == "degraded"
+    assert h["fast"]["state"] == "forced_open"
+    assert any("fast" in r and "force_open" in r for r in h["reasons"]), h["reasons"]
+    m = eng.metrics()
+    assert m["by_tier"]["rules"] == 4 and m["fallbacks"]["circuit_open"] == 4
+
+    eng.force_open("fast", False)
+    h = eng.health()
+    assert h["status"] == "ready" and h["fast"]["state"] == "closed" and h["reasons"] == []
+    d = eng.decide(txn(6))
+    assert d.tier == "fast" and d.fallback == "none"
+
+
+def test_force_open_rejects_an_unknown_tier(eng):
+    for bad in ("rules", "FAST", "", "fast "):
+        with pytest.raises(risk.RiskError) as ei:
+            eng.force_open(bad, True)
+        assert ei.value.code == INVALID and ei.value.name == "RISK_ERR_INVALID"
+    assert eng.health()["status"] == "ready"  # nothing was switched
+    with pytest.raises(risk.RiskTypeError):
+        eng.force_open("fast", 1)
+    with pytest.raises(risk.RiskTypeError):
+        eng.force_open(None)
+    assert risk.KILL_SWITCH_TIERS == ("fast", "deep")
+
+
+def test_health_after_shutdown_and_close(eng):
+    eng.shutdown()
+    assert eng.health()["status"] == "shut_down"
+    eng.close()
+    with pytest.raises(risk.RiskError) as ei:
+        eng.health()
+    assert ei.value.code == HANDLE
+
+
+# ----- monitors -----
+
+
+def test_monitor_fires_on_model_rules_disagreement():
+    with risk.RiskEngine.from_toml(MONITOR_TOML) as e:
+        r = e.monitor_report()
+        assert r["windows"] == 0 and r["firing"] == [] and r["recent"] == []
+        for i in range(1, 51):
+            assert e.decide(txn(i)).tier == "fast"
+        raised = e.monitor_tick()
+        assert raised >= 1
+        r = e.monitor_report()
+        assert "Agreement:agreement" in r["firing"], r["firing"]
+        share, samples = r["agreement"]
+        assert share < 0.95 and samples >= 10
+        alerts = [a for a in r["recent"] if a["subject"] == "agreement"]
+        assert alerts and alerts[-1]["firing"] is True and alerts[-1]["kind"] == "agreement"
+        assert alerts[-1]["threshold"] == pytest.approx(0.95)
+        # Edge-triggered: judging again raises nothing new while it stays bad.
+        assert e.monitor_tick() == 0
+        assert "Agreement:agreement" in e.monitor_report()["firing"]
+
+
+def test_monitor_report_needs_a_monitor_table(eng):
+    with pytest.raises(risk.RiskError) as ei:
+        eng.monitor_report()
+    assert ei.value.code == INVALID
+    assert eng.monitor_tick() == 0  # nothing to judge, nothing raised
+
+
+# ----- drills -----
+
+
+def test_drill_fast_down_hands_every_decision_to_the_rules(eng):
+    r = eng.drill("fast_down", [txn(1), txn(2)], [False, True])
+    assert r["fault"] == {"kind": "fast_down"}
+    assert r["decisions"] == 2 and r["errors"] == 0
+    assert r["by_tier"] == {"rules": 2, "fast": 0, "static": 0}
+    assert r["fallbacks"] == {"error": 2}
+    assert set(r["switch_time"]) == {"p50_us", "p99_us", "max_us"}
+    assert r["switch_time"]["max_us"] >= r["switch_time"]["p50_us"] >= 0
+    # Labelled: the model (decline both) against the rules (approve both).
+    assert r["model_quality"]["recall"] == pytest.approx(1.0)
+    assert r["drill_quality"]["recall"] == pytest.approx(0.0)
+    assert r["circuit_after"] in ("closed", "open", "half_open")
+    assert r["deep_verdicts"] == [0, 0] and r["duration_ms"] >= 0
+    # The report is kept.
+    assert eng.drill_report() == r
+
+
+def test_drill_fast_nan_and_json_text(eng):
+    import json
+
+    r = eng.drill("fast_nan", json.dumps([txn(1), txn(2), txn(3)]))
+    assert r["fault"] == {"kind": "fast_nan"}
+    assert r["by_tier"]["rules"] == 3 and r["fallbacks"] == {"invalid_score": 3}
+    assert r["model_quality"] is None and r["drill_quality"] is None
+
+
+def test_drill_fast_slow_within_the_deadline(eng):
+    r = eng.drill("fast_slow:1", [txn(1)])
+    assert r["fault"] == {"kind": "fast_slow", "delay_ms": 1}
+    assert r["by_tier"]["fast"] == 1 and r["fallbacks"] == {}
+
+
+def test_drill_refuses_bad_arguments(eng):
+    with pytest.raises(risk.RiskError) as ei:
+        eng.drill_report()
+    assert ei.value.code == EMPTY and ei.value.name == "RISK_ERR_EMPTY"
+    for fault in ("fast_up", "fast_slow", "fast_slow:abc", ""):
+        with pytest.raises(risk.RiskError) as ei:
+            eng.drill(fault, [txn(1)])
+        assert ei.value.code == INVALID, fault
+    with pytest.raises(risk.RiskError) as ei:
+        eng.drill("fast_down", [txn(1), txn(2)], [True])
+    assert ei.value.code == INVALID and "labels" in ei.value.message
+    with pytest.raises(risk.RiskError) as ei:
+        eng.drill("fast_down", [{"id": 1, "currency": "USD"}])  # no amount
+    assert ei.value.code in (9, 5) and "txns_json[0]" in ei.value.message
+    with pytest.raises(risk.RiskError) as ei:
+        eng.drill("fast_down", "[{")
+    assert ei.value.code == 9
+    with pytest.raises(risk.RiskTypeError):
+        eng.drill("fast_down", [txn(1)], [1])
+    with pytest.raises(risk.RiskTypeError):
+        eng.drill("fast_down", [txn(1)], "[true]")
+    with pytest.raises(risk.RiskTypeError):
+        eng.drill("fast_down", [1, 2])
+    with pytest.raises(risk.RiskValueError):
+        eng.drill("fast_down", [{**txn(1), "amount": float("nan")}])
+    # None of these ran a drill.
+    with pytest.raises(risk.RiskError) as ei:
+        eng.drill_report()
+    assert ei.value.code == EMPTY
+    # After a drill the fault is cleared: the fast tier decides again.
+    eng.drill("fast_down", [txn(1)])
+    if eng.health()["fast"]["state"] == "closed":
+        assert eng.decide(txn(9)).tier == "fast"
