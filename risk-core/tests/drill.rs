@@ -157,8 +157,15 @@ fn a_live_drill_covers_the_next_decisions_of_every_thread() {
     // The window is the counters' between the drill's start and end: decisions just
     // before the fault was set and just after it was cleared (the operator's thread
     // polls every millisecond) are the model's.
-    assert!(rules >= 450 && (rules + fast).abs_diff(r.decisions) <= 2, "{r:?}");
+    assert!(
+        rules >= 450 && (rules + fast).abs_diff(r.decisions) <= 2,
+        "{r:?}"
+    );
     assert!(tiers.contains(&Tier::Rules));
-    assert_eq!(e.decide(&txns[0]).unwrap().tier, Tier::Fast, "the fault is cleared");
+    assert_eq!(
+        e.decide(&txns[0]).unwrap().tier,
+        Tier::Fast,
+        "the fault is cleared"
+    );
     assert!(r.switch_time.p99_us > 0.0);
 }

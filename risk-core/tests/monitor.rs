@@ -59,10 +59,13 @@ fn cfg() -> MonitorConfig {
 fn agreement_is_quiet_on_clean_traffic_fires_on_skew_and_recovers() {
     let s = schema();
     let model = Arc::new(AmountModel(Mutex::new(false)));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = Arc::clone(&seen);
     let e = Engine::builder(s.clone())
         .rules(Arc::new(AmountRules))
         .fast(model.clone())
         .monitor(cfg())
+        .on_alert(move |a| sink.lock().push(a.firing))
         .build()
         .unwrap();
     let alerts = e.alerts();

@@ -45,6 +45,7 @@ pub struct EngineBuilder {
     deploy: DeployConfig,
     fast_calibration: Option<Calibration>,
     monitor: Option<crate::monitor::MonitorConfig>,
+    on_alert: Option<super::monitor::AlertCallback>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -75,6 +76,7 @@ impl EngineBuilder {
             deploy: DeployConfig::default(),
             fast_calibration: None,
             monitor: None,
+            on_alert: None,
         }
     }
 
@@ -266,6 +268,13 @@ impl EngineBuilder {
         self
     }
 
+    /// A callback for every monitor alert (firing and resolved), called on the thread that
+    /// judged the monitors.
+    pub fn on_alert(mut self, f: impl Fn(&crate::monitor::Alert) + Send + Sync + 'static) -> Self {
+        self.on_alert = Some(Arc::new(f));
+        self
+    }
+
     /// Validates, warms every scorer up, starts the pools, and returns the engine.
     /// With a model directory, each target's last promoted version replaces the
     /// configured one.
@@ -423,7 +432,9 @@ impl EngineBuilder {
             clock: self.clock,
             shut: AtomicBool::new(false),
             async_pool: OnceLock::new(),
-            monitor: self.monitor.map(super::monitor::MonitorCtl::new),
+            monitor: self
+                .monitor
+                .map(|m| super::monitor::MonitorCtl::new(m, self.on_alert)),
         });
         Inner::start_monitor(&inner).map_err(io("monitor.interval_ms"))?;
         Ok(Engine { inner })

@@ -30,7 +30,13 @@ pub(crate) struct MonitorCtl {
     sketches: ArcSwapOption<Sketches>,
     state: Mutex<State>,
     subscribers: Mutex<Vec<SyncSender<Alert>>>,
+    /// `EngineBuilder::on_alert`: called for every alert on the thread that judged it.
+    pub callback: Option<AlertCallback>,
 }
+
+/// A callback receiving every monitor alert (on the monitor thread, or the thread that
+/// called `monitor_tick`; keep it short).
+pub type AlertCallback = Arc<dyn Fn(&Alert) + Send + Sync>;
 
 #[derive(Default)]
 struct State {
@@ -40,7 +46,7 @@ struct State {
 }
 
 impl MonitorCtl {
-    pub(crate) fn new(cfg: MonitorConfig) -> Self {
+    pub(crate) fn new(cfg: MonitorConfig, callback: Option<AlertCallback>) -> Self {
         let sketches = cfg.baseline.as_ref().map(|b| Arc::new(Sketches::new(b)));
         let state = State {
             report: MonitorReport {
@@ -57,6 +63,7 @@ impl MonitorCtl {
             sketches: ArcSwapOption::new(sketches),
             state: Mutex::new(state),
             subscribers: Mutex::new(Vec::new()),
+            callback,
         }
     }
 
@@ -257,6 +264,10 @@ impl Inner {
             }
             if let Some(sink) = &self.audit {
                 let _ = sink.offer(&crate::audit::AuditEvent::Alert(a));
+            }
+            if let Some(cb) = &mc.callback {
+                // A panicking callback must not take the monitors down.
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(a)));
             }
             mc.subscribers
                 .lock()
