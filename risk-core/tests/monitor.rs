@@ -96,7 +96,7 @@ fn agreement_is_quiet_on_clean_traffic_fires_on_skew_and_recovers() {
     );
     assert_eq!(
         e.monitor_report().unwrap().firing,
-        vec!["Agreement:agreement".to_owned()]
+        vec!["agreement:agreement".to_owned()]
     );
     *model.0.lock() = false;
     let back = run(4000, &clean);
@@ -254,7 +254,7 @@ fn risk_toml_monitor_table_and_the_monitor_gauges() {
         "{text}"
     );
     assert!(
-        text.contains(r#"risk_alerts_firing{alert="Agreement:agreement"} 1"#),
+        text.contains(r#"risk_alerts_firing{alert="agreement:agreement"} 1"#),
         "{text}"
     );
     for bad in [

@@ -12,7 +12,7 @@ use std::ffi::c_char;
 
 /// The monitors' latest values as JSON: `windows`, `agreement` ([share, samples] or
 /// null), `drift` ([{`subject`, `ks`, `psi`, `n`}]), `deep_fallback_share`, `firing`
-/// (["Kind:subject"]), `baseline`, `recent` (the latest alerts: {`kind`, `subject`,
+/// (["kind:subject"], e.g. "agreement:agreement"), `baseline`, `recent` (the latest alerts: {`kind`, `subject`,
 /// `value`, `threshold`, `firing`, `at_ms`, `detail`}). `RISK_ERR_INVALID` when the engine
 /// has no `[monitor]`.
 ///
@@ -35,7 +35,8 @@ pub unsafe extern "C" fn risk_engine_monitor_json(
 
 /// Judges every monitor now (the engine's monitor thread does so every
 /// `monitor.interval_ms`); the alerts raised appear in `risk_engine_monitor_json`'s
-/// `recent`, and `*raised` (may be NULL) receives how many.
+/// `recent`, and `*raised` (may be NULL) receives how many. On an engine without
+/// `[monitor]` it does nothing: `RISK_OK` with 0 raised.
 ///
 /// # Safety
 /// `e` is live; `raised` is NULL or writable.
@@ -60,8 +61,10 @@ pub unsafe extern "C" fn risk_engine_monitor_tick(
 /// `"fast_slow:<ms>"`; `txns_json` a JSON array of transactions (the objects
 /// `risk_engine_decide_json` takes) replayed under it; `labels_json` NULL or a JSON array
 /// of booleans (fraud), one per transaction, for the quality comparison. The report is
-/// kept and read with `risk_engine_drill_report_json`. Live traffic on the engine is
-/// affected while the drill runs.
+/// kept and read with `risk_engine_drill_report_json` (one report per engine: run drills
+/// on an engine one at a time). Live traffic on the engine is affected while the drill
+/// runs. With labels the transactions are first decided without the fault (the model's
+/// quality), so metrics and entity state see each one twice.
 ///
 /// # Safety
 /// `e` is live; `fault` and `txns_json` are NUL-terminated; `labels_json` is NULL or

@@ -151,14 +151,8 @@ pub(crate) fn decision(it: &DecisionItem) -> pb::DecisionRecord {
 
 /// The verdict record for `v`.
 pub(crate) fn alert(a: &crate::monitor::Alert) -> pb::AlertRecord {
-    let kind = match a.kind {
-        crate::monitor::AlertKind::Agreement => "agreement",
-        crate::monitor::AlertKind::FeatureDrift => "feature_drift",
-        crate::monitor::AlertKind::ScoreDrift => "score_drift",
-        crate::monitor::AlertKind::DeepHealth => "deep_health",
-    };
     pb::AlertRecord {
-        kind: kind.into(),
+        kind: a.kind.as_str().into(),
         subject: a.subject.clone(),
         value: a.value,
         threshold: a.threshold,

@@ -159,7 +159,7 @@ impl Inner {
                         value: f64,
                         threshold: f64,
                         detail: String| {
-            let key = (format!("{kind:?}"), subject.to_owned());
+            let key = (kind.as_str().to_owned(), subject.to_owned());
             let was = st.firing.contains(&key);
             if bad != was {
                 if bad {

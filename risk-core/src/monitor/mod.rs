@@ -181,6 +181,18 @@ pub enum AlertKind {
     DeepHealth,
 }
 
+impl AlertKind {
+    /// `agreement`, `feature_drift`, `score_drift`, `deep_health`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::Agreement => "agreement",
+            AlertKind::FeatureDrift => "feature_drift",
+            AlertKind::ScoreDrift => "score_drift",
+            AlertKind::DeepHealth => "deep_health",
+        }
+    }
+}
+
 /// One alert: a monitor went bad (`firing`) or recovered.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
@@ -224,7 +236,8 @@ pub struct MonitorReport {
     pub drift: Vec<Drift>,
     /// Share of deep verdicts that were fallbacks in the last window.
     pub deep_fallback_share: Option<f64>,
-    /// Alerts firing now, as `kind:subject`.
+    /// Alerts firing now, as `kind:subject` (e.g. `agreement:agreement`,
+    /// `feature_drift:amount`).
     pub firing: Vec<String>,
     /// Whether a drift baseline is in force.
     pub baseline: bool,

@@ -123,7 +123,7 @@ type MonitorReport struct {
 	// DeepFallbackShare is the share of deep verdicts that were fallbacks in the last
 	// window; nil without deep verdicts.
 	DeepFallbackShare *float64 `json:"deep_fallback_share"`
-	// Firing lists the alerts firing now as "Kind:subject", e.g. "Agreement:agreement"
+	// Firing lists the alerts firing now as "kind:subject", e.g. "agreement:agreement"
 	// (note: Kind as in the Rust enum, not the snake_case of Alert.Kind).
 	Firing []string `json:"firing"`
 	// Baseline is whether a drift baseline is in force.

@@ -175,8 +175,8 @@ func TestMonitorFiresOnDisagreement(t *testing.T) {
 	if err != nil {
 		t.Fatalf("MonitorReport: %v", err)
 	}
-	if !slices.Contains(r.Firing, "Agreement:agreement") {
-		t.Fatalf("firing %q, want Agreement:agreement", r.Firing)
+	if !slices.Contains(r.Firing, "agreement:agreement") {
+		t.Fatalf("firing %q, want agreement:agreement", r.Firing)
 	}
 	if r.Agreement == nil || r.Agreement.Share >= 0.95 || r.Agreement.Samples < 10 {
 		t.Fatalf("agreement %+v", r.Agreement)
@@ -193,7 +193,7 @@ func TestMonitorFiresOnDisagreement(t *testing.T) {
 		t.Fatalf("second MonitorTick = %d, %v; want 0", raised, err)
 	}
 	text, err := e.MonitorReportJSON()
-	if err != nil || !strings.Contains(text, `"Agreement:agreement"`) {
+	if err != nil || !strings.Contains(text, `"agreement:agreement"`) {
 		t.Fatalf("MonitorReportJSON = %q, %v", text, err)
 	}
 }

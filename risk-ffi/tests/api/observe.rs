@@ -52,7 +52,7 @@ fn monitor_report_tick_and_a_drill() {
     assert_eq!(unsafe { risk_engine_monitor_tick(e, &mut raised) }, RISK_OK);
     assert!(raised >= 1);
     let m = text(e, risk_engine_monitor_json).unwrap();
-    assert_eq!(m["firing"][0], "Agreement:agreement", "{m}");
+    assert_eq!(m["firing"][0], "agreement:agreement", "{m}");
     assert_eq!(m["recent"][0]["kind"], "agreement");
     assert_eq!(
         text(e, risk_engine_drill_report_json).unwrap_err(),

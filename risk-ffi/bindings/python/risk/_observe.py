@@ -96,7 +96,7 @@ class ObserveMixin:
         """The monitors' latest values (``risk_engine_monitor_json``) as a dict:
         ``windows`` (judged so far), ``agreement`` ([share, samples] or None), ``drift``
         ([{subject, ks, psi, n}]), ``deep_fallback_share`` (or None), ``firing`` (alerts
-        firing now, as ``"Kind:subject"``, e.g. ``"Agreement:agreement"``), ``baseline``
+        firing now, as ``"kind:subject"``, e.g. ``"agreement:agreement"``), ``baseline``
         (whether a drift baseline is in force) and ``recent`` (the latest alerts, oldest
         first: {kind, subject, value, threshold, firing, at_ms, detail}).
         RiskError(``RISK_ERR_INVALID``) when the engine has no ``[monitor]`` table."""

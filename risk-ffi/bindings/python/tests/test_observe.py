@@ -108,7 +108,7 @@ def test_monitor_fires_on_model_rules_disagreement():
         raised = e.monitor_tick()
         assert raised >= 1
         r = e.monitor_report()
-        assert "Agreement:agreement" in r["firing"], r["firing"]
+        assert "agreement:agreement" in r["firing"], r["firing"]
         share, samples = r["agreement"]
         assert share < 0.95 and samples >= 10
         alerts = [a for a in r["recent"] if a["subject"] == "agreement"]
@@ -116,7 +116,7 @@ def test_monitor_fires_on_model_rules_disagreement():
         assert alerts[-1]["threshold"] == pytest.approx(0.95)
         # Edge-triggered: judging again raises nothing new while it stays bad.
         assert e.monitor_tick() == 0
-        assert "Agreement:agreement" in e.monitor_report()["firing"]
+        assert "agreement:agreement" in e.monitor_report()["firing"]
 
 
 def test_monitor_report_needs_a_monitor_table(eng):

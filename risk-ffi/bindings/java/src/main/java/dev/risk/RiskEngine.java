@@ -383,7 +383,7 @@ public final class RiskEngine implements AutoCloseable {
      * The monitors' latest values as JSON text ({@code risk_engine_monitor_json}):
      * {@code windows}, {@code agreement} ({@code [share, samples]} or null), {@code drift}
      * ({@code [{subject, ks, psi, n}]}), {@code deep_fallback_share}, {@code firing} (alerts
-     * firing now as {@code "Kind:subject"}, e.g. {@code "Agreement:agreement"}),
+     * firing now as {@code "kind:subject"}, e.g. {@code "agreement:agreement"}),
      * {@code baseline}, {@code recent} (the latest alerts: {@code {kind, subject, value,
      * threshold, firing, at_ms, detail}}).
      *

@@ -173,7 +173,7 @@ class ObserveTest {
             int raised = m.monitorTick();
             assertTrue(raised >= 1, "raised " + raised);
             r = m.monitorReport();
-            assertTrue(list(r.get("firing")).contains("Agreement:agreement"), r.get("firing").toString());
+            assertTrue(list(r.get("firing")).contains("agreement:agreement"), r.get("firing").toString());
             List<Object> agreement = list(r.get("agreement"));
             assertTrue(((Number) agreement.get(0)).doubleValue() < 0.95, agreement.toString());
             assertTrue(num(agreement.get(1)) >= 10, agreement.toString());
@@ -184,7 +184,7 @@ class ObserveTest {
             assertEquals(0.95, ((Number) alert.get("threshold")).doubleValue(), 1e-12);
             // Edge-triggered: judging again raises nothing new while it stays bad.
             assertEquals(0, m.monitorTick());
-            assertTrue(m.monitorJson().contains("\"Agreement:agreement\""));
+            assertTrue(m.monitorJson().contains("\"agreement:agreement\""));
         }
     }
 
