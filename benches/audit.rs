@@ -108,23 +108,9 @@ pub fn throughput(c: &mut Criterion) {
     for (name, e) in [("audit_off", &off), ("audit_on", &on)] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
-                    std::thread::scope(|s| {
-                        for k in 0..2usize {
-                            let (e, txns) = (e, &txns);
-                            s.spawn(move || {
-                                for j in 0..per_thread as usize {
-                                    let t = &txns[(j * 2 + k) % txns.len()];
-                                    black_box(e.decide(t).unwrap());
-                                }
-                            });
-                        }
-                    });
-                    total += t0.elapsed();
-                }
-                total
+                (0..iters)
+                    .map(|_| risk_benches::two_threads(e, &txns, per_thread))
+                    .sum()
             })
         });
     }

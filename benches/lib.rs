@@ -53,3 +53,23 @@ impl Scorer for Stalls {
         Ok(Score::new(0.5))
     }
 }
+
+/// Two threads deciding `per_thread` transactions each (interleaved rows of `txns`) as
+/// fast as they can; the wall time of the whole run (the throughput benches' one step).
+pub fn two_threads(
+    e: &risk_core::Engine,
+    txns: &[Transaction],
+    per_thread: u64,
+) -> std::time::Duration {
+    let t0 = std::time::Instant::now();
+    std::thread::scope(|s| {
+        for k in 0..2usize {
+            s.spawn(move || {
+                for j in 0..per_thread as usize {
+                    std::hint::black_box(e.decide(&txns[(j * 2 + k) % txns.len()]).unwrap());
+                }
+            });
+        }
+    });
+    t0.elapsed()
+}

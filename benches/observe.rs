@@ -95,22 +95,9 @@ pub fn throughput(c: &mut Criterion) {
     for (name, e) in [("monitors_off", &off), ("monitors_on", &on)] {
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
-                    std::thread::scope(|s| {
-                        for k in 0..2usize {
-                            let (e, txns) = (e, &txns);
-                            s.spawn(move || {
-                                for j in 0..per_thread as usize {
-                                    black_box(e.decide(&txns[(j * 2 + k) % txns.len()]).unwrap());
-                                }
-                            });
-                        }
-                    });
-                    total += t0.elapsed();
-                }
-                total
+                (0..iters)
+                    .map(|_| risk_benches::two_threads(e, &txns, per_thread))
+                    .sum()
             })
         });
     }
