@@ -49,6 +49,7 @@ pub mod monitor;
 pub mod policy;
 pub mod schema;
 pub mod scorer;
+pub mod state;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod txn;

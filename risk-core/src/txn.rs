@@ -205,6 +205,14 @@ pub struct Transaction {
     pub channel: Channel,
     /// Device fingerprint.
     pub device: DeviceId,
+    /// Merchant / terminal key ([`state::key_hash`](crate::state::key_hash) of its id;
+    /// 0 = unknown).
+    pub merchant: u64,
+    /// IP address key ([`state::key_hash`](crate::state::key_hash); 0 = unknown).
+    pub ip: u64,
+    /// E-mail key ([`state::email_hash`](crate::state::email_hash): trimmed, lower-case;
+    /// 0 = unknown).
+    pub email: u64,
     /// Every feature the tiers read, in schema order.
     pub features: Features,
 }
@@ -223,6 +231,9 @@ impl Transaction {
                 country: Country::default(),
                 channel: Channel::default(),
                 device: DeviceId(0),
+                merchant: 0,
+                ip: 0,
+                email: 0,
                 features: schema.features(),
             },
             err: None,
@@ -277,6 +288,9 @@ impl Transaction {
         self.country = other.country;
         self.channel = other.channel;
         self.device = other.device;
+        self.merchant = other.merchant;
+        self.ip = other.ip;
+        self.email = other.email;
         self.features.copy_from(&other.features);
     }
 }
@@ -347,6 +361,21 @@ impl TransactionBuilder {
     /// Device id.
     pub fn device(mut self, d: u64) -> Self {
         self.txn.device = DeviceId(d);
+        self
+    }
+    /// Merchant / terminal id (hashed: [`state::key_hash`](crate::state::key_hash)).
+    pub fn merchant(mut self, id: &str) -> Self {
+        self.txn.merchant = crate::state::key_hash(id);
+        self
+    }
+    /// IP address (hashed as text).
+    pub fn ip(mut self, ip: &str) -> Self {
+        self.txn.ip = crate::state::key_hash(ip);
+        self
+    }
+    /// E-mail address (trimmed, lower-cased, hashed).
+    pub fn email(mut self, email: &str) -> Self {
+        self.txn.email = crate::state::email_hash(email);
         self
     }
     /// A named numeric attribute.

@@ -11,3 +11,4 @@ mod health;
 mod monitor;
 mod prom;
 mod reliability;
+mod state;

@@ -38,6 +38,8 @@ pub(crate) struct RawFile {
     pub deploy: Option<crate::deploy::config::RawDeploy>,
     #[serde(default)]
     pub monitor: Option<crate::monitor::config::RawMonitor>,
+    #[serde(default)]
+    pub state: Option<crate::state::RawState>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -177,6 +179,15 @@ impl RawFile {
                     ))
                 }
             };
+        }
+        // State features and list memberships are numeric fields of their own: added
+        // unless the schema declares them (then the state plan checks they are numeric).
+        if let Some(st) = &self.state {
+            for n in st.field_names() {
+                if !self.schema.fields.iter().any(|f| f.name == n) {
+                    b = b.numeric(&n);
+                }
+            }
         }
         Ok(b.build()?)
     }

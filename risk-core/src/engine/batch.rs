@@ -20,6 +20,20 @@ impl Engine {
     ///
     /// [`decide`]: Engine::decide
     pub fn decide_batch(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
+        let Some(st) = self.inner.state.clone() else {
+            return self.decide_batch_stateless(txns);
+        };
+        let (rows, tickets) = self.with_state_batch(&st, txns);
+        let out = self.decide_batch_stateless(&rows);
+        for (d, tk) in out.iter().zip(&tickets) {
+            if let (Ok(d), Some(tk)) = (d, tk) {
+                st.record_outcome(tk, d.action);
+            }
+        }
+        out
+    }
+
+    fn decide_batch_stateless(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
         let inner = &*self.inner;
         let routing = inner.routing.load();
         match &routing.fast {
@@ -34,7 +48,7 @@ impl Engine {
                     .flat_map(|c| self.decide_chunk(c))
                     .collect()
             }
-            _ => txns.iter().map(|t| self.decide(t)).collect(),
+            _ => txns.iter().map(|t| self.decide_stateless(t)).collect(),
         }
     }
 
@@ -47,7 +61,7 @@ impl Engine {
         let fast = &inner.fast;
         let routing = inner.routing.load();
         let Some(model) = routing.fast.as_ref().map(|f| &f.serving) else {
-            return txns.iter().map(|t| self.decide(t)).collect();
+            return txns.iter().map(|t| self.decide_stateless(t)).collect();
         };
         let chosen: Vec<Chosen<'_>> = txns.iter().map(|t| Chosen::pick(&routing, t)).collect();
         let t0 = clock.now();

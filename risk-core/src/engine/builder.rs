@@ -46,6 +46,7 @@ pub struct EngineBuilder {
     fast_calibration: Option<Calibration>,
     monitor: Option<crate::monitor::MonitorConfig>,
     on_alert: Option<super::monitor::AlertCallback>,
+    state: Option<crate::state::StateConfig>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -77,6 +78,7 @@ impl EngineBuilder {
             fast_calibration: None,
             monitor: None,
             on_alert: None,
+            state: None,
         }
     }
 
@@ -98,6 +100,9 @@ impl EngineBuilder {
         b.deploy = raw.deploy_config(base_dir)?;
         b.fast_calibration = raw.fast_calibration()?;
         b.monitor = raw.monitor_config()?;
+        if let Some(st) = &raw.state {
+            b.state = Some(st.to_config(base_dir)?);
+        }
         b.rules = Some(registry.build(&spec("rules.scorer", &raw.rules.scorer))?);
         if let Some(f) = &raw.fast {
             b.fast = Some(registry.build(&spec("fast.scorer", &f.scorer))?);
@@ -119,6 +124,13 @@ impl EngineBuilder {
             ));
         }
         Ok(b)
+    }
+
+    /// Entity state (`[state]`): velocity features, lists, labels. The schema must have
+    /// a numeric field for each ([`StateConfig::extend_schema`](crate::state::StateConfig::extend_schema)).
+    pub fn state(mut self, cfg: crate::state::StateConfig) -> Self {
+        self.state = Some(cfg);
+        self
     }
 
     /// Replaces every option at once.
@@ -415,7 +427,16 @@ impl EngineBuilder {
                 )
             }
         };
+        let state = match self.state {
+            None => None,
+            Some(c) => Some(Arc::new(crate::state::StateEngine::new(
+                c,
+                Arc::clone(&self.schema),
+                Arc::clone(&self.clock),
+            )?)),
+        };
         let inner = Arc::new(Inner {
+            state,
             schema: self.schema,
             deploy: DeployCtl::new(self.deploy, dir, self.registry, keys),
             cfg,

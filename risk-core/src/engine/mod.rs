@@ -19,6 +19,7 @@ mod health;
 mod monitor;
 pub(crate) mod pool;
 mod prom;
+mod state;
 pub(crate) mod tier;
 
 pub use async_decide::DecisionFuture;
@@ -44,6 +45,7 @@ use crate::txn::{EntityKey, Transaction};
 use crate::version::Versions;
 use arc_swap::ArcSwap;
 use entity::EntityStore;
+pub(crate) use entity::KeyHasher;
 use gray::GrayZone;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -75,6 +77,8 @@ struct Inner {
     fast: FastTier,
     gray: Option<GrayZone>,
     entities: Arc<EntityStore>,
+    /// Entity state (`[state]`): velocity features, lists, labels.
+    state: Option<Arc<crate::state::StateEngine>>,
     metrics: Arc<Metrics>,
     clock: Arc<dyn Clock>,
     shut: AtomicBool,
@@ -182,14 +186,25 @@ impl Engine {
     /// Decides on one transaction. `Err` only for bad input or after shutdown; every
     /// tier failure becomes a fallback on the returned [`Decision`].
     pub fn decide(&self, txn: &Transaction) -> Result<Decision, DecideError> {
-        let inner = &*self.inner;
-        inner.check(txn)?;
-        self.decide_checked(txn, inner.clock.now())
+        let t0 = self.inner.clock.now();
+        self.decide_from(txn, t0)
     }
 
     /// [`decide`](Self::decide) whose deadline counts from `t0` (the time of a
     /// `decide_async` call, before it waited in the queue).
     pub(crate) fn decide_from(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
+        let inner = &*self.inner;
+        inner.check(txn)?;
+        match &inner.state {
+            None => self.decide_checked(txn, t0),
+            Some(st) => self.with_state(st, txn, |t| self.decide_checked(t, t0)),
+        }
+    }
+
+    /// [`decide`](Self::decide) of a transaction whose state features are already in
+    /// it (the batch path).
+    pub(crate) fn decide_stateless(&self, txn: &Transaction) -> Result<Decision, DecideError> {
+        let t0 = self.inner.clock.now();
         self.inner.check(txn)?;
         self.decide_checked(txn, t0)
     }
@@ -199,6 +214,14 @@ impl Engine {
         let inner = &*self.inner;
         inner.check(txn)?;
         inner.metrics.async_shed.fetch_add(1, Relaxed);
+        match &inner.state {
+            None => self.decide_shed_checked(txn, t0),
+            Some(st) => self.with_state(st, txn, |t| self.decide_shed_checked(t, t0)),
+        }
+    }
+
+    fn decide_shed_checked(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
+        let inner = &*self.inner;
         let routing = inner.routing.load();
         let ch = Chosen::pick(&routing, txn);
         let rules = inner.run_rules(&*ch.rules.body.scorer, txn);
@@ -361,6 +384,14 @@ impl Engine {
                 Shutdown::Drain { timeout } => timeout.max(AUDIT_CLOSE),
                 Shutdown::Abandon => AUDIT_CLOSE,
             });
+        }
+        if let Some(st) = &i.state {
+            if let Some(p) = &st.config().snapshot {
+                // After the last decision: the state a restart restores.
+                if let Err(e) = st.snapshot(p) {
+                    tracing::error!(target: "risk::state", error = %e, "state snapshot at shutdown failed");
+                }
+            }
         }
         #[cfg(feature = "kafka")]
         if let (Some(k), Some(log), Shutdown::Drain { timeout }) = (&i.kafka, &i.audit_log, mode) {

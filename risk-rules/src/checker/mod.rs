@@ -563,6 +563,13 @@ impl<'a> Scope<'a> {
     }
 
     fn membership(&self, a: &Expr, b: &Expr) -> Result<Checked> {
+        if let (ExprKind::Ident(k), ExprKind::Ident(l)) = (&a.kind, &b.kind) {
+            if let Some(list) = l.strip_prefix("list.") {
+                if self.consts.get(l).is_none() && self.schema.slot(l).is_none() {
+                    return self.list_membership(k, list, b.span);
+                }
+            }
+        }
         let (x, ty) = self.value(a)?;
         let list = match self.any(b)? {
             Checked::List(l) => l,
@@ -605,6 +612,36 @@ impl<'a> Scope<'a> {
         set.sort_by(f32::total_cmp);
         set.dedup();
         Ok(Checked::Typed(TExpr::In(Box::new(x), set), Ty::Bool))
+    }
+
+    /// `key in list.name`: the entity-state list membership field `list.<name>.<key>`
+    /// (1 when the transaction's key is a live entry; missing when it has no such key,
+    /// so `key in list.x` is false and `!(key in list.x)` true).
+    fn list_membership(&self, key: &str, list: &str, span: Span) -> Result<Checked> {
+        let src = risk_core::state::KeySource::parse(key);
+        let field = format!("list.{list}.{}", src.name());
+        if let Some(slot) = self.schema.slot(&field) {
+            let t = TExpr::Cmp(
+                Cmp::Eq,
+                Box::new(TExpr::Slot(slot)),
+                Box::new(TExpr::Num(1.0)),
+            );
+            return Ok(Checked::Typed(t, Ty::Bool));
+        }
+        let prefix = format!("list.{list}.");
+        match self
+            .schema
+            .fields()
+            .iter()
+            .find_map(|f| f.name.strip_prefix(&prefix))
+        {
+            Some(held) => mismatch(
+                &format!("a {held} key (list {list} holds {held} keys)"),
+                src.name(),
+                span,
+            ),
+            None => err(ErrorKind::UnknownField(format!("list.{list}")), span),
+        }
     }
 
     fn call(&self, name: &str, args: &[Expr], span: Span) -> Result<Checked> {

@@ -1,0 +1,316 @@
+//! Feature and list definitions: what `[[state.features]]` and `[state.lists.*]` say.
+//!
+//! A definition is plain data; [`super::plan::Plan`] compiles a set of them against a
+//! schema (slots, shared bucket rings) and refuses what cannot work, naming the feature.
+
+use crate::decision::Action;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a feature (or a list) is keyed by: whose history it reads.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum KeySource {
+    /// The transaction's entity (card / account / user): [`crate::Transaction::entity`].
+    Entity,
+    /// The device fingerprint: [`crate::Transaction::device`].
+    Device,
+    /// The merchant / terminal: [`crate::Transaction::merchant`].
+    Merchant,
+    /// The IP address: [`crate::Transaction::ip`].
+    Ip,
+    /// The e-mail address: [`crate::Transaction::email`].
+    Email,
+    /// The transaction's country (typed field).
+    Country,
+    /// Any categorical field of the schema, by name (its category id is the key).
+    Field(String),
+}
+
+impl KeySource {
+    /// Parses `entity` (alias `card`, `account`), `device`, `merchant` (alias
+    /// `terminal`), `ip`, `email`, `country`, or the name of a categorical field.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "entity" | "card" | "account" => KeySource::Entity,
+            "device" => KeySource::Device,
+            "merchant" | "terminal" => KeySource::Merchant,
+            "ip" => KeySource::Ip,
+            "email" => KeySource::Email,
+            "country" => KeySource::Country,
+            other => KeySource::Field(other.to_owned()),
+        }
+    }
+
+    /// The canonical name (`entity`, `device`, ..., or the field's name).
+    pub fn name(&self) -> &str {
+        match self {
+            KeySource::Entity => "entity",
+            KeySource::Device => "device",
+            KeySource::Merchant => "merchant",
+            KeySource::Ip => "ip",
+            KeySource::Email => "email",
+            KeySource::Country => "country",
+            KeySource::Field(f) => f,
+        }
+    }
+}
+
+/// How a feature aggregates the key's history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Agg {
+    /// Events in the window (0 when none).
+    Count,
+    /// Sum of `of` over the window (0 when none).
+    Sum,
+    /// Mean of `of` (missing when none).
+    Avg,
+    /// Least `of` (missing when none).
+    Min,
+    /// Greatest `of` (missing when none).
+    Max,
+    /// Population standard deviation of `of` (missing when none).
+    Stddev,
+    /// Distinct values of the key source `of` (exact up to `exact_limit`, then a
+    /// HyperLogLog with 128 registers per bucket: about 9% standard error).
+    Distinct,
+    /// Seconds since the key's previous matching event (missing when none).
+    SinceLast,
+    /// The current `of` over the window's mean of `of` (missing when none or 0): the
+    /// amount against the entity's typical amount.
+    Ratio,
+    /// Transactions reported fraudulent in the delayed window (labels, see `delay`).
+    FraudCount,
+    /// Fraud share of the transactions in the delayed window (missing when none).
+    FraudRate,
+}
+
+impl Agg {
+    /// Parses the TOML name (`count`, `sum`, `avg`, `min`, `max`, `stddev`,
+    /// `distinct`, `since_last`, `ratio`, `fraud_count`, `fraud_rate`).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "count" => Agg::Count,
+            "sum" => Agg::Sum,
+            "avg" | "mean" => Agg::Avg,
+            "min" => Agg::Min,
+            "max" => Agg::Max,
+            "stddev" => Agg::Stddev,
+            "distinct" => Agg::Distinct,
+            "since_last" => Agg::SinceLast,
+            "ratio" => Agg::Ratio,
+            "fraud_count" => Agg::FraudCount,
+            "fraud_rate" => Agg::FraudRate,
+            _ => return None,
+        })
+    }
+
+    /// Whether the aggregate reads a numeric value (`of` names a numeric field).
+    pub fn needs_value(self) -> bool {
+        matches!(
+            self,
+            Agg::Sum | Agg::Avg | Agg::Min | Agg::Max | Agg::Stddev | Agg::Ratio
+        )
+    }
+
+    /// Whether the aggregate reads labels.
+    pub fn is_label(self) -> bool {
+        matches!(self, Agg::FraudCount | Agg::FraudRate)
+    }
+}
+
+/// Whether the transaction being decided counts in its own features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Current {
+    /// The state before this transaction (the default): "in the hour before".
+    #[default]
+    Exclude,
+    /// The state including this transaction (when it passes the filters).
+    Include,
+}
+
+/// A condition on the transaction that decides whether it enters a feature's history.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// A categorical field (or `channel`, `country`, `currency`) is one of the values.
+    In {
+        /// Field name.
+        field: String,
+        /// Accepted values.
+        values: Vec<String>,
+    },
+    /// A numeric field within bounds (each bound optional; missing values never pass).
+    Range {
+        /// Field name.
+        field: String,
+        /// `value > gt`.
+        gt: Option<f64>,
+        /// `value >= ge`.
+        ge: Option<f64>,
+        /// `value < lt`.
+        lt: Option<f64>,
+        /// `value <= le`.
+        le: Option<f64>,
+    },
+}
+
+/// One velocity / behaviour feature.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureDef {
+    /// The schema field it fills (numeric; added to the schema by `risk.toml`).
+    pub name: String,
+    /// Whose history.
+    pub key: KeySource,
+    /// The aggregate.
+    pub agg: Agg,
+    /// The value aggregated (a numeric field, `amount` by default) or, for
+    /// [`Agg::Distinct`], the key source counted.
+    pub of: Option<String>,
+    /// The window's length (`W`; default 1 hour).
+    pub window: Duration,
+    /// Buckets per window (`B`, default 12): the window is kept as `B + 1` time buckets
+    /// of `W / B` each and covers between `W` and `W + W/B` of history.
+    pub buckets: u32,
+    /// Whether the current transaction counts itself.
+    pub current: Current,
+    /// All must pass for an event to enter the history.
+    pub filters: Vec<Filter>,
+    /// Only events whose decision was one of these actions (entered after the decision;
+    /// `current = "include"` is refused with it).
+    pub outcome: Vec<Action>,
+    /// Label features: how long before the read the window ends (a multiple of the
+    /// bucket width).
+    pub delay: Duration,
+    /// [`Agg::Distinct`]: values kept exactly before switching to the sketch.
+    pub exact_limit: u32,
+}
+
+impl FeatureDef {
+    /// A feature with the defaults (1 h window, 12 buckets, current excluded).
+    pub fn new(name: &str, key: KeySource, agg: Agg) -> Self {
+        Self {
+            name: name.to_owned(),
+            key,
+            agg,
+            of: None,
+            window: Duration::from_secs(3_600),
+            buckets: 12,
+            current: Current::Exclude,
+            filters: Vec::new(),
+            outcome: Vec::new(),
+            delay: Duration::ZERO,
+            exact_limit: 32,
+        }
+    }
+
+    /// Sets `of`.
+    pub fn of(mut self, of: &str) -> Self {
+        self.of = Some(of.to_owned());
+        self
+    }
+    /// Sets the window and its bucket count.
+    pub fn window(mut self, w: Duration, buckets: u32) -> Self {
+        self.window = w;
+        self.buckets = buckets;
+        self
+    }
+    /// Sets whether the current transaction counts.
+    pub fn current(mut self, c: Current) -> Self {
+        self.current = c;
+        self
+    }
+    /// Adds a filter.
+    pub fn filter(mut self, f: Filter) -> Self {
+        self.filters.push(f);
+        self
+    }
+    /// Sets the label delay.
+    pub fn delay(mut self, d: Duration) -> Self {
+        self.delay = d;
+        self
+    }
+    /// Sets the outcome filter.
+    pub fn outcome(mut self, actions: &[Action]) -> Self {
+        self.outcome = actions.to_vec();
+        self
+    }
+}
+
+/// A named block/allow list keyed by one key source; rules read it as
+/// `device in list.blocked_devices` (the schema field `list.<name>.<key>`, 1 or 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListDef {
+    /// The list's name (`[a-z0-9_]`).
+    pub name: String,
+    /// What its entries are.
+    pub key: KeySource,
+    /// A file loaded at start and by `reload_lists` (one entry per line:
+    /// `value[,expires_at_ms]`; `#` comments).
+    pub file: Option<PathBuf>,
+}
+
+impl ListDef {
+    /// The schema field a list fills: `list.<name>.<key>`.
+    pub fn field_name(&self) -> String {
+        format!("list.{}.{}", self.name, self.key.name())
+    }
+}
+
+/// Everything entity state does (`[state]` in `risk.toml`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateConfig {
+    /// The features.
+    pub features: Vec<FeatureDef>,
+    /// The lists.
+    pub lists: Vec<ListDef>,
+    /// Keys kept per key source (idle keys are evicted first; S3-FIFO).
+    pub max_keys: usize,
+    /// How far ahead of the clock an event time may be (later times are clamped).
+    pub max_future: Duration,
+    /// How late (behind the key's latest event) an event still enters its own bucket;
+    /// later ones count at the key's latest time.
+    pub max_lateness: Duration,
+    /// Transactions remembered for [`report_label`](crate::Engine::report_label).
+    pub max_pending_labels: usize,
+    /// Snapshot file: restored at build when present, written by `snapshot_state` and
+    /// at shutdown.
+    pub snapshot: Option<PathBuf>,
+    /// Where runtime list changes are journalled (`<dir>/<list>.journal`); none: lists
+    /// changed at run time are not persisted.
+    pub dir: Option<PathBuf>,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            features: Vec::new(),
+            lists: Vec::new(),
+            max_keys: 1_000_000,
+            max_future: Duration::from_secs(300),
+            max_lateness: Duration::from_secs(60),
+            max_pending_labels: 1_000_000,
+            snapshot: None,
+            dir: None,
+        }
+    }
+}
+
+impl StateConfig {
+    /// The numeric schema fields this configuration fills, in order: features, then
+    /// list memberships.
+    pub fn field_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.features.iter().map(|f| f.name.clone()).collect();
+        v.extend(self.lists.iter().map(ListDef::field_name));
+        v
+    }
+
+    /// Adds every field this configuration fills to a schema builder (as numeric).
+    pub fn extend_schema(
+        &self,
+        mut b: crate::schema::SchemaBuilder,
+    ) -> crate::schema::SchemaBuilder {
+        for n in self.field_names() {
+            b = b.numeric(&n);
+        }
+        b
+    }
+}

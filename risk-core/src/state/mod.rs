@@ -1,0 +1,446 @@
+//! Entity state: velocity and behaviour features computed by the SDK from raw
+//! transactions, delayed labels, and block / allow lists.
+//!
+//! Features are defined in `risk.toml` (`[[state.features]]`) or with [`FeatureDef`];
+//! each fills a numeric schema field that rules and models read like any other. The
+//! engine computes them in stage 1 of every decision, before the rules, on a copy of
+//! the caller's transaction (a value the caller set in such a field is replaced).
+//!
+//! ## Semantics
+//! - **Event time.** Windows follow the transaction's `timestamp_ms`, bounded ahead of
+//!   the clock's wall time by `state.max_future_ms` (a skewed terminal cannot push a
+//!   key into the future). Each key (card, device, merchant, ...) keeps its own clock:
+//!   the latest event time it has seen. A transaction without an event time reads and
+//!   writes no state (its features are missing); one without a key for a source gets
+//!   that source's features missing (`NaN`, never 0).
+//! - **Windows.** A window of length `W` with `B` buckets is kept as time buckets of
+//!   `g = W / B` (aligned to the epoch). Read at the key's clock it covers the current
+//!   bucket and the `B` before it: **between `W` and `W + g` of history** (never less
+//!   than the window; at most one bucket more). Count, sum, min, max, mean and stddev
+//!   over that span are exact; `distinct` is exact up to `exact_limit` values in the
+//!   span, then a HyperLogLog (128 registers per bucket, about 9% standard error).
+//! - **Out of order.** An event at most `state.max_lateness_ms` behind its key's clock
+//!   enters the bucket of its own time; a later one counts at the key's clock (never
+//!   lost, never moving time backwards), counted in [`StateStats::late`]. Features are
+//!   always read as of the key's clock.
+//! - **The current transaction** is excluded by default (`current = "exclude"`: the
+//!   state before it, "in the hour before"); `current = "include"` counts it when it
+//!   passes the filters. Outcome-filtered features (`outcome = ["decline"]`) enter a
+//!   transaction after its decision and cannot include it.
+//! - **Labels.** [`StateEngine::report_label`] marks a remembered transaction fraudulent
+//!   (or retracts that); `fraud_count` / `fraud_rate` features with a `delay` `D` read
+//!   the window `W` that ended `D` before the key's clock, counting the transactions of
+//!   that span and those of them reported fraudulent (the Fraud Detection Handbook's
+//!   terminal risk features: a label is only trusted once the delay has passed).
+//! - **Memory** is fixed per key: one ring per group (features with the same key,
+//!   window, filters and value share one); keys per source are bounded by
+//!   `state.max_keys`, idle keys evicted first (S3-FIFO). See [`StateEngine::memory`].
+
+mod config;
+mod def;
+mod group;
+mod labels;
+mod lists;
+mod mem;
+pub(crate) mod plan;
+mod snapshot;
+
+pub(crate) use config::RawState;
+pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
+pub use lists::{email_hash, key_hash, Lists, MAX_LIST_FILE};
+pub use plan::MAX_BUCKETS;
+pub use snapshot::SnapshotInfo;
+
+use crate::clock::Clock;
+use crate::decision::Action;
+use crate::error::ConfigError;
+use crate::schema::FeatureSchema;
+use crate::txn::{Transaction, TxnId};
+use group::{GroupRead, Kind};
+use labels::{Pending, PendingIndex, MAX_LABEL_SOURCES};
+use mem::{Applied, MemStore};
+use plan::{Plan, Request, MAX_GROUPS};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// What went wrong with state: a label, a list, a snapshot.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// A label for a transaction the engine does not remember (never decided, decided
+    /// without an id, or evicted past `state.max_pending_labels`).
+    #[error("no remembered transaction {0} (never decided, id 0, or evicted)")]
+    UnknownTxn(u64),
+    /// A label dated before its transaction.
+    #[error("label at {at_ms} ms is before its transaction ({txn_ms} ms)")]
+    LabelBeforeTxn {
+        /// The label's time.
+        at_ms: i64,
+        /// The transaction's event time.
+        txn_ms: i64,
+    },
+    /// The engine has no label features.
+    #[error("no fraud_count or fraud_rate feature is configured")]
+    NoLabels,
+    /// No list by this name.
+    #[error("no list named {0:?}")]
+    UnknownList(String),
+    /// An entry that cannot be a key of its list.
+    #[error("list {list:?}: {reason}")]
+    BadEntry {
+        /// The list.
+        list: String,
+        /// Why.
+        reason: String,
+    },
+    /// A list file (or journal) refused at load; the list keeps serving what it had.
+    #[error("list file {}:{line}: {reason}", path.display())]
+    BadListFile {
+        /// The file.
+        path: PathBuf,
+        /// The line (1-based; 0: the whole file).
+        line: usize,
+        /// Why.
+        reason: String,
+    },
+    /// A snapshot that cannot be restored (corrupt, or written by other definitions).
+    #[error("snapshot {}: {reason}", path.display())]
+    BadSnapshot {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+impl StateError {
+    pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
+        StateError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+
+    /// Stable numeric code.
+    pub fn code(&self) -> u32 {
+        match self {
+            StateError::UnknownTxn(_) => 1601,
+            StateError::LabelBeforeTxn { .. } => 1602,
+            StateError::NoLabels => 1603,
+            StateError::UnknownList(_) => 1604,
+            StateError::BadEntry { .. } => 1605,
+            StateError::BadListFile { .. } => 1606,
+            StateError::BadSnapshot { .. } => 1607,
+            StateError::Io { .. } => 1608,
+        }
+    }
+}
+
+/// Counters of the state stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateStats {
+    /// Transactions whose features were computed.
+    pub updates: u64,
+    /// Transactions without an event time (features missing).
+    pub no_time: u64,
+    /// (source, transaction) pairs later than `max_lateness` (counted at the key's time).
+    pub late: u64,
+    /// Labels applied (a repeat of the same label is not counted).
+    pub labels: u64,
+    /// Labels refused: transaction unknown.
+    pub labels_unknown: u64,
+    /// List lookups that hit a live entry.
+    pub list_hits: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    updates: AtomicU64,
+    no_time: AtomicU64,
+    late: AtomicU64,
+    labels: AtomicU64,
+    labels_unknown: AtomicU64,
+    list_hits: AtomicU64,
+}
+
+/// Memory per key source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMemory {
+    /// The source (`entity`, `merchant`, ...).
+    pub source: String,
+    /// Keys held now.
+    pub keys: usize,
+    /// Bytes one key holds (its state; distinct sets past a few values grow up to the
+    /// sketch) plus the cache's per-entry overhead.
+    pub bytes_per_key: usize,
+}
+
+/// What a decision's state stage did, for the after-decision step.
+#[derive(Debug, Clone)]
+pub struct Ticket {
+    req: Request,
+    applied: Applied,
+}
+
+/// Entity state: the plan, the store, lists and pending labels. The engine holds one;
+/// it can also run alone (the training export computes features exactly as serving).
+pub struct StateEngine {
+    cfg: StateConfig,
+    plan: Plan,
+    store: MemStore,
+    lists: Lists,
+    /// Label sources: (source index, group has labels).
+    label_sources: Vec<usize>,
+    pending: Option<PendingIndex>,
+    schema: Arc<FeatureSchema>,
+    clock: Arc<dyn Clock>,
+    counters: Counters,
+}
+
+impl std::fmt::Debug for StateEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateEngine")
+            .field("features", &self.cfg.features.len())
+            .field("lists", &self.lists)
+            .finish_non_exhaustive()
+    }
+}
+
+impl StateEngine {
+    /// Compiles `cfg` against `schema` (which must have every field the configuration
+    /// fills, see [`StateConfig::extend_schema`]), opens its lists and restores its
+    /// snapshot when the file exists.
+    pub fn new(
+        cfg: StateConfig,
+        schema: Arc<FeatureSchema>,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, ConfigError> {
+        let plan = Plan::compile(&cfg, &schema)?;
+        let label_sources: Vec<usize> = (0..plan.sources.len())
+            .filter(|&s| {
+                plan.by_source[s]
+                    .iter()
+                    .any(|&g| plan.groups[g].spec.kind == Kind::Label)
+            })
+            .collect();
+        if label_sources.len() > MAX_LABEL_SOURCES {
+            return Err(ConfigError::invalid(
+                "state.features",
+                format!("label features over more than {MAX_LABEL_SOURCES} key sources"),
+            ));
+        }
+        let defs: Vec<_> = cfg
+            .lists
+            .iter()
+            .cloned()
+            .zip(plan.lists.iter().map(|l| l.key))
+            .collect();
+        let lists = Lists::open(
+            &defs,
+            Arc::clone(&schema),
+            Arc::clone(&clock),
+            cfg.dir.clone(),
+        )
+        .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?;
+        let me = Self {
+            store: MemStore::new(&plan, cfg.max_keys),
+            pending: (!label_sources.is_empty()).then(|| PendingIndex::new(cfg.max_pending_labels)),
+            label_sources,
+            plan,
+            lists,
+            schema,
+            clock,
+            counters: Counters::default(),
+            cfg,
+        };
+        if let Some(p) = me.cfg.snapshot.clone() {
+            if p.exists() {
+                me.restore(&p)
+                    .map_err(|e| ConfigError::invalid("state.snapshot", e.to_string()))?;
+            }
+        }
+        Ok(me)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &StateConfig {
+        &self.cfg
+    }
+
+    /// The schema the plan was compiled against.
+    pub fn schema(&self) -> &Arc<FeatureSchema> {
+        &self.schema
+    }
+
+    /// The lists.
+    pub fn lists(&self) -> &Lists {
+        &self.lists
+    }
+
+    /// Computes the state features of `txn` into it and enters it into the state.
+    /// The returned ticket enters it into outcome-filtered features once decided
+    /// ([`record_outcome`](Self::record_outcome)).
+    pub fn apply(&self, txn: &mut Transaction) -> Option<Ticket> {
+        let mut out = txn.features.values().to_vec();
+        let t = self.fill(txn, self.clock.unix_ms(), &mut out);
+        txn.features.values_mut().copy_from_slice(&out);
+        t
+    }
+
+    /// Writes the state features of `txn` into `out` (a feature vector of the schema)
+    /// and enters `txn` into the state.
+    #[inline]
+    pub(crate) fn fill(&self, txn: &Transaction, now_ms: i64, out: &mut [f32]) -> Option<Ticket> {
+        for (i, l) in self.plan.lists.iter().enumerate() {
+            let k = l.key.value(txn);
+            out[l.slot.index()] = if k == 0 {
+                f32::NAN
+            } else {
+                let hit = self.lists.member(i, k, now_ms);
+                if hit {
+                    self.counters.list_hits.fetch_add(1, Relaxed);
+                }
+                hit as u8 as f32
+            };
+        }
+        if self.plan.groups.is_empty() {
+            return None;
+        }
+        if txn.timestamp_ms == Transaction::NO_TIME {
+            self.counters.no_time.fetch_add(1, Relaxed);
+            for o in self.plan.slots.iter().take(self.cfg.features.len()) {
+                out[o.index()] = f32::NAN;
+            }
+            return None;
+        }
+        let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
+        let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
+        let req = self.plan.request(txn, ts);
+        let mut reads = [GroupRead::default(); MAX_GROUPS];
+        let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
+        let applied = self
+            .store
+            .read_update(&self.plan, &req, lateness, &mut reads);
+        self.plan.write(&req, &reads, &applied.present, out);
+        self.counters.updates.fetch_add(1, Relaxed);
+        if applied.late > 0 {
+            self.counters.late.fetch_add(applied.late as u64, Relaxed);
+        }
+        if let (Some(p), true) = (&self.pending, txn.id.0 != 0) {
+            let mut at = [(u8::MAX, 0u64, 0i64); MAX_LABEL_SOURCES];
+            for (slot, &s) in at.iter_mut().zip(&self.label_sources) {
+                if applied.present[s] {
+                    *slot = (s as u8, req.keys[s], applied.te[s]);
+                }
+            }
+            p.remember(txn.id.0, Pending { at, ts, label: 0 });
+        }
+        self.plan
+            .has_outcome_groups()
+            .then_some(Ticket { req, applied })
+    }
+
+    /// Enters a decided transaction into the features filtered on its outcome.
+    pub fn record_outcome(&self, ticket: &Ticket, action: Action) {
+        self.store
+            .record_outcome(&self.plan, &ticket.req, &ticket.applied, action);
+    }
+
+    /// Reports that transaction `txn` was (`fraud = true`) or was not fraudulent, known
+    /// at `at_ms`. Counts once however often it is repeated; `false` after `true`
+    /// retracts it. Returns how many label windows it reached (0 when the
+    /// transaction's bucket has already left every ring).
+    pub fn report_label(&self, txn: TxnId, fraud: bool, at_ms: i64) -> Result<usize, StateError> {
+        let p = self.pending.as_ref().ok_or(StateError::NoLabels)?;
+        let got = p.with(txn.0, |pd| {
+            if at_ms < pd.ts {
+                return Err(StateError::LabelBeforeTxn {
+                    at_ms,
+                    txn_ms: pd.ts,
+                });
+            }
+            let new: i8 = if fraud { 1 } else { -1 };
+            let delta = match (pd.label == 1, fraud) {
+                (false, true) => 1,
+                (true, false) => -1,
+                _ => 0,
+            };
+            let changed = pd.label != new;
+            pd.label = new;
+            Ok((pd.at, delta, changed))
+        });
+        let (at, delta, changed) = match got {
+            None => {
+                self.counters.labels_unknown.fetch_add(1, Relaxed);
+                return Err(StateError::UnknownTxn(txn.0));
+            }
+            Some(r) => r?,
+        };
+        if changed {
+            self.counters.labels.fetch_add(1, Relaxed);
+        }
+        let mut reached = 0;
+        if delta != 0 {
+            for &(s, key, te) in at.iter().filter(|a| a.0 != u8::MAX) {
+                reached += self.store.label(&self.plan, s as usize, key, te, delta);
+            }
+        }
+        Ok(reached)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> StateStats {
+        let c = &self.counters;
+        StateStats {
+            updates: c.updates.load(Relaxed),
+            no_time: c.no_time.load(Relaxed),
+            late: c.late.load(Relaxed),
+            labels: c.labels.load(Relaxed),
+            labels_unknown: c.labels_unknown.load(Relaxed),
+            list_hits: c.list_hits.load(Relaxed),
+        }
+    }
+
+    /// Keys held and bytes per key, per key source.
+    pub fn memory(&self) -> Vec<SourceMemory> {
+        let keys = self.store.keys();
+        self.plan
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(s, k)| SourceMemory {
+                source: source_name(&self.cfg, &self.schema, k),
+                keys: keys[s],
+                // quick_cache keeps key, value and a few words per entry.
+                bytes_per_key: self.store.key_bytes(&self.plan, s) + 24,
+            })
+            .collect()
+    }
+
+    /// Transactions remembered for labels.
+    pub fn pending_labels(&self) -> usize {
+        self.pending.as_ref().map_or(0, PendingIndex::len)
+    }
+}
+
+fn source_name(_cfg: &StateConfig, schema: &FeatureSchema, k: &plan::CKey) -> String {
+    use plan::CKey;
+    match k {
+        CKey::Entity => "entity".into(),
+        CKey::Device => "device".into(),
+        CKey::Merchant => "merchant".into(),
+        CKey::Ip => "ip".into(),
+        CKey::Email => "email".into(),
+        CKey::Country => "country".into(),
+        CKey::Slot(s) => schema.field(*s).name.clone(),
+    }
+}

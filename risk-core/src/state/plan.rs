@@ -1,0 +1,546 @@
+//! A [`StateConfig`] compiled against a schema: key sources, shared groups, output slots.
+//!
+//! Features with the same key, window, buckets, filters and value share one group (one
+//! bucket ring): `card count 1h`, `card sum 1h` and `card avg 1h` cost one ring. The plan
+//! turns a transaction into a [`Request`] (keys, and for each group whether the event
+//! passes and what it adds) and a store's [`GroupRead`]s back into feature values; the
+//! stores only do bucket arithmetic, identically.
+
+use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
+use super::group::{GroupInput, GroupRead, GroupSpec, Kind};
+use crate::decision::Action;
+use crate::error::ConfigError;
+use crate::schema::{FeatureSchema, FieldKind, Slot};
+use crate::txn::Transaction;
+use std::collections::HashMap;
+
+/// Key sources one plan may use.
+pub(crate) const MAX_SOURCES: usize = 8;
+/// Groups one plan may use.
+pub(crate) const MAX_GROUPS: usize = 48;
+/// Buckets one window may have.
+pub const MAX_BUCKETS: u32 = 1_440;
+
+/// SplitMix64's finalizer: spreads ids and FNV hashes over all 64 bits.
+#[inline]
+pub(crate) fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// A key source resolved against the schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CKey {
+    Entity,
+    Device,
+    Merchant,
+    Ip,
+    Email,
+    Country,
+    Slot(Slot),
+}
+
+impl CKey {
+    fn resolve(k: &KeySource, schema: &FeatureSchema, at: &str) -> Result<Self, ConfigError> {
+        Ok(match k {
+            KeySource::Entity => CKey::Entity,
+            KeySource::Device => CKey::Device,
+            KeySource::Merchant => CKey::Merchant,
+            KeySource::Ip => CKey::Ip,
+            KeySource::Email => CKey::Email,
+            KeySource::Country => CKey::Country,
+            KeySource::Field(f) => {
+                let slot = schema.slot(f).ok_or_else(|| {
+                    ConfigError::invalid(at, format!("{f:?} is not entity, card, device, merchant, ip, email, country or a categorical field of the schema"))
+                })?;
+                if schema.field(slot).kind != FieldKind::Categorical {
+                    return Err(ConfigError::invalid(
+                        at,
+                        format!("{f:?} is numeric: a key must be categorical"),
+                    ));
+                }
+                CKey::Slot(slot)
+            }
+        })
+    }
+
+    /// The key's value in `txn` (0: the transaction has none).
+    #[inline]
+    pub fn value(self, txn: &Transaction) -> u64 {
+        match self {
+            CKey::Entity => txn.entity.0,
+            CKey::Device => txn.device.0,
+            CKey::Merchant => txn.merchant,
+            CKey::Ip => txn.ip,
+            CKey::Email => txn.email,
+            CKey::Country => {
+                let b = txn.country.as_str().as_bytes();
+                (u64::from(b[0]) << 8 | u64::from(b[1])) + 1
+            }
+            CKey::Slot(s) => {
+                let v = txn.features.get(s);
+                if v.is_nan() {
+                    0
+                } else {
+                    v as u64 + 1
+                }
+            }
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum CFilter {
+    In(Slot, Vec<f32>),
+    Range(Slot, [Option<f64>; 4]),
+}
+
+impl CFilter {
+    #[inline]
+    fn pass(&self, txn: &Transaction) -> bool {
+        match self {
+            CFilter::In(s, ids) => ids.contains(&txn.features.get(*s)),
+            CFilter::Range(s, [gt, ge, lt, le]) => {
+                let v = txn.features.get(*s) as f64;
+                !v.is_nan()
+                    && gt.is_none_or(|b| v > b)
+                    && ge.is_none_or(|b| v >= b)
+                    && lt.is_none_or(|b| v < b)
+                    && le.is_none_or(|b| v <= b)
+            }
+        }
+    }
+}
+
+/// Where a group's value comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Value {
+    /// The typed amount (no `amount` slot in the schema).
+    Amount,
+    Slot(Slot),
+    /// The hashed key of another source (distinct groups).
+    Key(CKey),
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub source: usize,
+    pub spec: GroupSpec,
+    filters: Vec<CFilter>,
+    value: Value,
+    /// Bit per [`Action`]: entered after the decision, only for those actions.
+    pub outcome: u8,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Out {
+    slot: Slot,
+    group: usize,
+    agg: Agg,
+    include: bool,
+}
+
+/// A list membership output.
+#[derive(Debug, Clone)]
+pub(crate) struct ListOut {
+    pub slot: Slot,
+    pub key: CKey,
+}
+
+/// One transaction's state request: its keys and each group's input.
+#[derive(Debug, Clone)]
+pub(crate) struct Request {
+    /// Event time bounded ahead of the clock.
+    pub ts: i64,
+    pub keys: [u64; MAX_SOURCES],
+    pub inputs: [GroupInput; MAX_GROUPS],
+}
+
+/// The compiled plan.
+#[derive(Debug, Clone)]
+pub(crate) struct Plan {
+    pub sources: Vec<CKey>,
+    /// Groups of each source, in group order.
+    pub by_source: Vec<Vec<usize>>,
+    pub groups: Vec<Group>,
+    outs: Vec<Out>,
+    pub lists: Vec<ListOut>,
+    /// Every slot the plan fills (features, then lists).
+    pub slots: Vec<Slot>,
+}
+
+fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Result<Slot, ConfigError> {
+    let slot = schema.slot(name).ok_or_else(|| {
+        ConfigError::invalid(at, format!("the schema has no field {name:?} (risk.toml adds state fields itself; with the builder, use StateConfig::extend_schema)"))
+    })?;
+    if schema.field(slot).kind != FieldKind::Numeric {
+        return Err(ConfigError::invalid(
+            at,
+            format!("{name:?} is categorical: it must be numeric"),
+        ));
+    }
+    Ok(slot)
+}
+
+fn compile_filter(f: &Filter, schema: &FeatureSchema, at: &str) -> Result<CFilter, ConfigError> {
+    match f {
+        Filter::In { field, values } => {
+            let slot = schema.slot(field).ok_or_else(|| {
+                ConfigError::invalid(at, format!("unknown filter field {field:?}"))
+            })?;
+            let fd = schema.field(slot);
+            if fd.kind != FieldKind::Categorical {
+                return Err(ConfigError::invalid(
+                    at,
+                    format!("{field:?} is numeric: filter it with bounds (lt, le, gt, ge)"),
+                ));
+            }
+            let ids = values
+                .iter()
+                .map(|v| {
+                    fd.lookup(v).map(|i| i as f32).ok_or_else(|| {
+                        ConfigError::invalid(
+                            at,
+                            format!("{v:?} is not in the vocabulary of {field:?}"),
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            Ok(CFilter::In(slot, ids))
+        }
+        Filter::Range {
+            field,
+            gt,
+            ge,
+            lt,
+            le,
+        } => {
+            let slot = numeric_slot(schema, field, at)?;
+            Ok(CFilter::Range(slot, [*gt, *ge, *lt, *le]))
+        }
+    }
+}
+
+fn action_bit(a: Action) -> u8 {
+    1 << (a as u8)
+}
+
+impl Plan {
+    /// Compiles `cfg` against `schema`; every error names the feature or list at fault.
+    pub fn compile(cfg: &StateConfig, schema: &FeatureSchema) -> Result<Self, ConfigError> {
+        let mut p = Plan {
+            sources: Vec::new(),
+            by_source: Vec::new(),
+            groups: Vec::new(),
+            outs: Vec::new(),
+            lists: Vec::new(),
+            slots: Vec::new(),
+        };
+        let mut seen: HashMap<String, ()> = HashMap::new();
+        let mut dedup: HashMap<String, usize> = HashMap::new();
+        for (i, f) in cfg.features.iter().enumerate() {
+            let at = format!("state.features[{i}] ({})", f.name);
+            if seen.insert(f.name.clone(), ()).is_some() {
+                return Err(ConfigError::invalid(at, "a second feature with this name"));
+            }
+            let slot = numeric_slot(schema, &f.name, &at)?;
+            let key = CKey::resolve(&f.key, schema, &format!("{at}.key"))?;
+            let (group, include) = p.group_for(f, key, schema, &at, &mut dedup)?;
+            p.outs.push(Out {
+                slot,
+                group,
+                agg: f.agg,
+                include,
+            });
+            p.slots.push(slot);
+        }
+        for l in &cfg.lists {
+            let at = format!("state.lists.{}", l.name);
+            valid_list(l, &at)?;
+            let slot = numeric_slot(schema, &l.field_name(), &at)?;
+            if seen.insert(l.field_name(), ()).is_some() {
+                return Err(ConfigError::invalid(
+                    at,
+                    "a feature already fills this field",
+                ));
+            }
+            p.lists.push(ListOut {
+                slot,
+                key: CKey::resolve(&l.key, schema, &format!("{at}.key"))?,
+            });
+            p.slots.push(slot);
+        }
+        Ok(p)
+    }
+
+    fn group_for(
+        &mut self,
+        f: &FeatureDef,
+        key: CKey,
+        schema: &FeatureSchema,
+        at: &str,
+        dedup: &mut HashMap<String, usize>,
+    ) -> Result<(usize, bool), ConfigError> {
+        let window_ms = i64::try_from(f.window.as_millis()).unwrap_or(i64::MAX);
+        if f.buckets == 0 || f.buckets > MAX_BUCKETS {
+            return Err(ConfigError::invalid(
+                format!("{at}.buckets"),
+                format!("{} is not in 1..={MAX_BUCKETS}", f.buckets),
+            ));
+        }
+        if window_ms <= 0 || window_ms > 400 * 86_400_000 {
+            return Err(ConfigError::invalid(
+                format!("{at}.window"),
+                "must be between 1 ms and 400 days",
+            ));
+        }
+        if window_ms % f.buckets as i64 != 0 {
+            return Err(ConfigError::invalid(
+                format!("{at}.buckets"),
+                format!("the window ({window_ms} ms) is not a whole number of ms per bucket with {} buckets", f.buckets),
+            ));
+        }
+        let width_ms = window_ms / f.buckets as i64;
+        let delay_ms = i64::try_from(f.delay.as_millis()).unwrap_or(i64::MAX);
+        let include = f.current == Current::Include;
+        let kind = match f.agg {
+            Agg::Distinct => Kind::Distinct,
+            Agg::SinceLast => Kind::Last,
+            a if a.is_label() => Kind::Label,
+            _ => Kind::Stats,
+        };
+        if !f.agg.is_label() && delay_ms != 0 {
+            return Err(ConfigError::invalid(
+                format!("{at}.delay"),
+                "only fraud_count and fraud_rate take a delay",
+            ));
+        }
+        if kind == Kind::Label {
+            if delay_ms % width_ms != 0 || delay_ms > 400 * 86_400_000 {
+                return Err(ConfigError::invalid(
+                    format!("{at}.delay"),
+                    format!("must be a whole number of buckets ({width_ms} ms), at most 400 days"),
+                ));
+            }
+            if include || !f.outcome.is_empty() {
+                return Err(ConfigError::invalid(
+                    at,
+                    "label features take neither current = \"include\" nor an outcome",
+                ));
+            }
+        }
+        if include && !f.outcome.is_empty() {
+            return Err(ConfigError::invalid(format!("{at}.current"), "\"include\" with an outcome filter: the outcome is not known when the features are read"));
+        }
+        if include && matches!(f.agg, Agg::Ratio | Agg::SinceLast) {
+            return Err(ConfigError::invalid(format!("{at}.current"), "ratio and since_last compare the current transaction with its history: \"include\" has no meaning"));
+        }
+        if f.agg == Agg::Distinct && !(1..=4_096).contains(&f.exact_limit) {
+            return Err(ConfigError::invalid(
+                format!("{at}.exact_limit"),
+                "must be in 1..=4096",
+            ));
+        }
+        let value = match (f.agg, &f.of) {
+            (Agg::Distinct, None) => {
+                return Err(ConfigError::invalid(format!("{at}.of"), "distinct counts a key source: set `of` (device, country, merchant, ip, email or a categorical field)"))
+            }
+            (Agg::Distinct, Some(o)) => {
+                let k = CKey::resolve(&KeySource::parse(o), schema, &format!("{at}.of"))?;
+                if k == key {
+                    return Err(ConfigError::invalid(format!("{at}.of"), "distinct values of the key itself are always 1"));
+                }
+                Value::Key(k)
+            }
+            (a, Some(o)) if a.needs_value() || a == Agg::Count => Value::Slot(numeric_slot(schema, o, &format!("{at}.of"))?),
+            (a, Some(_)) => {
+                return Err(ConfigError::invalid(format!("{at}.of"), format!("{a:?} takes no `of`")))
+            }
+            (_, None) => match schema.slot("amount") {
+                Some(s) if schema.field(s).kind == FieldKind::Numeric => Value::Slot(s),
+                _ => Value::Amount,
+            },
+        };
+        let mut filters = Vec::with_capacity(f.filters.len());
+        for flt in &f.filters {
+            filters.push(compile_filter(flt, schema, &format!("{at}.filter"))?);
+        }
+        let outcome = f.outcome.iter().fold(0u8, |m, &a| m | action_bit(a));
+        let spec = GroupSpec {
+            kind,
+            width_ms,
+            window_b: if kind == Kind::Last {
+                0
+            } else {
+                f.buckets as i64
+            },
+            delay_b: delay_ms / width_ms,
+            exact_limit: if kind == Kind::Distinct {
+                f.exact_limit as usize
+            } else {
+                0
+            },
+        };
+        let spec = if kind == Kind::Last {
+            GroupSpec {
+                width_ms: 1,
+                ..spec
+            }
+        } else {
+            spec
+        };
+        let source = match self.sources.iter().position(|&s| s == key) {
+            Some(i) => i,
+            None => {
+                if self.sources.len() == MAX_SOURCES {
+                    return Err(ConfigError::invalid(
+                        at,
+                        format!("more than {MAX_SOURCES} key sources"),
+                    ));
+                }
+                self.sources.push(key);
+                self.by_source.push(Vec::new());
+                self.sources.len() - 1
+            }
+        };
+        let id = format!("{source}|{spec:?}|{filters:?}|{value:?}|{outcome}");
+        if let Some(&g) = dedup.get(&id) {
+            return Ok((g, include));
+        }
+        if self.groups.len() == MAX_GROUPS {
+            return Err(ConfigError::invalid(
+                at,
+                format!("more than {MAX_GROUPS} distinct windows"),
+            ));
+        }
+        self.groups.push(Group {
+            source,
+            spec,
+            filters,
+            value,
+            outcome,
+        });
+        let g = self.groups.len() - 1;
+        self.by_source[source].push(g);
+        dedup.insert(id, g);
+        Ok((g, include))
+    }
+
+    /// Whether any group is entered after the decision (an outcome filter).
+    pub fn has_outcome_groups(&self) -> bool {
+        self.groups.iter().any(|g| g.outcome != 0)
+    }
+
+    /// The request for `txn` at bounded event time `ts`.
+    #[inline]
+    pub fn request(&self, txn: &Transaction, ts: i64) -> Request {
+        let mut r = Request {
+            ts,
+            keys: [0; MAX_SOURCES],
+            inputs: [GroupInput::default(); MAX_GROUPS],
+        };
+        for (i, k) in self.sources.iter().enumerate() {
+            r.keys[i] = k.value(txn);
+        }
+        for (g, inp) in self.groups.iter().zip(r.inputs.iter_mut()) {
+            if !g.filters.iter().all(|f| f.pass(txn)) {
+                continue;
+            }
+            match g.value {
+                Value::Amount => {
+                    inp.value = txn.amount;
+                    inp.pass = true;
+                }
+                Value::Slot(s) => {
+                    let v = txn.features.get(s);
+                    inp.value = v as f64;
+                    inp.pass = !v.is_nan();
+                }
+                Value::Key(k) => {
+                    let v = k.value(txn);
+                    inp.hash = mix(v);
+                    inp.pass = v != 0;
+                }
+            }
+        }
+        r
+    }
+
+    /// Writes the features from the groups' reads; `present[s]`: source `s` had a key.
+    pub fn write(&self, req: &Request, reads: &[GroupRead], present: &[bool], out: &mut [f32]) {
+        for o in &self.outs {
+            let g = &self.groups[o.group];
+            let v = if !present[g.source] {
+                f64::NAN
+            } else {
+                feature(
+                    o.agg,
+                    o.include,
+                    &reads[o.group],
+                    &req.inputs[o.group],
+                    req.ts,
+                )
+            };
+            out[o.slot.index()] = v as f32;
+        }
+    }
+
+    /// Whether `action` enters outcome group `g`.
+    pub fn outcome_passes(&self, g: usize, action: Action) -> bool {
+        self.groups[g].outcome & action_bit(action) != 0
+    }
+}
+
+#[inline]
+fn feature(agg: Agg, include: bool, r: &GroupRead, inp: &GroupInput, ts: i64) -> f64 {
+    let inc = include && inp.pass;
+    let (n, sum, sumsq, mut min, mut max) = (r.n, r.sum, r.sumsq, r.min, r.max);
+    let (n, sum, sumsq) = if inc {
+        let v32 = inp.value as f32 as f64;
+        min = if min.is_nan() { v32 } else { min.min(v32) };
+        max = if max.is_nan() { v32 } else { max.max(v32) };
+        (n + 1.0, sum + inp.value, sumsq + inp.value * inp.value)
+    } else {
+        (n, sum, sumsq)
+    };
+    let nan = f64::NAN;
+    match agg {
+        Agg::Count => n,
+        Agg::Sum => sum,
+        Agg::Avg if n > 0.0 => sum / n,
+        Agg::Min if n > 0.0 => min,
+        Agg::Max if n > 0.0 => max,
+        Agg::Stddev if n > 0.0 => {
+            let m = sum / n;
+            (sumsq / n - m * m).max(0.0).sqrt()
+        }
+        Agg::Ratio if n > 0.0 && sum != 0.0 && inp.pass => inp.value / (sum / n),
+        Agg::Distinct => {
+            if inc {
+                r.distinct_after
+            } else {
+                r.distinct_before
+            }
+        }
+        Agg::SinceLast => r
+            .last_ms
+            .map_or(nan, |l| ts.saturating_sub(l).max(0) as f64 / 1e3),
+        Agg::FraudCount => r.frauds,
+        Agg::FraudRate if r.txns > 0.0 => r.frauds / r.txns,
+        _ => nan,
+    }
+}
+
+fn valid_list(l: &ListDef, at: &str) -> Result<(), ConfigError> {
+    if l.name.is_empty()
+        || !l
+            .name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(ConfigError::invalid(at, "list names use a-z, 0-9 and _"));
+    }
+    Ok(())
+}
