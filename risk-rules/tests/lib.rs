@@ -4,6 +4,7 @@ mod audit;
 mod default_set;
 mod fuzz_regressions;
 mod golden;
+mod lists;
 mod property;
 mod reload;
 mod sets;
