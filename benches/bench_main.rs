@@ -11,6 +11,7 @@ mod llm;
 mod observe;
 mod quant;
 mod rules;
+mod state;
 mod trees;
 
 criterion_group!(
@@ -34,4 +35,9 @@ criterion_group!(
     config = engine::config();
     targets = deploy::decide, observe::decide, observe::throughput
 );
-criterion_main!(benches, deep, audit, lifecycle);
+criterion_group!(
+    name = state;
+    config = engine::config();
+    targets = state::decide, state::throughput
+);
+criterion_main!(benches, deep, audit, lifecycle, state);

@@ -1,4 +1,6 @@
-//! Writes synthetic transactions as CSV for the training tools in `tools/`.
+//! Writes synthetic transactions as CSV for the training tools in `tools/`: raw
+//! transactions with their velocity features computed by the SDK's entity state
+//! (`synth::state_config()`), exactly as an engine built with it computes them at serving.
 //!
 //! ```text
 //! cargo run --release --example export_synth -- OUT.csv ROWS SEED [--raw]

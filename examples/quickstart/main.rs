@@ -30,7 +30,7 @@
 mod lifecycle;
 
 use risk_core::audit::{LogOptions, Query, SegmentLog};
-use risk_core::synth::{generate, schema, SynthConfig};
+use risk_core::synth::{generate, generate_raw, schema, state_config, SynthConfig};
 use risk_core::{
     Action, DeepConfig, Engine, Escalation, FallbackCause, Latency, LatencySummary,
     MetricsSnapshot, Scorer, Shutdown, Tier,
@@ -54,6 +54,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // ----- data and stand-in models -----
     let t = Instant::now();
     let train = generate(&SynthConfig::new(7, 40_000));
+    // What the engine is given: raw transactions (no velocity feature); it computes
+    // its own from entity state (`synth::state_config()`).
+    let raw = generate_raw(&SynthConfig::new(42, n));
+    // The same rows as the training export computes them (for the parity check and the
+    // reports below that re-read features).
     let replay = generate(&SynthConfig::new(42, n));
     let fraud = replay.iter().filter(|r| r.is_fraud).count();
     println!(
@@ -102,13 +107,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .deep(deep.clone())
         .deep_config(deep_cfg)
         .audit_log(audit.clone())
+        .state(state_config())
         .build()?;
     let verdicts = engine.subscribe();
 
     // ----- replay -----
     let t = Instant::now();
     let mut decisions = Vec::with_capacity(replay.len());
-    for r in &replay {
+    for r in &raw {
         decisions.push(engine.decide(&r.txn)?);
         if let Some(l) = &llm {
             // The deep tier's prompt shows the entity's recent transactions.
@@ -127,9 +133,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         replay.len() as f64 / wall.as_secs_f64()
     );
     print_counts(&m);
+    print_state(&engine);
 
     print_rules(&rules.current(), &replay, &decisions, &m);
-    print_audit(&audit, &decisions)?;
+    print_audit(&audit, &decisions, &replay)?;
 
     // ----- gray zone and feedback -----
     let mut sources: BTreeMap<&str, u64> = BTreeMap::new();
@@ -591,9 +598,29 @@ fn lat(name: &str, l: &LatencySummary) {
 }
 
 /// Reads the audit log back: every decision found by id with its versions.
+fn print_state(engine: &Engine) {
+    let Some(st) = engine.state() else { return };
+    let s = st.stats();
+    println!(
+        "\nentity state: {} velocity features computed by the engine from raw transactions",
+        st.config().features.len()
+    );
+    for m in st.memory() {
+        println!(
+            "  {:<8} {:>7} keys  {:>5} bytes/key",
+            m.source, m.keys, m.bytes_per_key
+        );
+    }
+    println!(
+        "  updates {}  late {}  without time {}",
+        s.updates, s.late, s.no_time
+    );
+}
+
 fn print_audit(
     log: &SegmentLog,
     decisions: &[risk_core::Decision],
+    export: &[risk_core::synth::Labeled],
 ) -> Result<(), Box<dyn std::error::Error>> {
     let st = log.stats();
     let t = Instant::now();
@@ -625,6 +652,23 @@ fn print_audit(
             })
     };
     let found = decisions.iter().filter(|d| same(d)).count();
+    // Train/serve parity: the features the engine computed and recorded equal, bit for
+    // bit, what the training export computes (`generate`, `export_synth`).
+    let parity = export
+        .iter()
+        .filter(|r| {
+            by_id
+                .get(&r.txn.id.0)
+                .and_then(|e| e.decision())
+                .is_some_and(|d| {
+                    d.features.len() == r.txn.features.values().len()
+                        && d.features
+                            .iter()
+                            .zip(r.txn.features.values())
+                            .all(|(a, b)| a.to_bits() == b.to_bits())
+                })
+        })
+        .count();
     let bytes: u64 = std::fs::read_dir(log.dir())?
         .filter_map(|e| e.ok()?.metadata().ok())
         .map(|m| m.len())
@@ -642,6 +686,10 @@ fn print_audit(
         "  every decision found again by id with its versions: {} ({found} of {}; log read in {read:.2?})",
         found == decisions.len(),
         decisions.len()
+    );
+    println!(
+        "  features the engine computed = the training export's, bit for bit: {parity} of {}",
+        export.len()
     );
     if let Some(d) = decisions.iter().find(|d| !d.rules_fired.is_empty()) {
         let t = Instant::now();

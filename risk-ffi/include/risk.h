@@ -116,6 +116,10 @@ enum risk_result
   // load, warm-up, schema, a deploy in progress, nothing to roll back); what serves is
   // unchanged.
   RISK_ERR_DEPLOY = 15,
+  // Entity state refused the call (the message says why: an unknown or evicted
+  // transaction for a label, an unknown list, a bad entry or list file, a snapshot
+  // failure, or no `[state]` section).
+  RISK_ERR_STATE = 16,
 };
 #ifndef __cplusplus
 typedef uint32_t risk_result;
@@ -165,6 +169,12 @@ typedef struct risk_txn {
   const struct risk_feature *features;
   // Number of `features` (at most 4096). Values are stored as `f32`.
   size_t n_features;
+  // Merchant / terminal id, or NULL (entity-state key; hashed).
+  const char *merchant;
+  // IP address, or NULL (entity-state key; hashed as text).
+  const char *ip;
+  // E-mail address, or NULL (entity-state key; trimmed, lower-cased, hashed).
+  const char *email;
 } risk_txn;
 
 // One reason code and its weight.
@@ -322,7 +332,7 @@ risk_result risk_engine_shutdown(const struct risk_engine *e,
                                  uint64_t *abandoned);
 
 // Decides a transaction given as JSON: `{"id", "entity", "timestamp_ms", "amount",
-// "currency", "mcc", "country", "channel", "device", "features": {name: number | string |
+// "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email", "features": {name: number | string |
 // null}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
 // only as a feature value, meaning missing). `RISK_ERR_JSON` when the text is not such an
 // object (the message names the key), `RISK_ERR_TRANSACTION` when the transaction rejects
@@ -564,6 +574,73 @@ risk_result risk_engine_drill_report_json(const struct risk_engine *e,
                                           char *buf,
                                           size_t cap,
                                           size_t *len);
+
+// Reports transaction `txn_id`'s label: `fraud` true (a chargeback, a confirmed fraud)
+// or false (clears an earlier true), known at `at_ms` (ms since the epoch, not before
+// the transaction). Writes how many label windows it reached to `*out_reached` (may be
+// NULL). `RISK_ERR_STATE` for an unknown or evicted transaction, a label before its
+// transaction, or no label feature.
+//
+// # Safety
+// `e` is a live engine handle; `out_reached` is NULL or writable.
+risk_result risk_engine_report_label(const struct risk_engine *e,
+                                     uint64_t txn_id,
+                                     bool fraud,
+                                     int64_t at_ms,
+                                     size_t *out_reached);
+
+// Adds `value` to `list` (or re-dates it), live until `expires_at_ms` (ms since the
+// epoch; 0 or negative: never expires). Journalled and synced before it returns when
+// `[state] dir` is set. `RISK_ERR_STATE` for an unknown list or a value that cannot be
+// one of its keys.
+//
+// # Safety
+// `e` is live; `list` and `value` are NUL-terminated.
+risk_result risk_engine_list_add(const struct risk_engine *e,
+                                 const char *list,
+                                 const char *value,
+                                 int64_t expires_at_ms);
+
+// Removes `value` from `list`; `*out_removed` (may be NULL) says whether it was there.
+//
+// # Safety
+// `e` is live; `list` and `value` are NUL-terminated; `out_removed` is NULL or writable.
+risk_result risk_engine_list_remove(const struct risk_engine *e,
+                                    const char *list,
+                                    const char *value,
+                                    bool *out_removed);
+
+// Whether `value` is a live entry of `list` now (`*out`).
+//
+// # Safety
+// `e` is live; `list` and `value` are NUL-terminated; `out` is writable.
+risk_result risk_engine_list_contains(const struct risk_engine *e,
+                                      const char *list,
+                                      const char *value,
+                                      bool *out);
+
+// Re-reads every list's file (and journal). A bad file is refused naming file:line
+// (`RISK_ERR_STATE`) and its list keeps serving what it had; the others are reloaded.
+//
+// # Safety
+// `e` is live.
+risk_result risk_engine_lists_reload(const struct risk_engine *e);
+
+// Writes the entity state to `path` (NULL: the configured `state.snapshot`),
+// atomically; a later engine with the same `[state]` restores it at start.
+//
+// # Safety
+// `e` is live; `path` is NULL or NUL-terminated.
+risk_result risk_engine_state_snapshot(const struct risk_engine *e, const char *path);
+
+// The entity state's counters (`stats`: updates, no_time, late, labels,
+// labels_unknown, list_hits), `memory` per key source (keys, bytes_per_key),
+// `pending_labels` and live entries per list (`lists`), as JSON. Same `(buf, cap,
+// *len)` protocol as the other `*_json` functions.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_state_json(const struct risk_engine *e, char *buf, size_t cap, size_t *len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -46,6 +46,10 @@ pub enum risk_result {
     /// load, warm-up, schema, a deploy in progress, nothing to roll back); what serves is
     /// unchanged.
     RISK_ERR_DEPLOY = 15,
+    /// Entity state refused the call (the message says why: an unknown or evicted
+    /// transaction for a label, an unknown list, a bad entry or list file, a snapshot
+    /// failure, or no `[state]` section).
+    RISK_ERR_STATE = 16,
 }
 
 use risk_result::*;

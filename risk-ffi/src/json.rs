@@ -49,6 +49,12 @@ struct TxnJson<'a> {
     channel: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "key::device")]
     device: Option<u64>,
+    #[serde(default, borrow, deserialize_with = "key::merchant")]
+    merchant: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "key::ip")]
+    ip: Option<Cow<'a, str>>,
+    #[serde(default, borrow, deserialize_with = "key::email")]
+    email: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "key::features")]
     features: Features<'a>,
 }
@@ -92,6 +98,9 @@ mod key {
         country: Cow<'de, str>,
         channel: Cow<'de, str>,
         device: u64,
+        merchant: Cow<'de, str>,
+        ip: Cow<'de, str>,
+        email: Cow<'de, str>,
         features: Features<'de>,
     }
 }
@@ -298,6 +307,9 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
         country,
         channel,
         device,
+        merchant,
+        ip,
+        email,
         features,
     } = t;
     let mut names: Vec<&str> = features.0.iter().map(|(k, _)| &**k).collect();
@@ -331,6 +343,15 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
     if let Some(d) = device {
         b = b.device(d);
     }
+    if let Some(m) = merchant {
+        b = b.merchant(&m);
+    }
+    if let Some(x) = ip {
+        b = b.ip(&x);
+    }
+    if let Some(x) = email {
+        b = b.email(&x);
+    }
     for (k, v) in &features.0 {
         b = match v {
             Feature::Number(x) => b.numeric(k, to_f32(k, *x)?),
@@ -342,7 +363,7 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
 }
 
 /// Decides a transaction given as JSON: `{"id", "entity", "timestamp_ms", "amount",
-/// "currency", "mcc", "country", "channel", "device", "features": {name: number | string |
+/// "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email", "features": {name: number | string |
 /// null}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
 /// only as a feature value, meaning missing). `RISK_ERR_JSON` when the text is not such an
 /// object (the message names the key), `RISK_ERR_TRANSACTION` when the transaction rejects

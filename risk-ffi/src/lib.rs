@@ -52,6 +52,8 @@ mod deploy;
 mod health;
 // Monitors and drills.
 mod observe;
+/// Entity state: labels, lists, snapshots.
+mod state;
 
 pub use args::RISK_MAX_INPUT;
 pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
@@ -79,6 +81,11 @@ pub use metrics::{risk_engine_metrics_json, risk_engine_metrics_text};
 pub use observe::{
     risk_engine_drill, risk_engine_drill_report_json, risk_engine_monitor_json,
     risk_engine_monitor_tick,
+};
+pub use state::{
+    risk_engine_list_add, risk_engine_list_contains, risk_engine_list_remove,
+    risk_engine_lists_reload, risk_engine_report_label, risk_engine_state_json,
+    risk_engine_state_snapshot,
 };
 pub use subscription::{
     risk_engine_subscribe, risk_subscription, risk_subscription_free, risk_subscription_poll,

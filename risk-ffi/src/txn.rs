@@ -47,6 +47,12 @@ pub struct risk_txn {
     pub features: *const risk_feature,
     /// Number of `features` (at most 4096). Values are stored as `f32`.
     pub n_features: usize,
+    /// Merchant / terminal id, or NULL (entity-state key; hashed).
+    pub merchant: *const c_char,
+    /// IP address, or NULL (entity-state key; hashed as text).
+    pub ip: *const c_char,
+    /// E-mail address, or NULL (entity-state key; trimmed, lower-cased, hashed).
+    pub email: *const c_char,
 }
 
 /// Most features in one `risk_txn`.
@@ -90,6 +96,17 @@ pub(crate) unsafe fn build_txn(e: &Engine, t: &risk_txn) -> Result<Transaction, 
     }
     if t.device != 0 {
         b = b.device(t.device);
+    }
+    for (p, what) in [(t.merchant, "merchant"), (t.ip, "ip"), (t.email, "email")] {
+        if !p.is_null() {
+            // SAFETY: non-NULL and, per `risk_txn`, NUL-terminated.
+            let v = unsafe { str_arg(p, what) }?;
+            b = match what {
+                "merchant" => b.merchant(v),
+                "ip" => b.ip(v),
+                _ => b.email(v),
+            };
+        }
     }
     if t.n_features > 0 {
         if t.features.is_null() {

@@ -31,7 +31,7 @@ impl Engine {
     ) -> Result<Decision, DecideError> {
         let now_ms = self.inner.clock.unix_ms();
         let run = |t: &mut Transaction| {
-            let ticket = st.fill(txn, now_ms, t.features.values_mut());
+            let ticket = st.fill(t, now_ms);
             let d = f(t);
             if let (Some(tk), Ok(d)) = (&ticket, &d) {
                 st.record_outcome(tk, d.action);
@@ -66,7 +66,7 @@ impl Engine {
         for t in txns {
             let mut c = t.clone();
             let tk = if self.inner.check(t).is_ok() {
-                st.fill(t, now_ms, c.features.values_mut())
+                st.fill(&mut c, now_ms)
             } else {
                 None
             };

@@ -33,6 +33,17 @@ pub(crate) struct GroupSpec {
     pub delay_b: i64,
     /// Values kept exactly ([`Kind::Distinct`]).
     pub exact_limit: usize,
+    /// What a stats bucket keeps (the most its features need).
+    pub cols: Cols,
+}
+
+/// The columns of a stats bucket: a count only (4 bytes), count and sum (16), or
+/// count, sum, sum of squares, min and max (32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Cols {
+    Count,
+    Sum,
+    Full,
 }
 
 impl GroupSpec {
@@ -80,7 +91,148 @@ pub(crate) struct GroupRead {
     pub frauds: f64,
 }
 
-/// Per-bucket statistics.
+/// What a stats bucket does: enter a value, add itself into a read.
+pub(crate) trait StatBucket: Default + Copy {
+    fn add(&mut self, v: f64);
+    fn fold(&self, out: &mut GroupRead);
+}
+
+impl StatBucket for u32 {
+    #[inline]
+    fn add(&mut self, _v: f64) {
+        *self = self.saturating_add(1);
+    }
+    #[inline]
+    fn fold(&self, out: &mut GroupRead) {
+        out.n += *self as f64;
+    }
+}
+
+/// Count and sum.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+pub(crate) struct SumBucket {
+    pub n: u32,
+    pub sum: f64,
+}
+
+impl StatBucket for SumBucket {
+    #[inline]
+    fn add(&mut self, v: f64) {
+        self.n = self.n.saturating_add(1);
+        self.sum += v;
+    }
+    #[inline]
+    fn fold(&self, out: &mut GroupRead) {
+        out.n += self.n as f64;
+        out.sum += self.sum;
+    }
+}
+
+impl StatBucket for Bucket {
+    #[inline]
+    fn add(&mut self, v: f64) {
+        let v32 = v as f32;
+        if self.n == 0 {
+            self.min = v32;
+            self.max = v32;
+        } else {
+            self.min = self.min.min(v32);
+            self.max = self.max.max(v32);
+        }
+        self.n = self.n.saturating_add(1);
+        self.sum += v;
+        self.sumsq += v * v;
+    }
+    #[inline]
+    fn fold(&self, out: &mut GroupRead) {
+        if self.n == 0 {
+            return;
+        }
+        out.n += self.n as f64;
+        out.sum += self.sum;
+        out.sumsq += self.sumsq;
+        out.min = if out.min.is_nan() {
+            self.min as f64
+        } else {
+            out.min.min(self.min as f64)
+        };
+        out.max = if out.max.is_nan() {
+            self.max as f64
+        } else {
+            out.max.max(self.max as f64)
+        };
+    }
+}
+
+/// A stats ring with the columns its features need.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) enum StatsRing {
+    Count(Ring<u32>),
+    Sum(Ring<SumBucket>),
+    Full(Ring<Bucket>),
+}
+
+#[inline]
+fn stats_read_add<T: StatBucket>(
+    ring: &mut Ring<T>,
+    lo: i64,
+    hb: i64,
+    eb: i64,
+    v: Option<f64>,
+    out: &mut GroupRead,
+) {
+    ring.advance(hb);
+    for b in ring.range(lo, hb) {
+        b.fold(out);
+    }
+    if let Some(v) = v {
+        if let Some(b) = ring.get_mut(eb) {
+            b.add(v);
+        }
+    }
+}
+
+impl StatsRing {
+    fn new(spec: &GroupSpec) -> Self {
+        let n = spec.ring_len();
+        match spec.cols {
+            Cols::Count => StatsRing::Count(Ring::new(n)),
+            Cols::Sum => StatsRing::Sum(Ring::new(n)),
+            Cols::Full => StatsRing::Full(Ring::new(n)),
+        }
+    }
+    #[inline]
+    fn read_add(&mut self, lo: i64, hb: i64, eb: i64, v: Option<f64>, out: &mut GroupRead) {
+        match self {
+            StatsRing::Count(r) => stats_read_add(r, lo, hb, eb, v, out),
+            StatsRing::Sum(r) => stats_read_add(r, lo, hb, eb, v, out),
+            StatsRing::Full(r) => stats_read_add(r, lo, hb, eb, v, out),
+        }
+    }
+    fn len(&self) -> usize {
+        match self {
+            StatsRing::Count(r) => r.slots.len(),
+            StatsRing::Sum(r) => r.slots.len(),
+            StatsRing::Full(r) => r.slots.len(),
+        }
+    }
+    fn bytes(&self) -> usize {
+        match self {
+            StatsRing::Count(r) => std::mem::size_of_val(&*r.slots),
+            StatsRing::Sum(r) => std::mem::size_of_val(&*r.slots),
+            StatsRing::Full(r) => std::mem::size_of_val(&*r.slots),
+        }
+    }
+    fn cols(&self) -> Cols {
+        match self {
+            StatsRing::Count(_) => Cols::Count,
+            StatsRing::Sum(_) => Cols::Sum,
+            StatsRing::Full(_) => Cols::Full,
+        }
+    }
+}
+
+/// Per-bucket statistics (all columns).
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 pub(crate) struct Bucket {
     pub n: u32,
@@ -258,7 +410,7 @@ impl Distinct {
 /// One group's state for one key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) enum GState {
-    Stats { ring: Ring<Bucket>, last_ms: i64 },
+    Stats { ring: StatsRing, last_ms: i64 },
     Last { last_ms: i64 },
     Distinct { d: Distinct, head: i64 },
     Label { ring: Ring<LabelBucket> },
@@ -270,7 +422,7 @@ impl GState {
     pub fn new(spec: &GroupSpec) -> Self {
         match spec.kind {
             Kind::Stats => GState::Stats {
-                ring: Ring::new(spec.ring_len()),
+                ring: StatsRing::new(spec),
                 last_ms: NO_TIME,
             },
             Kind::Last => GState::Last { last_ms: NO_TIME },
@@ -303,38 +455,10 @@ impl GState {
         let lo = hb - spec.window_b;
         match self {
             GState::Stats { ring, last_ms } => {
-                ring.advance(hb);
-                for b in ring.range(lo, hb).filter(|b| b.n > 0) {
-                    out.n += b.n as f64;
-                    out.sum += b.sum;
-                    out.sumsq += b.sumsq;
-                    out.min = if out.min.is_nan() {
-                        b.min as f64
-                    } else {
-                        out.min.min(b.min as f64)
-                    };
-                    out.max = if out.max.is_nan() {
-                        b.max as f64
-                    } else {
-                        out.max.max(b.max as f64)
-                    };
-                }
+                let v = (add && input.pass).then_some(input.value);
+                ring.read_add(lo, hb, eb, v, &mut out);
                 out.last_ms = (*last_ms != NO_TIME).then_some(*last_ms);
-                if add && input.pass {
-                    if let Some(b) = ring.get_mut(eb) {
-                        let v = input.value;
-                        let v32 = v as f32;
-                        if b.n == 0 {
-                            b.min = v32;
-                            b.max = v32;
-                        } else {
-                            b.min = b.min.min(v32);
-                            b.max = b.max.max(v32);
-                        }
-                        b.n = b.n.saturating_add(1);
-                        b.sum += v;
-                        b.sumsq += v * v;
-                    }
+                if v.is_some() {
                     *last_ms = (*last_ms).max(te);
                 }
             }
@@ -393,7 +517,9 @@ impl GState {
     pub fn fits(&self, spec: &GroupSpec) -> bool {
         let n = spec.ring_len();
         match (self, spec.kind) {
-            (GState::Stats { ring, .. }, Kind::Stats) => ring.slots.len() == n,
+            (GState::Stats { ring, .. }, Kind::Stats) => {
+                ring.len() == n && ring.cols() == spec.cols
+            }
             (GState::Label { ring }, Kind::Label) => ring.slots.len() == n,
             (GState::Last { .. }, Kind::Last) => true,
             (GState::Distinct { d, .. }, Kind::Distinct) => match d {
@@ -408,7 +534,7 @@ impl GState {
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
             + match self {
-                GState::Stats { ring, .. } => ring.bytes() - std::mem::size_of::<Ring<Bucket>>(),
+                GState::Stats { ring, .. } => ring.bytes(),
                 GState::Label { ring } => ring.bytes() - std::mem::size_of::<Ring<LabelBucket>>(),
                 GState::Last { .. } => 0,
                 GState::Distinct { d, .. } => match d {
@@ -448,6 +574,7 @@ mod tests {
             window_b: 4,
             delay_b: 0,
             exact_limit: 8,
+            cols: Cols::Count,
         };
         let mut g = GState::new(&spec);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;

@@ -290,38 +290,47 @@ impl StateEngine {
     /// The returned ticket enters it into outcome-filtered features once decided
     /// ([`record_outcome`](Self::record_outcome)).
     pub fn apply(&self, txn: &mut Transaction) -> Option<Ticket> {
-        let mut out = txn.features.values().to_vec();
-        let t = self.fill(txn, self.clock.unix_ms(), &mut out);
-        txn.features.values_mut().copy_from_slice(&out);
-        t
+        self.fill(txn, self.clock.unix_ms())
     }
 
-    /// Writes the state features of `txn` into `out` (a feature vector of the schema)
-    /// and enters `txn` into the state.
+    /// Computes the state features of `txn` into it, as of wall time `now_ms` (list
+    /// expiry, the future bound), and enters it into the state. Everything the state
+    /// reads from `txn` is read before anything is written.
     #[inline]
-    pub(crate) fn fill(&self, txn: &Transaction, now_ms: i64, out: &mut [f32]) -> Option<Ticket> {
-        for (i, l) in self.plan.lists.iter().enumerate() {
+    pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> Option<Ticket> {
+        use plan::MAX_LISTS;
+        let mut hits = [f32::NAN; MAX_LISTS];
+        for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
             let k = l.key.value(txn);
-            out[l.slot.index()] = if k == 0 {
-                f32::NAN
-            } else {
+            if k != 0 {
                 let hit = self.lists.member(i, k, now_ms);
                 if hit {
                     self.counters.list_hits.fetch_add(1, Relaxed);
                 }
-                hit as u8 as f32
-            };
-        }
-        if self.plan.groups.is_empty() {
-            return None;
-        }
-        if txn.timestamp_ms == Transaction::NO_TIME {
-            self.counters.no_time.fetch_add(1, Relaxed);
-            for o in self.plan.slots.iter().take(self.cfg.features.len()) {
-                out[o.index()] = f32::NAN;
+                hits[i] = hit as u8 as f32;
             }
-            return None;
         }
+        let mut ticket = None;
+        if !self.plan.groups.is_empty() {
+            if txn.timestamp_ms == Transaction::NO_TIME {
+                self.counters.no_time.fetch_add(1, Relaxed);
+                let out = txn.features.values_mut();
+                for o in self.plan.slots.iter().take(self.cfg.features.len()) {
+                    out[o.index()] = f32::NAN;
+                }
+            } else {
+                ticket = self.update(txn, now_ms);
+            }
+        }
+        let out = txn.features.values_mut();
+        for (l, h) in self.plan.lists.iter().zip(hits) {
+            out[l.slot.index()] = h;
+        }
+        ticket
+    }
+
+    #[inline]
+    fn update(&self, txn: &mut Transaction, now_ms: i64) -> Option<Ticket> {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
         let req = self.plan.request(txn, ts);
@@ -330,7 +339,8 @@ impl StateEngine {
         let applied = self
             .store
             .read_update(&self.plan, &req, lateness, &mut reads);
-        self.plan.write(&req, &reads, &applied.present, out);
+        self.plan
+            .write(&req, &reads, &applied.present, txn.features.values_mut());
         self.counters.updates.fetch_add(1, Relaxed);
         if applied.late > 0 {
             self.counters.late.fetch_add(applied.late as u64, Relaxed);
@@ -442,5 +452,36 @@ fn source_name(_cfg: &StateConfig, schema: &FeatureSchema, k: &plan::CKey) -> St
         CKey::Email => "email".into(),
         CKey::Country => "country".into(),
         CKey::Slot(s) => schema.field(*s).name.clone(),
+    }
+}
+
+impl StateEngine {
+    /// Counters, memory per key source, pending labels and live entries per list, as
+    /// JSON (`stats`, `memory`, `pending_labels`, `lists`).
+    pub fn to_json(&self) -> String {
+        let s = self.stats();
+        let memory: Vec<_> = self
+            .memory()
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({"source": m.source, "keys": m.keys, "bytes_per_key": m.bytes_per_key})
+            })
+            .collect();
+        let lists: serde_json::Map<String, serde_json::Value> = self
+            .lists
+            .names()
+            .into_iter()
+            .map(|n| (n.to_owned(), self.lists.len(n).unwrap_or(0).into()))
+            .collect();
+        serde_json::json!({
+            "stats": {
+                "updates": s.updates, "no_time": s.no_time, "late": s.late,
+                "labels": s.labels, "labels_unknown": s.labels_unknown, "list_hits": s.list_hits,
+            },
+            "memory": memory,
+            "pending_labels": self.pending_labels(),
+            "lists": lists,
+        })
+        .to_string()
     }
 }

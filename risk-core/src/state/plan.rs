@@ -7,7 +7,7 @@
 //! stores only do bucket arithmetic, identically.
 
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
-use super::group::{GroupInput, GroupRead, GroupSpec, Kind};
+use super::group::{Cols, GroupInput, GroupRead, GroupSpec, Kind};
 use crate::decision::Action;
 use crate::error::ConfigError;
 use crate::schema::{FeatureSchema, FieldKind, Slot};
@@ -18,6 +18,8 @@ use std::collections::HashMap;
 pub(crate) const MAX_SOURCES: usize = 8;
 /// Groups one plan may use.
 pub(crate) const MAX_GROUPS: usize = 48;
+/// Lists one plan may use.
+pub const MAX_LISTS: usize = 64;
 /// Buckets one window may have.
 pub const MAX_BUCKETS: u32 = 1_440;
 
@@ -256,6 +258,12 @@ impl Plan {
             });
             p.slots.push(slot);
         }
+        if cfg.lists.len() > MAX_LISTS {
+            return Err(ConfigError::invalid(
+                "state.lists",
+                format!("more than {MAX_LISTS} lists"),
+            ));
+        }
         for l in &cfg.lists {
             let at = format!("state.lists.{}", l.name);
             valid_list(l, &at)?;
@@ -382,6 +390,8 @@ impl Plan {
             } else {
                 0
             },
+            // Set below to what every feature of the group needs.
+            cols: Cols::Count,
         };
         let spec = if kind == Kind::Last {
             GroupSpec {
@@ -406,9 +416,17 @@ impl Plan {
             }
         };
         let id = format!("{source}|{spec:?}|{filters:?}|{value:?}|{outcome}");
+        let need = match f.agg {
+            Agg::Min | Agg::Max | Agg::Stddev => Cols::Full,
+            Agg::Sum | Agg::Avg | Agg::Ratio => Cols::Sum,
+            _ => Cols::Count,
+        };
         if let Some(&g) = dedup.get(&id) {
+            let c = &mut self.groups[g].spec.cols;
+            *c = (*c).max(need);
             return Ok((g, include));
         }
+        let spec = GroupSpec { cols: need, ..spec };
         if self.groups.len() == MAX_GROUPS {
             return Err(ConfigError::invalid(
                 at,

@@ -24,21 +24,29 @@
 //! About 2% of transactions are fraud by default ([`SynthConfig::fraud_rate`]).
 //!
 //! ## Features (see [`schema`])
-//! Computed in event-time order from each card's own history, as an upstream feature
-//! store would: counts and sums over the last hour / day, small-amount count, distinct
-//! countries, time since last, amount relative to the card's running mean, new-device flag
-//! (missing for card-present channels), foreign flag, hour, card age, and the merchant
-//! terminal's transaction count over the last hour. Missing values are `NaN`.
+//! The generator emits **raw** transactions ([`generate_raw`]): typed fields (card,
+//! merchant terminal, device, time, amount, country, channel) and the context a caller
+//! knows about the card itself: hour, foreign flag (against the card's home country),
+//! new-device flag (missing for card-present channels), card age, high-risk country.
+//! The velocity features (counts and sums over the last hour / day, small-amount count,
+//! distinct countries, time since last, amount against the card's 30-day mean, the
+//! terminal's count over the last hour) are **computed by the SDK's entity state** from
+//! those raw transactions ([`state_config`]), in event order: [`generate`] runs the same
+//! [`StateEngine`](crate::state::StateEngine) an engine built with `state_config()` runs
+//! at serving time, so training data and serving see the same values. Missing values are
+//! `NaN`.
 
 mod rng;
 
 pub use rng::Rng;
 
 use crate::schema::FeatureSchema;
+use crate::state::{Agg, Current, FeatureDef, Filter, KeySource, StateConfig, StateEngine};
 use crate::txn::{Channel, Transaction};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Countries, with weights for card home countries.
 pub const COUNTRIES: [&str; 16] = [
@@ -135,6 +143,43 @@ pub fn schema() -> Arc<FeatureSchema> {
         .numeric("high_risk_country")
         .build()
         .expect("the synthetic schema is valid")
+}
+
+/// The velocity features of [`schema`] as entity-state definitions: what an engine
+/// computes from raw transactions (`EngineBuilder::state(synth::state_config())`).
+pub fn state_config() -> StateConfig {
+    let h = |n: u64| Duration::from_secs(n * 3_600);
+    let small = Filter::Range {
+        field: "amount".into(),
+        gt: None,
+        ge: None,
+        lt: Some(5.0),
+        le: None,
+    };
+    StateConfig {
+        features: vec![
+            FeatureDef::new("txn_count_1h", KeySource::Entity, Agg::Count).window(h(1), 12),
+            FeatureDef::new("txn_count_24h", KeySource::Entity, Agg::Count).window(h(24), 24),
+            FeatureDef::new("amount_sum_24h", KeySource::Entity, Agg::Sum).window(h(24), 24),
+            FeatureDef::new("small_count_1h", KeySource::Entity, Agg::Count)
+                .window(h(1), 12)
+                .filter(small),
+            FeatureDef::new("distinct_countries_24h", KeySource::Entity, Agg::Distinct)
+                .of("country")
+                .window(h(24), 24)
+                .current(Current::Include),
+            FeatureDef::new("secs_since_last", KeySource::Entity, Agg::SinceLast),
+            FeatureDef::new("amount_ratio", KeySource::Entity, Agg::Ratio).window(h(720), 30),
+            FeatureDef::new("merchant_txn_count_1h", KeySource::Merchant, Agg::Count)
+                .window(h(1), 12),
+        ],
+        ..StateConfig::default()
+    }
+}
+
+/// The merchant terminal id a transaction carries (`Transaction::merchant` hashes it).
+pub fn terminal_id(merchant: u32) -> String {
+    format!("T{merchant:05}")
 }
 
 /// Fraud scenario of a transaction.
@@ -254,8 +299,29 @@ fn merchant_for(rng: &mut Rng, mcc: usize) -> u32 {
     mcc as u32 * per + (u * u * per as f64) as u32
 }
 
-/// Generates the data set.
+/// Generates the data set with the velocity features computed by entity state
+/// ([`state_config`], in event order), as an engine computes them at serving time.
 pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
+    let mut rows = generate_raw(cfg);
+    compute_state(&mut rows);
+    rows
+}
+
+/// Computes the velocity features of `rows` (in their order) with a fresh
+/// [`StateEngine`] over [`state_config`].
+pub fn compute_state(rows: &mut [Labeled]) {
+    let clock = crate::clock::ManualClock::new();
+    // Wall time after every event: the future bound never clamps generated times.
+    clock.set_unix_origin_ms(i64::MAX / 4);
+    let st = StateEngine::new(state_config(), schema(), clock)
+        .expect("the synthetic state definitions are valid");
+    for r in rows {
+        st.apply(&mut r.txn);
+    }
+}
+
+/// Generates raw transactions: typed fields and card context, velocity features missing.
+pub fn generate_raw(cfg: &SynthConfig) -> Vec<Labeled> {
     let mut rng = Rng::new(cfg.seed);
     let span = cfg.days as i64 * DAY_MS;
     let cards: Vec<Card> = (0..cfg.cards)
@@ -477,48 +543,18 @@ pub fn generate(cfg: &SynthConfig) -> Vec<Labeled> {
     featurize(cfg, &cards, &events)
 }
 
-#[derive(Default)]
-struct CardState {
-    recent: VecDeque<(i64, f64, usize)>,
-    last_t: Option<i64>,
-    n: u64,
-    sum: f64,
-    devices: HashSet<u64>,
-}
-
 fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled> {
     let schema = schema();
-    let mut states: HashMap<usize, CardState> = HashMap::new();
-    let mut merchants: HashMap<u32, VecDeque<i64>> = HashMap::new();
+    // Devices each card has used so far (the caller's device-binding knowledge).
+    let mut devices: HashMap<usize, HashSet<u64>> = HashMap::new();
     let mut out = Vec::with_capacity(events.len());
     for (i, e) in events.iter().enumerate() {
         let c = &cards[e.card];
-        let st = states.entry(e.card).or_insert_with(|| CardState {
-            devices: c.devices.iter().copied().collect(),
-            ..Default::default()
-        });
-        while st.recent.front().is_some_and(|r| r.0 <= e.t - DAY_MS) {
-            st.recent.pop_front();
-        }
-        let hour_ago = e.t - HOUR_MS;
-        let in_hour = st.recent.iter().filter(|r| r.0 > hour_ago);
-        let count_1h = in_hour.clone().count();
-        let small_1h = in_hour.filter(|r| r.1 < 5.0).count();
-        let sum_24h: f64 = st.recent.iter().map(|r| r.1).sum();
-        let mut countries: HashSet<usize> = st.recent.iter().map(|r| r.2).collect();
-        countries.insert(e.country);
-        let m = merchants.entry(e.merchant).or_default();
-        while m.front().is_some_and(|&t| t <= hour_ago) {
-            m.pop_front();
-        }
+        let known = devices
+            .entry(e.card)
+            .or_insert_with(|| c.devices.iter().copied().collect());
         let device_new = match e.channel {
-            Channel::Ecom | Channel::App => {
-                if st.devices.contains(&e.device) {
-                    0.0
-                } else {
-                    1.0
-                }
-            }
+            Channel::Ecom | Channel::App => (!known.contains(&e.device)) as u8 as f32,
             _ => f32::NAN,
         };
         let country = COUNTRIES[e.country];
@@ -531,18 +567,13 @@ fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled
             .country(country)
             .channel(e.channel)
             .device(e.device)
+            .merchant(&terminal_id(e.merchant))
             .numeric("hour", ((e.t.rem_euclid(DAY_MS)) / HOUR_MS) as f32)
             .numeric("is_foreign", (e.country != c.home) as u8 as f32)
-            .numeric("txn_count_1h", count_1h as f32)
-            .numeric("txn_count_24h", st.recent.len() as f32)
-            .numeric("amount_sum_24h", sum_24h as f32)
-            .numeric("small_count_1h", small_1h as f32)
-            .numeric("distinct_countries_24h", countries.len() as f32)
             .numeric(
                 "card_age_days",
                 (c.opened_days_ago + (e.t - cfg.start_ms) as f64 / DAY_MS as f64) as f32,
             )
-            .numeric("merchant_txn_count_1h", m.len() as f32)
             .numeric(
                 "high_risk_country",
                 HIGH_RISK_COUNTRIES.contains(&country) as u8 as f32,
@@ -552,15 +583,6 @@ fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled
         } else {
             b.numeric("device_new", device_new)
         };
-        let b = match st.last_t {
-            Some(l) => b.numeric("secs_since_last", ((e.t - l) / 1000) as f32),
-            None => b,
-        };
-        let b = if st.n > 0 {
-            b.numeric("amount_ratio", (e.amount / (st.sum / st.n as f64)) as f32)
-        } else {
-            b
-        };
         let txn = b.build().expect("generated transactions are valid");
         out.push(Labeled {
             txn,
@@ -568,14 +590,9 @@ fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled
             scenario: e.scenario,
             merchant: e.merchant,
         });
-        st.recent.push_back((e.t, e.amount, e.country));
-        st.last_t = Some(e.t);
-        st.n += 1;
-        st.sum += e.amount;
         if e.device != 0 {
-            st.devices.insert(e.device);
+            known.insert(e.device);
         }
-        m.push_back(e.t);
     }
     out
 }
@@ -671,6 +688,35 @@ mod tests {
             .iter()
             .filter(|r| r.txn.channel == Channel::Pos)
             .all(|r| r.txn.features.by_name("device_new").is_none()));
+    }
+
+    /// Raw rows carry no velocity feature; `generate` is raw + the state engine.
+    #[test]
+    fn raw_rows_leave_velocity_to_the_state_engine() {
+        let cfg = SynthConfig::new(5, 2_000);
+        let raw = generate_raw(&cfg);
+        let names: Vec<String> = state_config()
+            .features
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        assert!(raw
+            .iter()
+            .all(|r| names.iter().all(|n| r.txn.features.by_name(n).is_none())));
+        assert!(raw.iter().all(|r| r.txn.merchant != 0));
+        let full = generate(&cfg);
+        assert!(full.iter().skip(100).any(|r| r
+            .txn
+            .features
+            .by_name("txn_count_24h")
+            .unwrap_or(0.0)
+            > 0.0));
+        let mut again = raw.clone();
+        compute_state(&mut again);
+        for (a, b) in again.iter().zip(&full) {
+            let (x, y) = (a.txn.features.values(), b.txn.features.values());
+            assert!(x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()));
+        }
     }
 
     #[test]

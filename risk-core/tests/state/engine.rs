@@ -68,7 +68,7 @@ fn engine() -> Engine {
     let mut reg = ScorerRegistry::default();
     reg.register("echo", |spec| {
         let f = spec.str("field")?;
-        Ok(Arc::new(Echo(spec.schema.slot(&f).unwrap())))
+        Ok(Arc::new(Echo(spec.schema.slot(f).unwrap())))
     });
     let e = Engine::from_toml_str(TOML, Path::new("."), Path::new("risk.toml"), &reg).unwrap();
     e

@@ -565,7 +565,7 @@ impl<'a> Scope<'a> {
     fn membership(&self, a: &Expr, b: &Expr) -> Result<Checked> {
         if let (ExprKind::Ident(k), ExprKind::Ident(l)) = (&a.kind, &b.kind) {
             if let Some(list) = l.strip_prefix("list.") {
-                if self.consts.get(l).is_none() && self.schema.slot(l).is_none() {
+                if !self.consts.contains_key(l) && self.schema.slot(l).is_none() {
                     return self.list_membership(k, list, b.span);
                 }
             }
