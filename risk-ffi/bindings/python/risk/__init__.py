@@ -20,6 +20,12 @@ Operations: ``engine.health()`` (ready / degraded / shut_down, each tier's state
 ``engine.monitor_report()`` and ``engine.monitor_tick()`` (an engine with ``[monitor]``),
 ``engine.drill("fast_down", transactions, labels)`` (a fallback drill's report).
 
+Entity state (an engine with ``[state]``): transactions carry ``merchant``, ``ip`` and
+``email`` keys besides ``entity`` and ``device``; ``engine.report_label(txn_id, fraud,
+at_ms)``, ``engine.list_add(list_name, value, expires_at_ms)``, ``list_remove``,
+``list_contains``, ``lists_reload()``, ``state_snapshot(path)``, ``state_report()``; a
+refusal raises ``risk.StateError``.
+
 The shared library is found through ``RISK_FFI_LIB`` (a file), ``RISK_FFI_LIB_DIR`` (a
 directory), ``<repo>/target/release``, then the system loader; see ``risk._ffi``.
 """
@@ -39,6 +45,7 @@ from ._engine import (
     RiskTypeError,
     RiskValueError,
     ShutdownReport,
+    StateError,
     Subscription,
     Verdict,
     fallback_name,
@@ -54,6 +61,7 @@ from ._ffi import (
     RISK_ERR_DEPLOY,
     RISK_ERR_EMPTY,
     RISK_ERR_HANDLE,
+    RISK_ERR_STATE,
     RiskLibraryNotFound,
     library_path,
 )
@@ -70,6 +78,7 @@ __all__ = [
     "RiskValueError",
     "AuditError",
     "DeployError",
+    "StateError",
     "RiskLibraryNotFound",
     "RESULT_NAMES",
     "RISK_ERR_AUDIT",
@@ -77,6 +86,7 @@ __all__ = [
     "RISK_ERR_DEPLOY",
     "RISK_ERR_EMPTY",
     "RISK_ERR_HANDLE",
+    "RISK_ERR_STATE",
     "RISK_CODE_UNKNOWN",
     "TXN_FIELDS",
     "FRAME_COLUMNS",

@@ -1,5 +1,5 @@
 """The Pythonic layer over the C ABI: RiskEngine, Decision, Verdict, Subscription, RiskError,
-AuditError, DeployError."""
+AuditError, DeployError, StateError."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ __all__ = [
     "RiskValueError",
     "AuditError",
     "DeployError",
+    "StateError",
     "DEPLOY_TARGETS",
     "TXN_FIELDS",
     "FRAME_COLUMNS",
@@ -46,6 +47,9 @@ TXN_FIELDS = (
     "country",
     "channel",
     "device",
+    "merchant",
+    "ip",
+    "email",
     "features",
 )
 
@@ -154,8 +158,23 @@ class DeployError(RiskError):
         super().__init__(code, message)
 
 
+class StateError(RiskError):
+    """``RISK_ERR_STATE`` (16): entity state refused the call; ``message`` says why (a
+    label for an unknown or evicted transaction, or dated before it, or with no label
+    feature; an unknown list or a value that cannot be one of its keys; a bad list file,
+    named with its line; a snapshot that could not be written; an engine without a
+    ``[state]`` section). A RiskError like any other (``except RiskError`` catches it too)."""
+
+    def __init__(self, code: int = F.RISK_ERR_STATE, message: str = ""):
+        super().__init__(code, message)
+
+
 # Codes raised as a RiskError subclass (every other code is a plain RiskError).
-_ERROR_CLASSES: dict[int, type] = {F.RISK_ERR_AUDIT: AuditError, F.RISK_ERR_DEPLOY: DeployError}
+_ERROR_CLASSES: dict[int, type] = {
+    F.RISK_ERR_AUDIT: AuditError,
+    F.RISK_ERR_DEPLOY: DeployError,
+    F.RISK_ERR_STATE: StateError,
+}
 
 
 def _error(code: int, message: str = "") -> RiskError:
@@ -287,7 +306,7 @@ def _fill_txn(t: F.risk_txn, keep: list, d: Mapping[str, Any], *, lenient: bool 
         t.currency = b
     v = get("mcc")
     t.mcc = 0 if v is None else _int(v, "mcc", 0, 0xFFFF, lenient_float=lenient)
-    for k in ("country", "channel"):
+    for k in ("country", "channel", "merchant", "ip", "email"):
         v = get(k)
         if v is not None:
             b = _c_str(v, k)
@@ -646,16 +665,20 @@ class Subscription(_Handle):
         return f"<risk.Subscription {'closed' if self.closed else 'open'}>"
 
 
-# Imported here, not at the top: the mixin uses the helpers defined above.
+# Imported here, not at the top: the mixins use the helpers defined above.
 from ._observe import ObserveMixin  # noqa: E402
+from ._state import StateMixin  # noqa: E402
 
 
-class RiskEngine(ObserveMixin, _Handle):
+class RiskEngine(ObserveMixin, StateMixin, _Handle):
     """An engine built from a ``risk.toml``. Thread-safe: share one across threads.
 
-    Besides deciding: :meth:`metrics`, the model lifecycle (:meth:`deploy` ...), and the
+    Besides deciding: :meth:`metrics`, the model lifecycle (:meth:`deploy` ...), the
     operations of :class:`risk._observe.ObserveMixin` (:meth:`health`, :meth:`force_open`,
-    :meth:`monitor_report`, :meth:`monitor_tick`, :meth:`drill`, :meth:`drill_report`).
+    :meth:`monitor_report`, :meth:`monitor_tick`, :meth:`drill`, :meth:`drill_report`), and
+    the entity state of :class:`risk._state.StateMixin` (:meth:`report_label`,
+    :meth:`list_add`, :meth:`list_remove`, :meth:`list_contains`, :meth:`lists_reload`,
+    :meth:`state_snapshot`, :meth:`state_report`).
 
     >>> with RiskEngine.from_path("examples/risk.toml") as eng:
     ...     d = eng.decide(amount=42.5, currency="USD", country="US", channel="pos")
@@ -696,7 +719,10 @@ class RiskEngine(ObserveMixin, _Handle):
     def decide(self, txn: Mapping[str, Any] | None = None, /, **kwargs: Any) -> Decision:
         """Decides one transaction given as a mapping and/or keywords: ``id``, ``entity``,
         ``timestamp_ms``, ``amount``, ``currency``, ``mcc``, ``country``, ``channel``,
-        ``device``, ``features`` ({name: float | str | None}; None or NaN = missing)."""
+        ``device``, ``merchant``, ``ip``, ``email`` (str or None: entity-state keys, hashed
+        by the library), ``features`` ({name: float | str | None}; None or NaN =
+        missing). The mapping is read, never modified (the engine computes its state
+        features on its own copy)."""
         a = _txn_args(txn, kwargs)
         out = F.risk_decision()
         with _Use(self) as p:

@@ -82,6 +82,7 @@ RISK_ERR_RELOAD = 12
 RISK_ERR_CLOSED = 13
 RISK_ERR_AUDIT = 14
 RISK_ERR_DEPLOY = 15
+RISK_ERR_STATE = 16
 
 RESULT_NAMES = {
     RISK_OK: "RISK_OK",
@@ -100,6 +101,7 @@ RESULT_NAMES = {
     RISK_ERR_CLOSED: "RISK_ERR_CLOSED",
     RISK_ERR_AUDIT: "RISK_ERR_AUDIT",
     RISK_ERR_DEPLOY: "RISK_ERR_DEPLOY",
+    RISK_ERR_STATE: "RISK_ERR_STATE",
 }
 
 # One-line meanings, from the header's comments (used when the library gives no message).
@@ -120,6 +122,7 @@ RESULT_DESCRIPTIONS = {
     RISK_ERR_CLOSED: "no more items will ever come (stop polling)",
     RISK_ERR_AUDIT: "the audit log failed (a flush timed out, the log is closed, or a write failed)",
     RISK_ERR_DEPLOY: "a deploy, promote or rollback was refused; what serves is unchanged",
+    RISK_ERR_STATE: "entity state refused the call (a label, a list, a snapshot, or no [state])",
 }
 
 # Names of the small enums the header defines only as numbers.
@@ -170,6 +173,9 @@ class risk_txn(Structure):
         ("device", c_uint64),
         ("features", POINTER(risk_feature)),
         ("n_features", c_size_t),
+        ("merchant", c_char_p),
+        ("ip", c_char_p),
+        ("email", c_char_p),
     ]
 
 
@@ -216,7 +222,8 @@ class risk_verdict(Structure):
 # memory silently, so fail at import instead.
 if ctypes.sizeof(c_void_p) == 8:
     assert ctypes.sizeof(risk_feature) == 24
-    assert ctypes.sizeof(risk_txn) == 88 and risk_txn.n_features.offset == 80
+    assert ctypes.sizeof(risk_txn) == 112 and risk_txn.n_features.offset == 80
+    assert (risk_txn.merchant.offset, risk_txn.ip.offset, risk_txn.email.offset) == (88, 96, 104)
     assert ctypes.sizeof(risk_decision) == 144 and risk_decision.reasons.offset == 76
     assert ctypes.sizeof(risk_verdict) == 48 and risk_verdict.latency_ns.offset == 40
 
@@ -266,6 +273,13 @@ _PROTOTYPES = {
     "risk_engine_monitor_tick": (risk_result, [risk_engine_p, POINTER(c_uint32)]),
     "risk_engine_drill": (risk_result, [risk_engine_p, c_char_p, c_char_p, c_char_p]),
     "risk_engine_drill_report_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_report_label": (risk_result, [risk_engine_p, c_uint64, c_bool, c_int64, POINTER(c_size_t)]),
+    "risk_engine_list_add": (risk_result, [risk_engine_p, c_char_p, c_char_p, c_int64]),
+    "risk_engine_list_remove": (risk_result, [risk_engine_p, c_char_p, c_char_p, POINTER(c_bool)]),
+    "risk_engine_list_contains": (risk_result, [risk_engine_p, c_char_p, c_char_p, POINTER(c_bool)]),
+    "risk_engine_lists_reload": (risk_result, [risk_engine_p]),
+    "risk_engine_state_snapshot": (risk_result, [risk_engine_p, c_char_p]),
+    "risk_engine_state_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 LIB_NAME = "librisk_ffi.so" if sys.platform.startswith("linux") else (

@@ -309,6 +309,7 @@ def test_deploy_error_mapping():
     err = risk._engine._error(DEPLOY, "why")
     assert type(err) is risk.DeployError and err.message == "why"
     assert type(risk._engine._error(risk.RISK_ERR_AUDIT)) is risk.AuditError
-    assert type(risk._engine._error(16)) is risk.RiskError
-    assert risk.RiskError(16).name == "RISK_ERR_UNKNOWN_16"
+    assert type(risk._engine._error(risk.RISK_ERR_STATE)) is risk.StateError
+    assert type(risk._engine._error(17)) is risk.RiskError  # a code newer than this binding
+    assert risk.RiskError(17).name == "RISK_ERR_UNKNOWN_17"
     assert "refused" in risk.DeployError().message  # the description when there is no message
