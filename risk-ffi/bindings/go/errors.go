@@ -51,6 +51,7 @@ const (
 	codeClosed         = 13
 	codeAudit          = 14
 	codeDeploy         = 15
+	codeState          = 16
 )
 
 var codeNames = [...]string{
@@ -70,6 +71,7 @@ var codeNames = [...]string{
 	codeClosed:         "RISK_ERR_CLOSED",
 	codeAudit:          "RISK_ERR_AUDIT",
 	codeDeploy:         "RISK_ERR_DEPLOY",
+	codeState:          "RISK_ERR_STATE",
 }
 
 // CodeName returns the risk.h name of a result code ("RISK_ERR_JSON"), or
@@ -129,6 +131,12 @@ var (
 	// up, a schema mismatch, a deploy of the target in progress, nothing to promote or roll
 	// back to). What serves is unchanged: a refused candidate never serves.
 	ErrDeploy = newError(codeDeploy, "")
+	// ErrState (RISK_ERR_STATE): entity state refused the call; the message says why (a
+	// label for an unknown or evicted transaction, dated before it, or with no label
+	// feature; an unknown list or a value that cannot be one of its keys; a bad list file,
+	// named file:line; a snapshot that could not be written; an engine without a [state]
+	// section).
+	ErrState = newError(codeState, "")
 )
 
 // Errors of methods called after Close (RISK_ERR_HANDLE; errors.Is(err, ErrHandle)).

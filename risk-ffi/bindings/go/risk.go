@@ -286,6 +286,14 @@ func txnExtra(t *Txn) (uintptr, error) {
 		}
 		n += uintptr(len(t.Channel) + 1)
 	}
+	for _, k := range [...]struct{ what, s string }{{"merchant", t.Merchant}, {"ip", t.IP}, {"email", t.Email}} {
+		if k.s != "" {
+			if err := checkText(k.what, k.s); err != nil {
+				return 0, err
+			}
+			n += uintptr(len(k.s) + 1)
+		}
+	}
 	if len(t.Features) > 0 {
 		n += uintptr(len(t.Features))*sizeofFeature + 8
 		for name, f := range t.Features {
@@ -304,7 +312,16 @@ func txnExtra(t *Txn) (uintptr, error) {
 	return n, nil
 }
 
-// fillTxn writes t into ct, with its features and strings in a (sized by txnExtra).
+// optStr is s in a, or NULL for "" (unset).
+func (a *arena) optStr(s string) *C.char {
+	if s == "" {
+		return nil
+	}
+	return a.str(s)
+}
+
+// fillTxn writes every field of ct (arena memory is not zeroed) from t, with its features
+// and strings in a (sized by txnExtra).
 func (a *arena) fillTxn(ct *C.risk_txn, t *Txn) {
 	ct.id = C.uint64_t(t.ID)
 	ct.entity = C.uint64_t(t.Entity)
@@ -336,14 +353,11 @@ func (a *arena) fillTxn(ct *C.risk_txn, t *Txn) {
 		ct.n_features = C.size_t(n)
 	}
 	ct.currency = a.str(t.Currency)
-	ct.country = nil
-	if t.Country != "" {
-		ct.country = a.str(t.Country)
-	}
-	ct.channel = nil
-	if t.Channel != "" {
-		ct.channel = a.str(string(t.Channel))
-	}
+	ct.country = a.optStr(t.Country)
+	ct.channel = a.optStr(string(t.Channel))
+	ct.merchant = a.optStr(t.Merchant)
+	ct.ip = a.optStr(t.IP)
+	ct.email = a.optStr(t.Email)
 }
 
 // ----- decisions -----
@@ -557,8 +571,9 @@ func (e *Engine) Decide(t Txn) (Decision, error) {
 }
 
 // DecideJSON decides a transaction given as JSON: {"id", "entity", "timestamp_ms",
-// "amount", "currency", "mcc", "country", "channel", "device", "features": {name: number |
-// string | null}}; amount and currency are required, unknown keys rejected.
+// "amount", "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email",
+// "features": {name: number | string | null}}; amount and currency are required, unknown
+// keys rejected.
 func (e *Engine) DecideJSON(js string) (Decision, error) {
 	a := getArena(sizeofDecision)
 	defer putArena(a)

@@ -1162,8 +1162,8 @@ func TestUnknownCodes(t *testing.T) {
 	if tierName(2) != TierStatic || sourceName(2) != SourceGlobalPrior || failureName(3) != FailureSaturated || failureName(4) != FailureCircuitOpen {
 		t.Error("known codes")
 	}
-	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_AUDIT" || CodeName(15) != "RISK_ERR_DEPLOY" || CodeName(16) != "RISK_ERR_UNKNOWN(16)" {
-		t.Errorf("CodeName: %q %q %q %q", CodeName(13), CodeName(14), CodeName(15), CodeName(16))
+	if CodeName(13) != "RISK_ERR_CLOSED" || CodeName(14) != "RISK_ERR_AUDIT" || CodeName(15) != "RISK_ERR_DEPLOY" || CodeName(16) != "RISK_ERR_STATE" || CodeName(17) != "RISK_ERR_UNKNOWN(17)" {
+		t.Errorf("CodeName: %q %q %q %q %q", CodeName(13), CodeName(14), CodeName(15), CodeName(16), CodeName(17))
 	}
 	if ErrAudit.Code != 14 || ErrAudit.Name != "RISK_ERR_AUDIT" {
 		t.Errorf("ErrAudit = %+v", ErrAudit)

@@ -59,6 +59,14 @@ type Txn struct {
 	Channel Channel
 	// Device id (0 = unset).
 	Device uint64
+	// Merchant is the merchant or terminal id ("" = unset): an entity-state key, hashed by
+	// the library.
+	Merchant string
+	// IP is the client's IP address ("" = unset): an entity-state key, hashed as text.
+	IP string
+	// Email is the e-mail address ("" = unset): an entity-state key, trimmed, lower-cased
+	// and hashed by the library.
+	Email string
 	// Features are extra schema fields by name (at most MaxFeatures). Numeric values are
 	// stored as float32: a finite value outside its range is refused (ErrTransaction).
 	Features map[string]Feature
