@@ -5,7 +5,7 @@
 #   tools/servers.sh stop   [NAME...]   stop what start started here (idempotent)
 #   tools/servers.sh status [NAME...]   one line per server; exit 0 when all run, 3 when not
 #
-# NAME defaults to all of: kafka prometheus. Servers:
+# NAME defaults to all of: kafka prometheus redis. Servers:
 #   kafka       Kafka 4.4.0 KRaft broker on 127.0.0.1:9092 (controller 127.0.0.1:9093), data under
 #               $RISK_SERVERS_DIR/kafka; topics risk-audit (3 partitions), risk-audit-test (1).
 #               Tests find it through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092.
@@ -17,6 +17,10 @@
 #               Tests query it through RISK_PROMETHEUS_URL=http://127.0.0.1:9095. start waits for
 #               /-/ready only; the first sample of a new target takes several seconds (~6 s seen
 #               at a 1 s interval): poll /api/v1/query for up to ~15 s. Needs curl.
+#   redis       Redis (Debian's redis-server: apt-get install -y --no-install-recommends
+#               redis-server) on 127.0.0.1:6390, no persistence, log under $RISK_SERVERS_DIR/redis.
+#               Tests find it through RISK_REDIS_URL=redis://127.0.0.1:6390/ (the entity-state
+#               store); the kill-mid-run test starts a redis-server of its own on another port.
 #
 # Environment: RISK_SERVERS_DIR (default <repo>/target/servers), RISK_KAFKA_LIBS (jar directory,
 # default <repo>/target/kafka/libs; see tools/kafka/broker.sh), RISK_PROMETHEUS_START_TIMEOUT
@@ -32,7 +36,7 @@ repo=$(cd "$here/.." && pwd)
 servers_dir=${RISK_SERVERS_DIR:-$repo/target/servers}
 broker=$here/kafka/broker.sh
 
-all_servers=(kafka prometheus)
+all_servers=(kafka prometheus redis)
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -66,6 +70,54 @@ kafka_status() {
     echo "kafka: something answers on 127.0.0.1:$kafka_port (not started by servers.sh)"
   else
     echo "kafka: not running"
+    return 1
+  fi
+}
+
+# ---- redis ----------------------------------------------------------------------------------
+redis_port=6390
+redis_dir=$servers_dir/redis
+redis_ping() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
+redis_start() {
+  command -v redis-server >/dev/null \
+    || { echo "servers.sh: redis: redis-server not found (apt-get install -y --no-install-recommends redis-server)" >&2; return 1; }
+  mkdir -p "$redis_dir"
+  if redis_ping; then
+    echo "redis: already answering on 127.0.0.1:$redis_port"
+    return 0
+  fi
+  redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+    --dir "$redis_dir" --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null
+  local deadline=$((SECONDS + 20))
+  until redis_ping; do
+    if (( SECONDS >= deadline )); then
+      echo "servers.sh: redis: no PONG on 127.0.0.1:$redis_port after 20 s; $redis_dir/redis.log:" >&2
+      tail -n 20 "$redis_dir/redis.log" >&2 || true
+      return 1
+    fi
+    sleep 0.05
+  done
+  echo "redis: ready on 127.0.0.1:$redis_port (pid $(<"$redis_dir/redis.pid"), $redis_dir)"
+}
+redis_stop() {
+  if [[ -f $redis_dir/redis.pid ]]; then
+    local pid
+    pid=$(<"$redis_dir/redis.pid")
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.05; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$redis_dir/redis.pid"
+    echo "redis: stopped (pid $pid)"
+  else
+    echo "redis: not running (none started here)"
+  fi
+}
+redis_status() {
+  if redis_ping; then
+    echo "redis: running on 127.0.0.1:$redis_port"
+  else
+    echo "redis: not running"
     return 1
   fi
 }

@@ -196,6 +196,44 @@ pub struct Decision {
     pub versions: Versions,
     /// When the engine decided, milliseconds since the Unix epoch (by its clock).
     pub decided_at_ms: i64,
+    /// Whether entity state computed this decision's features (see [`StateStatus`]).
+    pub state: StateStatus,
+}
+
+/// What entity state did for a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StateStatus {
+    /// No `[state]`, or the transaction has no event time.
+    #[default]
+    Off,
+    /// The features were computed.
+    Fresh,
+    /// The store failed within the budget: the features are missing (`NaN`).
+    Degraded(StateFault),
+}
+
+/// Why the state store could not serve a decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateFault {
+    /// The store did not answer within its timeout.
+    Timeout,
+    /// The store failed (connection refused, an error reply, a malformed reply).
+    Error,
+    /// The store failed recently and is skipped until its retry time.
+    Unavailable,
+}
+
+impl StateStatus {
+    /// `off`, `fresh`, `timeout`, `error` or `unavailable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StateStatus::Off => "off",
+            StateStatus::Fresh => "fresh",
+            StateStatus::Degraded(StateFault::Timeout) => "timeout",
+            StateStatus::Degraded(StateFault::Error) => "error",
+            StateStatus::Degraded(StateFault::Unavailable) => "unavailable",
+        }
+    }
 }
 
 /// Where a deep verdict's score came from.

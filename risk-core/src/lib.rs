@@ -62,7 +62,8 @@ pub use config::{
 };
 pub use decision::{
     Action, Decision, DeepFailure, DeepSource, DeepVerdict, EntityFeedback, Escalation,
-    FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, Ticket, Tier,
+    FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, StateFault, StateStatus,
+    Ticket, Tier,
 };
 pub use engine::{
     CircuitConfig, CircuitState, DecisionFuture, DrillPlan, DrillReport, Engine, EngineBuilder,

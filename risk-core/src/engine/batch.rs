@@ -24,9 +24,10 @@ impl Engine {
             return self.decide_batch_stateless(txns);
         };
         let (rows, tickets) = self.with_state_batch(&st, txns);
-        let out = self.decide_batch_stateless(&rows);
-        for (d, tk) in out.iter().zip(&tickets) {
+        let mut out = self.decide_batch_stateless(&rows);
+        for (d, tk) in out.iter_mut().zip(&tickets) {
             if let (Ok(d), Some(tk)) = (d, tk) {
+                d.state = tk.status;
                 st.record_outcome(tk, d.action);
             }
         }

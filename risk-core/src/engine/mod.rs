@@ -538,6 +538,7 @@ impl Inner {
             rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
             versions,
             decided_at_ms: self.clock.unix_ms(),
+            state: crate::decision::StateStatus::Off,
         };
         self.deploy.recent.offer(txn);
         if let Some(mc) = &self.monitor {

@@ -31,10 +31,11 @@ impl Engine {
     ) -> Result<Decision, DecideError> {
         let now_ms = self.inner.clock.unix_ms();
         let run = |t: &mut Transaction| {
-            let ticket = st.fill(t, now_ms);
-            let d = f(t);
-            if let (Some(tk), Ok(d)) = (&ticket, &d) {
-                st.record_outcome(tk, d.action);
+            let out = st.fill(t, now_ms);
+            let mut d = f(t);
+            if let Ok(d) = &mut d {
+                d.state = out.status;
+                st.record_outcome(&out, d.action);
             }
             d
         };
@@ -59,14 +60,14 @@ impl Engine {
         &self,
         st: &StateEngine,
         txns: &[Transaction],
-    ) -> (Vec<Transaction>, Vec<Option<crate::state::Ticket>>) {
+    ) -> (Vec<Transaction>, Vec<Option<crate::state::StateOutcome>>) {
         let now_ms = self.inner.clock.unix_ms();
         let mut rows = Vec::with_capacity(txns.len());
         let mut tickets = Vec::with_capacity(txns.len());
         for t in txns {
             let mut c = t.clone();
             let tk = if self.inner.check(t).is_ok() {
-                st.fill(&mut c, now_ms)
+                Some(st.fill(&mut c, now_ms))
             } else {
                 None
             };

@@ -1,7 +1,7 @@
 //! `[state]` in `risk.toml`: serde structs (unknown keys are errors) mapped onto
 //! [`StateConfig`].
 
-use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
+use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 use crate::config::raw::{count, ms};
 use crate::decision::Action;
 use crate::error::ConfigError;
@@ -23,6 +23,18 @@ pub(crate) struct RawState {
     pub features: Vec<RawFeature>,
     #[serde(default)]
     pub lists: BTreeMap<String, RawList>,
+    pub redis: Option<RawRedis>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRedis {
+    pub url: String,
+    pub timeout_ms: Option<f64>,
+    pub prefix: Option<String>,
+    pub retry_ms: Option<f64>,
+    pub pending_ttl: Option<String>,
+    pub queue: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -190,6 +202,23 @@ impl RawState {
             )?,
             snapshot: self.snapshot.as_ref().map(|p| base.join(p)),
             dir: self.dir.as_ref().map(|p| base.join(p)),
+            redis: match &self.redis {
+                None => None,
+                Some(r) => {
+                    let d = RedisConfig::default();
+                    Some(RedisConfig {
+                        url: r.url.clone(),
+                        timeout: ms("state.redis.timeout_ms", r.timeout_ms, d.timeout)?,
+                        prefix: r.prefix.clone().unwrap_or(d.prefix),
+                        retry: ms("state.redis.retry_ms", r.retry_ms, d.retry)?,
+                        pending_ttl: match &r.pending_ttl {
+                            None => d.pending_ttl,
+                            Some(t) => duration("state.redis.pending_ttl", t)?,
+                        },
+                        queue: count("state.redis.queue", r.queue, d.queue)?,
+                    })
+                }
+            },
         })
     }
 }

@@ -7,6 +7,36 @@ use crate::decision::Action;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// `[state.redis]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RedisConfig {
+    /// `redis://host:port/db`.
+    pub url: String,
+    /// Bound on each socket read and write of the decide path's round trip.
+    pub timeout: Duration,
+    /// Key prefix (keys are `<prefix>:<definitions fingerprint>:<source>:<key>`).
+    pub prefix: String,
+    /// After a failure, how long Redis is skipped (features missing) before a retry.
+    pub retry: Duration,
+    /// How long a transaction is remembered for a label.
+    pub pending_ttl: Duration,
+    /// Background writes (outcomes, pending labels) queued at most.
+    pub queue: usize,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self {
+            url: "redis://127.0.0.1:6379/".into(),
+            timeout: Duration::from_millis(5),
+            prefix: "risk".into(),
+            retry: Duration::from_secs(1),
+            pending_ttl: Duration::from_secs(120 * 86_400),
+            queue: 65_536,
+        }
+    }
+}
+
 /// What a feature (or a list) is keyed by: whose history it reads.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum KeySource {
@@ -277,6 +307,8 @@ pub struct StateConfig {
     /// Where runtime list changes are journalled (`<dir>/<list>.journal`); none: lists
     /// changed at run time are not persisted.
     pub dir: Option<PathBuf>,
+    /// Keep the features on Redis (`[state.redis]`, feature `redis`) instead of in process.
+    pub redis: Option<RedisConfig>,
 }
 
 impl Default for StateConfig {
@@ -290,6 +322,7 @@ impl Default for StateConfig {
             max_pending_labels: 1_000_000,
             snapshot: None,
             dir: None,
+            redis: None,
         }
     }
 }

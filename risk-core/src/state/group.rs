@@ -69,7 +69,7 @@ pub(crate) struct GroupInput {
     pub pass: bool,
     /// The value aggregated (stats groups).
     pub value: f64,
-    /// The mixed hash of the value counted (distinct groups; 0 = missing, no pass).
+    /// The mixed 52-bit hash of the value counted (distinct groups).
     pub hash: u64,
 }
 
@@ -342,9 +342,13 @@ pub(crate) enum Distinct {
     Sketch(Ring<Regs>),
 }
 
+/// Sets the register of a 52-bit hash (52 bits so that a server-side script, whose
+/// numbers are doubles, computes the very same registers): the top 7 bits pick the
+/// register, the rank is one plus the leading zeros of the other 45.
 fn hll_set(r: &mut Regs, h: u64) {
-    let j = (h >> 57) as usize;
-    let rank = ((h << 7) | (1 << 6)).leading_zeros() as u8 + 1;
+    let j = ((h >> 45) & 0x7f) as usize;
+    let w = h & ((1 << 45) - 1);
+    let rank = (w.leading_zeros() - 19) as u8 + 1;
     r.0[j] = r.0[j].max(rank);
 }
 
@@ -556,7 +560,10 @@ mod tests {
         *r.get_mut(10).unwrap() = 1;
         r.advance(12);
         *r.get_mut(11).unwrap() = 2;
-        assert_eq!(r.range(9, 12).copied().collect::<Vec<_>>(), vec![1, 2, 0]);
+        assert_eq!(
+            r.range(9, 12).copied().collect::<Vec<_>>(),
+            vec![0, 1, 2, 0]
+        );
         r.advance(13);
         assert!(r.get_mut(9).is_none());
         assert_eq!(r.range(0, 13).sum::<u32>(), 3);
@@ -579,7 +586,7 @@ mod tests {
         let mut g = GState::new(&spec);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..5_000u64 {
-            x = crate::state::plan::mix(i + 1);
+            x = crate::state::plan::mix(i + 1) >> 12;
             let inp = GroupInput {
                 pass: true,
                 value: 0.0,

@@ -195,7 +195,7 @@ impl MemStore {
     }
 
     /// Bytes held by one key of source `s` (fresh, or the largest of a few sampled).
-    pub fn key_bytes(&self, plan: &Plan, s: usize) -> usize {
+    pub fn key_bytes(plan: &Plan, s: usize) -> usize {
         let f = Self::fresh(plan, s);
         std::mem::size_of::<KeyState>() + 8 + f.groups.iter().map(GState::bytes).sum::<usize>()
     }

@@ -43,16 +43,18 @@ mod labels;
 mod lists;
 mod mem;
 pub(crate) mod plan;
+#[cfg(feature = "redis")]
+mod redis;
 mod snapshot;
 
 pub(crate) use config::RawState;
-pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
+pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use lists::{email_hash, key_hash, Lists, MAX_LIST_FILE};
 pub use plan::MAX_BUCKETS;
 pub use snapshot::SnapshotInfo;
 
 use crate::clock::Clock;
-use crate::decision::Action;
+use crate::decision::{Action, StateFault, StateStatus};
 use crate::error::ConfigError;
 use crate::schema::FeatureSchema;
 use crate::txn::{Transaction, TxnId};
@@ -160,6 +162,16 @@ pub struct StateStats {
     pub labels_unknown: u64,
     /// List lookups that hit a live entry.
     pub list_hits: u64,
+    /// Decisions whose features are missing because the store failed.
+    pub degraded: u64,
+    /// Store calls that timed out (Redis).
+    pub store_timeouts: u64,
+    /// Store calls that failed otherwise (Redis).
+    pub store_errors: u64,
+    /// Decisions that skipped the store while it was down (Redis).
+    pub store_skipped: u64,
+    /// Background writes shed by a full queue (Redis outcomes and pending labels).
+    pub store_shed: u64,
 }
 
 #[derive(Default)]
@@ -170,6 +182,7 @@ struct Counters {
     labels: AtomicU64,
     labels_unknown: AtomicU64,
     list_hits: AtomicU64,
+    degraded: AtomicU64,
 }
 
 /// Memory per key source.
@@ -191,12 +204,27 @@ pub struct Ticket {
     applied: Applied,
 }
 
+/// What [`StateEngine::apply`] did.
+#[derive(Debug, Clone)]
+pub struct StateOutcome {
+    /// Whether the features were computed.
+    pub status: StateStatus,
+    ticket: Option<Ticket>,
+}
+
+/// The store behind a state engine.
+enum Store {
+    Mem(MemStore),
+    #[cfg(feature = "redis")]
+    Redis(Box<redis::RedisStore>),
+}
+
 /// Entity state: the plan, the store, lists and pending labels. The engine holds one;
 /// it can also run alone (the training export computes features exactly as serving).
 pub struct StateEngine {
     cfg: StateConfig,
     plan: Plan,
-    store: MemStore,
+    store: Store,
     lists: Lists,
     /// Label sources: (source index, group has labels).
     label_sources: Vec<usize>,
@@ -251,8 +279,23 @@ impl StateEngine {
             cfg.dir.clone(),
         )
         .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?;
+        let store = match &cfg.redis {
+            None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
+            #[cfg(feature = "redis")]
+            Some(r) => Store::Redis(Box::new(
+                redis::RedisStore::open(r.clone(), &plan, snapshot::fingerprint(&plan))
+                    .map_err(|e| ConfigError::invalid("state.redis", e))?,
+            )),
+            #[cfg(not(feature = "redis"))]
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    "state.redis",
+                    "this build of risk-core lacks the `redis` feature",
+                ))
+            }
+        };
         let me = Self {
-            store: MemStore::new(&plan, cfg.max_keys),
+            store,
             pending: (!label_sources.is_empty()).then(|| PendingIndex::new(cfg.max_pending_labels)),
             label_sources,
             plan,
@@ -289,7 +332,7 @@ impl StateEngine {
     /// Computes the state features of `txn` into it and enters it into the state.
     /// The returned ticket enters it into outcome-filtered features once decided
     /// ([`record_outcome`](Self::record_outcome)).
-    pub fn apply(&self, txn: &mut Transaction) -> Option<Ticket> {
+    pub fn apply(&self, txn: &mut Transaction) -> StateOutcome {
         self.fill(txn, self.clock.unix_ms())
     }
 
@@ -297,7 +340,7 @@ impl StateEngine {
     /// expiry, the future bound), and enters it into the state. Everything the state
     /// reads from `txn` is read before anything is written.
     #[inline]
-    pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> Option<Ticket> {
+    pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> StateOutcome {
         use plan::MAX_LISTS;
         let mut hits = [f32::NAN; MAX_LISTS];
         for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
@@ -310,35 +353,58 @@ impl StateEngine {
                 hits[i] = hit as u8 as f32;
             }
         }
-        let mut ticket = None;
+        let mut res = StateOutcome {
+            status: StateStatus::Off,
+            ticket: None,
+        };
         if !self.plan.groups.is_empty() {
             if txn.timestamp_ms == Transaction::NO_TIME {
                 self.counters.no_time.fetch_add(1, Relaxed);
-                let out = txn.features.values_mut();
-                for o in self.plan.slots.iter().take(self.cfg.features.len()) {
-                    out[o.index()] = f32::NAN;
-                }
+                self.clear(txn);
             } else {
-                ticket = self.update(txn, now_ms);
+                res = match self.update(txn, now_ms) {
+                    Ok(ticket) => StateOutcome {
+                        status: StateStatus::Fresh,
+                        ticket,
+                    },
+                    Err(fault) => {
+                        self.counters.degraded.fetch_add(1, Relaxed);
+                        self.clear(txn);
+                        StateOutcome {
+                            status: StateStatus::Degraded(fault),
+                            ticket: None,
+                        }
+                    }
+                };
             }
         }
         let out = txn.features.values_mut();
         for (l, h) in self.plan.lists.iter().zip(hits) {
             out[l.slot.index()] = h;
         }
-        ticket
+        res
+    }
+
+    /// Every state feature of `txn` missing.
+    fn clear(&self, txn: &mut Transaction) {
+        let out = txn.features.values_mut();
+        for o in self.plan.slots.iter().take(self.cfg.features.len()) {
+            out[o.index()] = f32::NAN;
+        }
     }
 
     #[inline]
-    fn update(&self, txn: &mut Transaction, now_ms: i64) -> Option<Ticket> {
+    fn update(&self, txn: &mut Transaction, now_ms: i64) -> Result<Option<Ticket>, StateFault> {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
         let req = self.plan.request(txn, ts);
         let mut reads = [GroupRead::default(); MAX_GROUPS];
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
-        let applied = self
-            .store
-            .read_update(&self.plan, &req, lateness, &mut reads);
+        let applied = match &self.store {
+            Store::Mem(m) => m.read_update(&self.plan, &req, lateness, &mut reads),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.read_update(&self.plan, &req, lateness, &mut reads)?,
+        };
         self.plan
             .write(&req, &reads, &applied.present, txn.features.values_mut());
         self.counters.updates.fetch_add(1, Relaxed);
@@ -353,16 +419,25 @@ impl StateEngine {
                 }
             }
             p.remember(txn.id.0, Pending { at, ts, label: 0 });
+            #[cfg(feature = "redis")]
+            if let Store::Redis(r) = &self.store {
+                r.remember(txn.id.0, ts, &at);
+            }
         }
-        self.plan
+        Ok(self
+            .plan
             .has_outcome_groups()
-            .then_some(Ticket { req, applied })
+            .then_some(Ticket { req, applied }))
     }
 
     /// Enters a decided transaction into the features filtered on its outcome.
-    pub fn record_outcome(&self, ticket: &Ticket, action: Action) {
-        self.store
-            .record_outcome(&self.plan, &ticket.req, &ticket.applied, action);
+    pub fn record_outcome(&self, outcome: &StateOutcome, action: Action) {
+        let Some(t) = &outcome.ticket else { return };
+        match &self.store {
+            Store::Mem(m) => m.record_outcome(&self.plan, &t.req, &t.applied, action),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.record_outcome(&self.plan, t, action),
+        }
     }
 
     /// Reports that transaction `txn` was (`fraud = true`) or was not fraudulent, known
@@ -371,6 +446,21 @@ impl StateEngine {
     /// transaction's bucket has already left every ring).
     pub fn report_label(&self, txn: TxnId, fraud: bool, at_ms: i64) -> Result<usize, StateError> {
         let p = self.pending.as_ref().ok_or(StateError::NoLabels)?;
+        #[cfg(feature = "redis")]
+        if let Store::Redis(r) = &self.store {
+            // Any host may take the label: the transaction is remembered in Redis.
+            let got = r.label(&self.plan, txn.0, fraud, at_ms);
+            match &got {
+                Ok(_) => {
+                    self.counters.labels.fetch_add(1, Relaxed);
+                }
+                Err(StateError::UnknownTxn(_)) => {
+                    self.counters.labels_unknown.fetch_add(1, Relaxed);
+                }
+                Err(_) => {}
+            }
+            return got;
+        }
         let got = p.with(txn.0, |pd| {
             if at_ms < pd.ts {
                 return Err(StateError::LabelBeforeTxn {
@@ -401,7 +491,9 @@ impl StateEngine {
         let mut reached = 0;
         if delta != 0 {
             for &(s, key, te) in at.iter().filter(|a| a.0 != u8::MAX) {
-                reached += self.store.label(&self.plan, s as usize, key, te, delta);
+                if let Some(m) = self.mem() {
+                    reached += m.label(&self.plan, s as usize, key, te, delta);
+                }
             }
         }
         Ok(reached)
@@ -417,12 +509,35 @@ impl StateEngine {
             labels: c.labels.load(Relaxed),
             labels_unknown: c.labels_unknown.load(Relaxed),
             list_hits: c.list_hits.load(Relaxed),
+            degraded: c.degraded.load(Relaxed),
+            ..self.store_stats()
+        }
+    }
+
+    fn store_stats(&self) -> StateStats {
+        match &self.store {
+            Store::Mem(_) => StateStats::default(),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => {
+                let c = &r.counters;
+                StateStats {
+                    store_timeouts: c.timeouts.load(Relaxed),
+                    store_errors: c.errors.load(Relaxed),
+                    store_skipped: c.skipped.load(Relaxed),
+                    store_shed: c.shed.load(Relaxed),
+                    ..StateStats::default()
+                }
+            }
         }
     }
 
     /// Keys held and bytes per key, per key source.
     pub fn memory(&self) -> Vec<SourceMemory> {
-        let keys = self.store.keys();
+        let keys = match self.mem() {
+            Some(m) => m.keys(),
+            // On Redis the keys live (and expire) on the server.
+            None => vec![0; self.plan.sources.len()],
+        };
         self.plan
             .sources
             .iter()
@@ -431,9 +546,36 @@ impl StateEngine {
                 source: source_name(&self.cfg, &self.schema, k),
                 keys: keys[s],
                 // quick_cache keeps key, value and a few words per entry.
-                bytes_per_key: self.store.key_bytes(&self.plan, s) + 24,
+                bytes_per_key: MemStore::key_bytes(&self.plan, s) + 24,
             })
             .collect()
+    }
+
+    /// The in-process store, unless state is on Redis.
+    pub(crate) fn mem(&self) -> Option<&MemStore> {
+        match &self.store {
+            Store::Mem(m) => Some(m),
+            #[cfg(feature = "redis")]
+            Store::Redis(_) => None,
+        }
+    }
+
+    /// Waits until background store writes queued so far are done (Redis: outcomes and
+    /// pending labels; in process there are none). False when `timeout` passed first.
+    pub fn flush(&self, timeout: std::time::Duration) -> bool {
+        match &self.store {
+            Store::Mem(_) => {
+                let _ = timeout;
+                true
+            }
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => r.flush(timeout),
+        }
+    }
+
+    /// Whether the features live on Redis.
+    pub fn on_redis(&self) -> bool {
+        self.mem().is_none()
     }
 
     /// Transactions remembered for labels.
@@ -477,6 +619,8 @@ impl StateEngine {
             "stats": {
                 "updates": s.updates, "no_time": s.no_time, "late": s.late,
                 "labels": s.labels, "labels_unknown": s.labels_unknown, "list_hits": s.list_hits,
+                "degraded": s.degraded, "store_timeouts": s.store_timeouts, "store_errors": s.store_errors,
+                "store_skipped": s.store_skipped, "store_shed": s.store_shed,
             },
             "memory": memory,
             "pending_labels": self.pending_labels(),

@@ -468,7 +468,8 @@ impl Plan {
             }
             match g.value {
                 Value::Amount => {
-                    inp.value = txn.amount;
+                    // Values are f32 like every feature (and identical in every store).
+                    inp.value = txn.amount as f32 as f64;
                     inp.pass = true;
                 }
                 Value::Slot(s) => {
@@ -478,7 +479,8 @@ impl Plan {
                 }
                 Value::Key(k) => {
                     let v = k.value(txn);
-                    inp.hash = mix(v);
+                    // 52 bits: exact in a server-side script's doubles.
+                    inp.hash = mix(v) >> 12;
                     inp.pass = v != 0;
                 }
             }

@@ -26,21 +26,33 @@ pub struct SnapshotInfo {
     pub bytes: u64,
 }
 
+/// The definitions' fingerprint: a snapshot (or a Redis key prefix) of other
+/// definitions is never read as this one's.
+pub(super) fn fingerprint(plan: &super::plan::Plan) -> u64 {
+    let specs: Vec<_> = plan
+        .groups
+        .iter()
+        .map(|g| (g.source, g.spec, g.outcome))
+        .collect();
+    Fnv::hash(format!("{:?}{specs:?}", plan.sources).as_bytes())
+}
+
 impl StateEngine {
     fn fingerprint(&self) -> u64 {
-        let specs: Vec<_> = self
-            .plan
-            .groups
-            .iter()
-            .map(|g| (g.source, g.spec, g.outcome))
-            .collect();
-        Fnv::hash(format!("{:?}{specs:?}", self.plan.sources).as_bytes())
+        fingerprint(&self.plan)
+    }
+
+    fn mem_or_refuse(&self, path: &Path) -> Result<&super::mem::MemStore, StateError> {
+        self.mem().ok_or_else(|| StateError::BadSnapshot {
+            path: path.to_path_buf(),
+            reason: "the state lives on Redis (Redis persists it)".into(),
+        })
     }
 
     /// Writes every key's state to `path` (atomically: temporary file, sync, rename).
     pub fn snapshot(&self, path: impl AsRef<Path>) -> Result<SnapshotInfo, StateError> {
         let path = path.as_ref();
-        let items = self.store.dump();
+        let items = self.mem_or_refuse(path)?.dump();
         let keys = items.len();
         let payload = postcard::to_allocvec(&items).map_err(|e| StateError::BadSnapshot {
             path: path.to_path_buf(),
@@ -117,7 +129,7 @@ impl StateEngine {
             }
         }
         let n = items.len();
-        self.store.restore(items);
+        self.mem_or_refuse(path)?.restore(items);
         Ok(n)
     }
 }

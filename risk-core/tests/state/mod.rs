@@ -4,6 +4,8 @@
 mod engine;
 mod labels;
 mod lists;
+#[cfg(feature = "redis")]
+mod redis;
 mod reference;
 mod snapshot;
 
