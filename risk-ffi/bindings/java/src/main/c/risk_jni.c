@@ -16,7 +16,9 @@
  *  - A Java null where the C ABI requires a pointer is passed on as NULL so the library answers
  *    RISK_ERR_NULL; a null the glue itself needs (an output array) is IllegalArgumentException.
  *  - Natives are bound with RegisterNatives in JNI_OnLoad, so a Java/C signature mismatch fails
- *    System.load loudly instead of the first call.
+ *    System.load loudly instead of the first call. The entity-state natives live in
+ *    risk_jni_state.c (registered from JNI_OnLoad too); risk_jni.h declares the helpers of
+ *    this file it uses.
  *
  * Engine and subscription handles travel as jlong (the long field of RiskEngine/Subscription).
  * The library refuses a freed handle itself (RISK_ERR_HANDLE: handles are never-reused tokens);
@@ -30,12 +32,14 @@
 #include <string.h>
 
 #include "risk.h"
+#include "risk_jni.h"
 
 /* Layouts shared with RiskNative / Decision.fromLongs / Verdict.fromLongs. */
 #define DECISION_LONGS 32
 #define VERDICT_LONGS 8
 #define TXN_HEADER_LONGS 4
-#define TXN_FIXED_STRINGS 3
+/* currency, country, channel, merchant, ip, email (Transaction's offsets), then features. */
+#define TXN_FIXED_STRINGS 6
 
 /* Stack scratch for one transaction; larger ones go to the heap. */
 #define STACK_STRING_BYTES 1024
@@ -95,7 +99,7 @@ static void throw_risk_bytes(JNIEnv *env, risk_result code, const char *msg, siz
 
 /* Throws RiskException for `code` with risk_last_error(). Call it right after the failing
  * library call: the message belongs to this thread's last call into the library. */
-static void throw_risk(JNIEnv *env, risk_result code) {
+void throw_risk(JNIEnv *env, risk_result code) {
   const char *m = risk_last_error();
   if (m == NULL) m = "";
   throw_risk_bytes(env, code, m, strlen(m));
@@ -121,7 +125,7 @@ static jbyteArray new_bytes(JNIEnv *env, const char *p, size_t n) {
 /* Copies byte[] `a` into a fresh heap buffer with a NUL after it. NULL array: *out = NULL.
  * `need_z`: the array must already end in its own NUL (and hold no other). Returns 0 with an
  * exception pending on failure. */
-static int copy_bytes(JNIEnv *env, jbyteArray a, const char *what, int need_z, char **out, size_t *len) {
+int copy_bytes(JNIEnv *env, jbyteArray a, const char *what, int need_z, char **out, size_t *len) {
   *out = NULL;
   if (len) *len = 0;
   if (a == NULL) return 1;
@@ -223,9 +227,12 @@ static int fill_txn(JNIEnv *env, risk_txn *t, const char *strs, jsize slen, cons
   if (!string_at(env, strs, slen, offs[0], &t->currency)) return 0;
   if (!string_at(env, strs, slen, offs[1], &t->country)) return 0;
   if (!string_at(env, strs, slen, offs[2], &t->channel)) return 0;
+  if (!string_at(env, strs, slen, offs[3], &t->merchant)) return 0;
+  if (!string_at(env, strs, slen, offs[4], &t->ip)) return 0;
+  if (!string_at(env, strs, slen, offs[5], &t->email)) return 0;
   for (jsize i = 0; i < nf; i++) {
-    if (!string_at(env, strs, slen, offs[3 + 2 * i], &feats[i].name)) return 0;
-    if (!string_at(env, strs, slen, offs[4 + 2 * i], &feats[i].category)) return 0;
+    if (!string_at(env, strs, slen, offs[TXN_FIXED_STRINGS + 2 * i], &feats[i].name)) return 0;
+    if (!string_at(env, strs, slen, offs[TXN_FIXED_STRINGS + 1 + 2 * i], &feats[i].category)) return 0;
     feats[i].value = vals[i];
   }
   t->features = nf > 0 ? feats : NULL;
@@ -593,13 +600,10 @@ static jbyteArray JNICALL n_metrics_json(JNIEnv *env, jclass cls, jlong eng) {
   return NULL;
 }
 
-/* One (buf, cap, *len) call of a text function, with its arguments bound. */
-typedef risk_result (*text_call)(const void *args, char *buf, size_t cap, size_t *len);
-
 /* The text of `call` as a byte[]: tries `cap` bytes, then what the library says it needs,
  * with slack (the text can grow between two calls: counters move, a live engine appends to
  * its log). NULL with an exception pending on failure. */
-static jbyteArray read_text(JNIEnv *env, text_call call, const void *args, size_t cap, const char *what) {
+jbyteArray read_text(JNIEnv *env, text_call call, const void *args, size_t cap, const char *what) {
   for (int attempt = 0; attempt < METRICS_TRIES; attempt++) {
     char *buf = malloc(cap);
     if (buf == NULL) {
@@ -968,6 +972,7 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved) {
   jclass native = (*env)->FindClass(env, "dev/risk/RiskNative");
   if (native == NULL) return JNI_ERR;
   jint rc = (*env)->RegisterNatives(env, native, METHODS, (jint)(sizeof METHODS / sizeof *METHODS));
+  if (rc == JNI_OK) rc = register_state_natives(env, native); /* risk_jni_state.c */
   (*env)->DeleteLocalRef(env, native);
   if (rc != JNI_OK) return JNI_ERR; /* NoSuchMethodError pending: a signature mismatch */
   return JNI_VERSION_1_8;

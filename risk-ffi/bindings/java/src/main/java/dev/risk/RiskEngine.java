@@ -91,7 +91,8 @@ public final class RiskEngine implements AutoCloseable {
 
     /**
      * Decides a transaction given as JSON ({@code {"id", "entity", "timestamp_ms", "amount",
-     * "currency", "mcc", "country", "channel", "device", "features": {...}}}).
+     * "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email",
+     * "features": {...}}}).
      */
     public Decision decideJson(String json) {
         if (json == null) {
@@ -446,7 +447,16 @@ public final class RiskEngine implements AutoCloseable {
         return Utf8.decode(withHandle(RiskNative::drillReportJson));
     }
 
-    private static byte[] required(String s, String what) {
+    /**
+     * The engine's entity state: labels, lists, snapshots and counters ({@link EntityState}).
+     * A view of this engine, valid while it is open; on an engine without a {@code [state]}
+     * section its calls throw {@code RISK_ERR_STATE}.
+     */
+    public EntityState state() {
+        return new EntityState(this);
+    }
+
+    static byte[] required(String s, String what) {
         if (s == null) {
             throw new IllegalArgumentException(what + " is null");
         }
@@ -537,7 +547,8 @@ public final class RiskEngine implements AutoCloseable {
         return h;
     }
 
-    private <T> T withHandle(LongFunction<T> f) {
+    /** {@code f} of the live handle, under the read lock (for {@link EntityState} too). */
+    <T> T withHandle(LongFunction<T> f) {
         long stamp = lock.readLock();
         try {
             return f.apply(live());

@@ -56,12 +56,20 @@ public class RiskException extends RuntimeException {
      * the target in progress, nothing to promote or roll back to). What serves is unchanged.
      */
     public static final int ERR_DEPLOY = 15;
+    /**
+     * {@code RISK_ERR_STATE}: entity state ({@link EntityState}) refused the call; the detail
+     * says why (a label for an unknown or evicted transaction, dated before it, or with no
+     * label feature; an unknown list or a value that cannot be one of its keys; a bad list
+     * file, named {@code file:line}; a snapshot that could not be written; an engine without
+     * a {@code [state]} section).
+     */
+    public static final int ERR_STATE = 16;
 
     private static final String[] NAMES = {
         "RISK_OK", "RISK_ERR_NULL", "RISK_ERR_UTF8", "RISK_ERR_INVALID", "RISK_ERR_CONFIG",
         "RISK_ERR_TRANSACTION", "RISK_ERR_SHUT_DOWN", "RISK_ERR_PANIC",
         "RISK_ERR_BUFFER_TOO_SMALL", "RISK_ERR_JSON", "RISK_ERR_HANDLE", "RISK_ERR_EMPTY",
-        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED", "RISK_ERR_AUDIT", "RISK_ERR_DEPLOY",
+        "RISK_ERR_RELOAD", "RISK_ERR_CLOSED", "RISK_ERR_AUDIT", "RISK_ERR_DEPLOY", "RISK_ERR_STATE",
     };
 
     private final int code;

@@ -18,8 +18,8 @@ final class RiskNative {
     static final int VERDICT_LONGS = 8;
     /** longs per transaction header in a batch: id, entity, timestamp_ms, device. */
     static final int TXN_HEADER_LONGS = 4;
-    /** strings per transaction before its features: currency, country, channel. */
-    static final int TXN_FIXED_STRINGS = 3;
+    /** strings per transaction before its features: currency, country, channel, merchant, ip, email. */
+    static final int TXN_FIXED_STRINGS = 6;
     /** {@code RISK_MAX_BATCH}: {@code risk_engine_decide_batch}'s limit. */
     static final int MAX_BATCH = 65_536;
 
@@ -128,4 +128,26 @@ final class RiskNative {
 
     /** {@code risk_engine_drill_report_json} as UTF-8 ({@code RISK_ERR_EMPTY} before any drill). */
     static native byte[] drillReportJson(long engine);
+
+    // ----- entity state (src/main/c/risk_jni_state.c) -----
+
+    /** {@code risk_engine_report_label}: the label windows reached. */
+    static native long reportLabel(long engine, long txnId, boolean fraud, long atMs);
+
+    /** {@code risk_engine_list_add}; a null list or value reaches the library as NULL. */
+    static native void listAdd(long engine, byte[] listZ, byte[] valueZ, long expiresAtMs);
+
+    /** {@code risk_engine_list_remove}: whether the value was there. */
+    static native boolean listRemove(long engine, byte[] listZ, byte[] valueZ);
+
+    /** {@code risk_engine_list_contains}. */
+    static native boolean listContains(long engine, byte[] listZ, byte[] valueZ);
+
+    static native void listsReload(long engine);
+
+    /** {@code risk_engine_state_snapshot}; {@code pathZ} may be null (NULL: the configured path). */
+    static native void stateSnapshot(long engine, byte[] pathZ);
+
+    /** {@code risk_engine_state_json} as UTF-8. */
+    static native byte[] stateJson(long engine);
 }

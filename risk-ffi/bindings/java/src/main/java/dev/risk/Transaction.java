@@ -43,10 +43,14 @@ public final class Transaction {
     private final String country;
     private final String channel;
     private final long device;
+    private final String merchant;
+    private final String ip;
+    private final String email;
     private final List<Feature> features;
 
     // C encoding: strings = NUL-terminated UTF-8, offsets = [currency, country, channel,
-    // (name, category) per feature], -1 for NULL; featureValues per feature.
+    // merchant, ip, email, (name, category) per feature], -1 for NULL; featureValues per
+    // feature.
     final byte[] strings;
     final int[] offsets;
     final double[] featureValues;
@@ -61,6 +65,9 @@ public final class Transaction {
         this.country = b.country;
         this.channel = b.channel;
         this.device = b.device;
+        this.merchant = b.merchant;
+        this.ip = b.ip;
+        this.email = b.email;
         this.features = Collections.unmodifiableList(new ArrayList<>(b.features));
 
         int nf = features.size();
@@ -70,10 +77,14 @@ public final class Transaction {
         off[0] = currency == null ? -1 : u.addZ(currency, "currency");
         off[1] = country == null ? -1 : u.addZ(country, "country");
         off[2] = channel == null ? -1 : u.addZ(channel, "channel");
+        off[3] = merchant == null ? -1 : u.addZ(merchant, "merchant");
+        off[4] = ip == null ? -1 : u.addZ(ip, "ip");
+        off[5] = email == null ? -1 : u.addZ(email, "email");
+        int f0 = RiskNative.TXN_FIXED_STRINGS;
         for (int i = 0; i < nf; i++) {
             Feature f = features.get(i);
-            off[3 + 2 * i] = u.addZ(f.name(), "feature name");
-            off[4 + 2 * i] = f.category() == null ? -1 : u.addZ(f.category(), "feature " + f.name());
+            off[f0 + 2 * i] = u.addZ(f.name(), "feature name");
+            off[f0 + 1 + 2 * i] = f.category() == null ? -1 : u.addZ(f.category(), "feature " + f.name());
             vals[i] = f.value();
         }
         this.strings = u.toArray();
@@ -101,6 +112,12 @@ public final class Transaction {
     public String channel() { return channel; }
     /** Device id (unsigned), 0 = unset. */
     public long device() { return device; }
+    /** Merchant or terminal id, or null = unset (an entity-state key, hashed by the library). */
+    public String merchant() { return merchant; }
+    /** IP address, or null = unset (an entity-state key, hashed as text). */
+    public String ip() { return ip; }
+    /** E-mail address, or null = unset (an entity-state key, trimmed, lower-cased and hashed). */
+    public String email() { return email; }
     public List<Feature> features() { return features; }
 
     @Override
@@ -108,7 +125,7 @@ public final class Transaction {
         return "Transaction[id=" + Long.toUnsignedString(id) + ", entity=" + Long.toUnsignedString(entity)
             + ", timestampMs=" + timestampMs + ", amount=" + amount + ", currency=" + currency + ", mcc=" + mcc
             + ", country=" + country + ", channel=" + channel + ", device=" + Long.toUnsignedString(device)
-            + ", features=" + features + "]";
+            + ", merchant=" + merchant + ", ip=" + ip + ", email=" + email + ", features=" + features + "]";
     }
 
     /** Mutable builder; not thread-safe. */
@@ -122,6 +139,9 @@ public final class Transaction {
         private String country;
         private String channel;
         private long device;
+        private String merchant;
+        private String ip;
+        private String email;
         private final List<Feature> features = new ArrayList<>();
 
         private Builder() {}
@@ -151,6 +171,12 @@ public final class Transaction {
         /** "pos", "ecom", "atm", "moto" or "app"; null = unset. */
         public Builder channel(String channel) { this.channel = channel; return this; }
         public Builder device(long device) { this.device = device; return this; }
+        /** Merchant or terminal id (an entity-state key); null = unset. */
+        public Builder merchant(String merchant) { this.merchant = merchant; return this; }
+        /** IP address (an entity-state key); null = unset. */
+        public Builder ip(String ip) { this.ip = ip; return this; }
+        /** E-mail address (an entity-state key; the library trims and lower-cases it); null = unset. */
+        public Builder email(String email) { this.email = email; return this; }
 
         /** A numeric schema feature; NaN means missing. */
         public Builder feature(String name, double value) {

@@ -410,7 +410,9 @@ class RiskEngineTest {
         assertEquals(14, RiskException.ERR_AUDIT);
         assertEquals("RISK_ERR_DEPLOY", RiskException.codeName(RiskException.ERR_DEPLOY));
         assertEquals(15, RiskException.ERR_DEPLOY);
-        assertEquals("RISK_ERR_UNKNOWN(16)", RiskException.codeName(16));
+        assertEquals("RISK_ERR_STATE", RiskException.codeName(RiskException.ERR_STATE));
+        assertEquals(16, RiskException.ERR_STATE);
+        assertEquals("RISK_ERR_UNKNOWN(17)", RiskException.codeName(17));
         long[] raw = new long[RiskNative.DECISION_LONGS];
         raw[3] = 255;
         raw[4] = 255;
