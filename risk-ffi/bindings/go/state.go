@@ -94,6 +94,16 @@ type StateStats struct {
 	LabelsUnknown uint64 `json:"labels_unknown"`
 	// ListHits is the list lookups that found a live entry.
 	ListHits uint64 `json:"list_hits"`
+	// A state store's counters (0 for the in-process store; absent from older libraries):
+	// Degraded is the decisions whose features are missing because the store failed;
+	// StoreTimeouts and StoreErrors the store calls that timed out or failed otherwise;
+	// StoreSkipped the decisions that skipped the store while it was down; StoreShed the
+	// background writes shed by a full queue.
+	Degraded      uint64 `json:"degraded"`
+	StoreTimeouts uint64 `json:"store_timeouts"`
+	StoreErrors   uint64 `json:"store_errors"`
+	StoreSkipped  uint64 `json:"store_skipped"`
+	StoreShed     uint64 `json:"store_shed"`
 }
 
 // StateMemory is the memory of one key source.

@@ -302,8 +302,8 @@ func TestStateReportCountsTimedDecisions(t *testing.T) {
 	decideOK(t, e, hit)
 
 	r := stateReport(t, e)
-	if r.Stats.Updates != n+1 || r.Stats.NoTime != 1 || r.Stats.ListHits < 1 {
-		t.Fatalf("stats %+v: want %d updates, 1 without time, a list hit", r.Stats, n+1)
+	if r.Stats.Updates != n+1 || r.Stats.NoTime != 1 || r.Stats.ListHits < 1 || r.Stats.Late != 0 || r.Stats.Degraded != 0 {
+		t.Fatalf("stats %+v: want %d updates, 1 without time, a list hit, none late or degraded", r.Stats, n+1)
 	}
 	wantLists := map[string]uint64{"blocked_devices": 2, "blocked_merchants": 0, "blocked_ips": 0, "blocked_emails": 0}
 	if !maps.Equal(r.Lists, wantLists) {

@@ -133,7 +133,9 @@ class StateMixin:
     def state_report(self) -> dict:
         """The entity state's counters (``risk_engine_state_json``) as a dict: ``stats``
         {``updates`` (transactions that read and wrote state), ``no_time`` (without an
-        event time: no state), ``late``, ``labels``, ``labels_unknown``, ``list_hits``},
+        event time: no state), ``late``, ``labels``, ``labels_unknown``, ``list_hits``, and
+        a store's counters where the library has them: ``degraded``, ``store_timeouts``,
+        ``store_errors``, ``store_skipped``, ``store_shed``},
         ``memory`` (one {``source``, ``keys``, ``bytes_per_key``} per key source),
         ``pending_labels`` (transactions remembered for labels) and ``lists`` ({name:
         live entries}). :class:`risk.StateError` on an engine without ``[state]``."""

@@ -146,7 +146,10 @@ public final class EntityState {
 
     /**
      * The entity state's counters as JSON text ({@code risk_engine_state_json}):
-     * {@code stats} {@code {updates, no_time, late, labels, labels_unknown, list_hits}},
+     * {@code stats} {@code {updates, no_time, late, labels, labels_unknown, list_hits}} (and
+     * a store's counters where the library has them: {@code degraded},
+     * {@code store_timeouts}, {@code store_errors}, {@code store_skipped},
+     * {@code store_shed}),
      * {@code memory} (one {@code {source, keys, bytes_per_key}} per key source),
      * {@code pending_labels} (transactions remembered for labels) and {@code lists}
      * ({@code {name: live entries}}).
