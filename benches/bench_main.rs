@@ -40,4 +40,9 @@ criterion_group!(
     config = engine::config();
     targets = state::decide, state::throughput
 );
-criterion_main!(benches, deep, audit, lifecycle, state);
+criterion_group!(
+    name = state_redis;
+    config = engine::config();
+    targets = state::redis
+);
+criterion_main!(benches, deep, audit, lifecycle, state, state_redis);

@@ -70,6 +70,9 @@ pub fn overhead(c: &mut Criterion) {
         device: 9,
         features: feats.as_ptr(),
         n_features: feats.len(),
+        merchant: std::ptr::null(),
+        ip: std::ptr::null(),
+        email: std::ptr::null(),
     };
     let json = br#"{"id": 7, "entity": 42, "timestamp_ms": 1767571200000, "amount": 42.5, "currency": "USD", "mcc": 5411, "country": "US", "channel": "pos", "device": 9, "features": {"txn_count_1h": 3, "hour": 14, "device_new": 0}}"#;
 

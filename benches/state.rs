@@ -3,9 +3,13 @@
 //! computing them against the same engine without state (the baseline measured again
 //! last); and two-thread throughput on vs off.
 //!
-//! Rows are raw synthetic transactions (`synth::generate_raw`, 4,000 cards, 20,000
-//! terminals); time moves forward on every pass over them, so windows fill and expire as
-//! in live traffic rather than replaying one instant.
+//! Rows are raw synthetic transactions (`synth::generate_raw`): the state is warmed with
+//! 80,000 of them (4,000 cards, ~16,000 terminals, a month), then the timed loop cycles over
+//! 4,096 of them (a transaction is in cache when it is decided, as in a service), moving
+//! their times a month forward on each pass so windows fill and expire as in live traffic.
+//! The engines and the state run on a manual clock far ahead of the data (the future bound
+//! never clamps the moved times; its wall-clock read costs a read lock, slightly more than
+//! the system clock).
 
 use criterion::{black_box, Criterion, Throughput};
 use risk_benches::Trivial;
@@ -26,11 +30,31 @@ pub fn ten_features() -> StateConfig {
     c
 }
 
-fn rows() -> Vec<Transaction> {
+fn warmup() -> Vec<Transaction> {
     generate_raw(&SynthConfig::new(5, 80_000))
         .into_iter()
         .map(|r| r.txn)
         .collect()
+}
+
+/// The timed rows: 4,096 from the warm-up's last days, a month after it.
+fn rows() -> Vec<Transaction> {
+    let w = warmup();
+    let span = w.last().unwrap().timestamp_ms - w[0].timestamp_ms + 86_400_000;
+    w[w.len() - 4_096..]
+        .iter()
+        .cloned()
+        .map(|mut t| {
+            t.timestamp_ms += span;
+            t
+        })
+        .collect()
+}
+
+fn far_clock() -> Arc<ManualClock> {
+    let clock = ManualClock::new();
+    clock.set_unix_origin_ms(i64::MAX / 4);
+    clock
 }
 
 /// Cycles over `rows`, moving their times a data set's span forward on each pass.
@@ -62,18 +86,24 @@ fn engine(state: bool) -> Engine {
     let s = schema();
     let slot = s.slot("amount").unwrap();
     let b = Engine::builder(s.clone())
+        .clock(far_clock())
         .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
         .fast(Arc::new(Trivial::new(slot, Latency::Bounded)));
     let b = if state { b.state(ten_features()) } else { b };
-    b.build().unwrap()
+    let e = b.build().unwrap();
+    for t in warmup() {
+        e.decide(&t).unwrap();
+    }
+    e
 }
 
 /// The state stage alone, and `decide` with vs without it.
 pub fn decide(c: &mut Criterion) {
     let mut g = c.benchmark_group("state");
-    let clock = ManualClock::new();
-    clock.set_unix_origin_ms(i64::MAX / 4);
-    let st = StateEngine::new(ten_features(), schema(), clock).unwrap();
+    let st = StateEngine::new(ten_features(), schema(), far_clock()).unwrap();
+    for mut t in warmup() {
+        st.apply(&mut t);
+    }
     let mut cy = Cycle::new(rows());
     g.bench_function("read_update_10_features", |b| {
         b.iter(|| black_box(st.apply(black_box(cy.next()))))
@@ -119,4 +149,102 @@ pub fn throughput(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+/// The Redis store on loopback (`tools/servers.sh start redis`, `RISK_REDIS_URL`): one
+/// decision's round trip (10 features, card and terminal keys: two scripts, one
+/// pipeline) with p50 / p99 over 20,000 calls against the server's own time per script
+/// call (`INFO commandstats`), and two-thread decisions/s with the Redis store.
+pub fn redis(c: &mut Criterion) {
+    use risk_core::state::RedisConfig;
+    let url = std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
+    let cfg = || {
+        let mut c = ten_features();
+        c.redis = Some(RedisConfig {
+            url: url.clone(),
+            timeout: Duration::from_millis(50),
+            prefix: format!("risk-bench-{}", std::process::id()),
+            ..RedisConfig::default()
+        });
+        c
+    };
+    let st = StateEngine::new(cfg(), schema(), far_clock())
+        .unwrap_or_else(|e| panic!("Redis at {url}: {e} (tools/servers.sh start redis)"));
+    for mut t in warmup().into_iter().take(20_000) {
+        st.apply(&mut t);
+    }
+    let mut cy = Cycle::new(rows());
+    let before = evalsha_usec(&url);
+    let mut lat: Vec<u64> = (0..20_000)
+        .map(|_| {
+            let t = std::time::Instant::now();
+            black_box(st.apply(cy.next()));
+            t.elapsed().as_nanos() as u64
+        })
+        .collect();
+    let after = evalsha_usec(&url);
+    lat.sort_unstable();
+    let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
+    let (calls, usec) = (after.0 - before.0, after.1 - before.1);
+    println!(
+        "redis round trip (2 scripts pipelined, 10 features): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}",
+        q(0.5),
+        q(0.99),
+        q(1.0),
+        usec as f64 / 20_000.0,
+        calls,
+        st.stats().degraded
+    );
+    let mut g = c.benchmark_group("state_redis");
+    g.bench_function("read_update_10_features_redis", |b| {
+        b.iter(|| black_box(st.apply(black_box(cy.next()))))
+    });
+    g.finish();
+    let s = schema();
+    let slot = s.slot("amount").unwrap();
+    let e = Engine::builder(s.clone())
+        .clock(far_clock())
+        .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
+        .fast(Arc::new(Trivial::new(slot, Latency::Bounded)))
+        .state(cfg())
+        .build()
+        .unwrap();
+    let txns = rows();
+    let mut g = c.benchmark_group("state_redis_throughput");
+    g.throughput(Throughput::Elements(4_000));
+    g.sample_size(10);
+    g.bench_function("two_threads_state_redis", |b| {
+        b.iter_custom(|iters| {
+            (0..iters)
+                .map(|_| risk_benches::two_threads(&e, &txns, 2_000))
+                .sum()
+        })
+    });
+    g.finish();
+}
+
+/// `cmdstat_evalsha` calls and total microseconds from `INFO commandstats`.
+fn evalsha_usec(url: &str) -> (u64, u64) {
+    use std::io::{BufRead, BufReader, Write};
+    let hostport = url.trim_start_matches("redis://").trim_end_matches('/');
+    let mut s = std::net::TcpStream::connect(hostport).unwrap();
+    s.write_all(b"INFO commandstats\r\n").unwrap();
+    let mut r = BufReader::new(s);
+    let mut header = String::new();
+    r.read_line(&mut header).unwrap();
+    let len: usize = header.trim_start_matches('$').trim().parse().unwrap();
+    let mut body = vec![0u8; len + 2];
+    std::io::Read::read_exact(&mut r, &mut body).unwrap();
+    let text = String::from_utf8_lossy(&body);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("cmdstat_evalsha:"))
+        .unwrap_or("");
+    let field = |k: &str| {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(k).and_then(|v| v.strip_prefix('=')))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("calls"), field("usec"))
 }

@@ -381,6 +381,44 @@ impl Collector for EngineCollector {
                 a.durable_seq as i64,
             )?;
         }
+        if let Some(st) = engine.state() {
+            let x = st.stats();
+            counter(
+                e,
+                "state_events",
+                "Entity-state events: transactions whose features were computed, without an event time, late, degraded (store failed), labels applied and refused, list hits.",
+                [
+                    ("updated", x.updates),
+                    ("no_time", x.no_time),
+                    ("late", x.late),
+                    ("degraded", x.degraded),
+                    ("label", x.labels),
+                    ("label_unknown", x.labels_unknown),
+                    ("list_hit", x.list_hits),
+                ]
+                .map(|(k, v)| ([("event", k)], v)),
+            )?;
+            counter(
+                e,
+                "state_store_faults",
+                "Entity-state store calls that timed out, failed, were skipped while the store was down, or background writes shed.",
+                [
+                    ("timeout", x.store_timeouts),
+                    ("error", x.store_errors),
+                    ("skipped", x.store_skipped),
+                    ("shed", x.store_shed),
+                ]
+                .map(|(k, v)| ([("fault", k)], v)),
+            )?;
+            gauge(
+                e,
+                "state_keys",
+                "Keys held in process per key source (0 on Redis).",
+                st.memory()
+                    .into_iter()
+                    .map(|m| ([("source", m.source)], m.keys as i64)),
+            )?;
+        }
         Ok(())
     }
 }

@@ -97,6 +97,63 @@ pub(crate) trait StatBucket: Default + Copy {
     fn fold(&self, out: &mut GroupRead);
 }
 
+/// A bucket whose contents can be taken out of a running total.
+pub(crate) trait Totalled: StatBucket {
+    fn sub(&mut self, b: &Self);
+}
+
+impl Totalled for u32 {
+    #[inline]
+    fn sub(&mut self, b: &Self) {
+        *self = self.saturating_sub(*b);
+    }
+}
+
+impl Totalled for SumBucket {
+    #[inline]
+    fn sub(&mut self, b: &Self) {
+        self.n = self.n.saturating_sub(b.n);
+        self.sum -= b.sum;
+    }
+}
+
+/// A ring whose window total is kept as buckets enter and leave: a read is O(1) (the
+/// window of a stats group is the whole ring). Sums are updated by adding each value and
+/// subtracting each bucket that leaves, in that order in every store (the Redis script
+/// does the same), so stores agree bit for bit; f32 inputs sum exactly in f64 until the
+/// total passes 2^29 times their resolution.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub(crate) struct TotRing<T> {
+    ring: Ring<T>,
+    total: T,
+}
+
+impl<T: Totalled> TotRing<T> {
+    fn new(len: usize) -> Self {
+        Self {
+            ring: Ring::new(len),
+            total: T::default(),
+        }
+    }
+    #[inline]
+    fn read_add(&mut self, hb: i64, eb: i64, v: Option<f64>, out: &mut GroupRead) {
+        let total = &mut self.total;
+        let mut cleared = false;
+        self.ring
+            .advance_with(hb, |b| total.sub(b), || cleared = true);
+        if cleared {
+            self.total = T::default();
+        }
+        self.total.fold(out);
+        if let Some(v) = v {
+            if let Some(b) = self.ring.get_mut(eb) {
+                b.add(v);
+                self.total.add(v);
+            }
+        }
+    }
+}
+
 impl StatBucket for u32 {
     #[inline]
     fn add(&mut self, _v: f64) {
@@ -167,8 +224,8 @@ impl StatBucket for Bucket {
 /// A stats ring with the columns its features need.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) enum StatsRing {
-    Count(Ring<u32>),
-    Sum(Ring<SumBucket>),
+    Count(TotRing<u32>),
+    Sum(TotRing<SumBucket>),
     Full(Ring<Bucket>),
 }
 
@@ -196,30 +253,30 @@ impl StatsRing {
     fn new(spec: &GroupSpec) -> Self {
         let n = spec.ring_len();
         match spec.cols {
-            Cols::Count => StatsRing::Count(Ring::new(n)),
-            Cols::Sum => StatsRing::Sum(Ring::new(n)),
+            Cols::Count => StatsRing::Count(TotRing::new(n)),
+            Cols::Sum => StatsRing::Sum(TotRing::new(n)),
             Cols::Full => StatsRing::Full(Ring::new(n)),
         }
     }
     #[inline]
     fn read_add(&mut self, lo: i64, hb: i64, eb: i64, v: Option<f64>, out: &mut GroupRead) {
         match self {
-            StatsRing::Count(r) => stats_read_add(r, lo, hb, eb, v, out),
-            StatsRing::Sum(r) => stats_read_add(r, lo, hb, eb, v, out),
+            StatsRing::Count(r) => r.read_add(hb, eb, v, out),
+            StatsRing::Sum(r) => r.read_add(hb, eb, v, out),
             StatsRing::Full(r) => stats_read_add(r, lo, hb, eb, v, out),
         }
     }
     fn len(&self) -> usize {
         match self {
-            StatsRing::Count(r) => r.slots.len(),
-            StatsRing::Sum(r) => r.slots.len(),
+            StatsRing::Count(r) => r.ring.slots.len(),
+            StatsRing::Sum(r) => r.ring.slots.len(),
             StatsRing::Full(r) => r.slots.len(),
         }
     }
     fn bytes(&self) -> usize {
         match self {
-            StatsRing::Count(r) => std::mem::size_of_val(&*r.slots),
-            StatsRing::Sum(r) => std::mem::size_of_val(&*r.slots),
+            StatsRing::Count(r) => std::mem::size_of_val(&*r.ring.slots) + 4,
+            StatsRing::Sum(r) => std::mem::size_of_val(&*r.ring.slots) + 16,
             StatsRing::Full(r) => std::mem::size_of_val(&*r.slots),
         }
     }
@@ -296,14 +353,25 @@ impl<T: Default + Copy> Ring<T> {
 
     /// Moves the head forward to bucket `b`, clearing the buckets it passes.
     pub fn advance(&mut self, b: i64) {
+        self.advance_with(b, |_| {}, || {});
+    }
+
+    /// [`advance`](Self::advance), telling `left` each bucket that leaves the ring one
+    /// by one, or `all` when they all do.
+    #[inline]
+    pub fn advance_with(&mut self, b: i64, mut left: impl FnMut(&T), all: impl FnOnce()) {
         if self.head == i64::MIN || b - self.head >= self.slots.len() as i64 {
             self.slots.fill(T::default());
             self.head = b;
+            all();
             return;
         }
+        let len = self.slots.len();
+        let mut i = self.idx(self.head);
         while self.head < b {
             self.head += 1;
-            let i = self.idx(self.head);
+            i = if i + 1 == len { 0 } else { i + 1 };
+            left(&self.slots[i]);
             self.slots[i] = T::default();
         }
     }
@@ -317,16 +385,21 @@ impl<T: Default + Copy> Ring<T> {
         Some(&mut self.slots[i])
     }
 
-    /// The buckets `lo ..= hi` the ring holds.
+    /// The buckets `lo ..= hi` the ring holds, oldest first. One division for the
+    /// first slot, then a wrapping increment (a division per bucket cost more than the
+    /// whole fold: measured).
     pub fn range(&self, lo: i64, hi: i64) -> impl Iterator<Item = &T> + '_ {
-        let first = lo.max(self.head.saturating_sub(self.slots.len() as i64 - 1));
+        let len = self.slots.len();
+        let first = lo.max(self.head.saturating_sub(len as i64 - 1));
         let last = hi.min(self.head);
         let n = if self.head == i64::MIN || last < first {
             0
         } else {
             (last - first + 1) as usize
         };
-        (0..n).map(move |k| &self.slots[self.idx(first + k as i64)])
+        let start = if n == 0 { 0 } else { self.idx(first) };
+        let (a, b) = self.slots.split_at(start);
+        b.iter().chain(a.iter()).take(n)
     }
 
     /// Bytes held.

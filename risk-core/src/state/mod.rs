@@ -209,7 +209,9 @@ pub struct Ticket {
 pub struct StateOutcome {
     /// Whether the features were computed.
     pub status: StateStatus,
-    ticket: Option<Ticket>,
+    /// Boxed: only outcome-filtered features need it (and moving it cost more than
+    /// the allocation it avoids).
+    ticket: Option<Box<Ticket>>,
 }
 
 /// The store behind a state engine.
@@ -394,7 +396,11 @@ impl StateEngine {
     }
 
     #[inline]
-    fn update(&self, txn: &mut Transaction, now_ms: i64) -> Result<Option<Ticket>, StateFault> {
+    fn update(
+        &self,
+        txn: &mut Transaction,
+        now_ms: i64,
+    ) -> Result<Option<Box<Ticket>>, StateFault> {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
         let req = self.plan.request(txn, ts);
@@ -427,7 +433,7 @@ impl StateEngine {
         Ok(self
             .plan
             .has_outcome_groups()
-            .then_some(Ticket { req, applied }))
+            .then(|| Box::new(Ticket { req, applied })))
     }
 
     /// Enters a decided transaction into the features filtered on its outcome.

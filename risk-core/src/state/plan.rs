@@ -17,7 +17,7 @@ use std::collections::HashMap;
 /// Key sources one plan may use.
 pub(crate) const MAX_SOURCES: usize = 8;
 /// Groups one plan may use.
-pub(crate) const MAX_GROUPS: usize = 48;
+pub(crate) const MAX_GROUPS: usize = 24;
 /// Lists one plan may use.
 pub const MAX_LISTS: usize = 64;
 /// Buckets one window may have.

@@ -43,6 +43,23 @@ end
 local function clear_stats(g, i)
   g.n[i] = 0; g.s[i] = 0; g.q[i] = 0; g.mn[i] = 0; g.mx[i] = 0
 end
+-- Count and sum rings keep their window total (tn, ts) as buckets enter and leave, in
+-- the order TotRing does (group.rs).
+local function advance_tot(g, b, L)
+  if g.h == nil or b - g.h >= L then
+    for i = 1, L do clear_stats(g, i) end
+    g.h = b; g.tn = 0; g.ts = 0
+    return
+  end
+  while g.h < b do
+    g.h = g.h + 1
+    local i = slot(g.h, L)
+    g.tn = g.tn - g.n[i]
+    g.ts = g.ts - g.s[i]
+    clear_stats(g, i)
+  end
+end
+
 local function clear_label(g, i) g.t[i] = 0; g.f[i] = 0 end
 local function clear_regs(g, i)
   local r = {}
@@ -180,20 +197,21 @@ for k = 0, n - 1 do
   local touched = false
   if kind == 1 then
     local L = B + 1
-    advance(g, hb, L, clear_stats)
-    local f, l = bounds(g, lo, hb, L)
-    for b = f, l do
-      local i = slot(b, L)
-      if cols == 3 then
+    if cols == 3 then
+      advance(g, hb, L, clear_stats)
+      local f, l = bounds(g, lo, hb, L)
+      for b = f, l do
+        local i = slot(b, L)
         if g.n[i] > 0 then
           rn = rn + g.n[i]; rs = rs + g.s[i]; rq = rq + g.q[i]
           if rmn == nil or g.mn[i] < rmn then rmn = g.mn[i] end
           if rmx == nil or g.mx[i] > rmx then rmx = g.mx[i] end
         end
-      else
-        rn = rn + g.n[i]
-        if cols == 2 then rs = rs + g.s[i] end
       end
+    else
+      advance_tot(g, hb, L)
+      rn = 0 + g.tn
+      rs = 0 + g.ts
     end
     rlast = g.l
     if add and pass then
@@ -209,6 +227,10 @@ for k = 0, n - 1 do
         end
         g.n[i] = g.n[i] + 1
         if cols >= 2 then g.s[i] = g.s[i] + v end
+        if cols < 3 then
+          g.tn = g.tn + 1
+          if cols == 2 then g.ts = g.ts + v end
+        end
       end
       if g.l == nil or te > g.l then g.l = te end
     end

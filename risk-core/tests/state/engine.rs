@@ -144,6 +144,16 @@ fn the_engine_computes_its_features_before_the_rules() {
     let got: Vec<f32> = out.iter().map(|d| d.as_ref().unwrap().rule_score).collect();
     assert_eq!(got, vec![1.0, 1.0, 1.0], "count ≥ 10 clamps");
     assert_eq!(st.stats().updates, 9 + 2 + 3);
+    assert_eq!(out[0].as_ref().unwrap().state, StateStatus::Fresh);
+    // Exported: events and keys per source.
+    let text = e.metrics_text();
+    for line in [
+        "risk_state_events_total{event=\"updated\"} 14",
+        "risk_state_events_total{event=\"list_hit\"} 4",
+        "risk_state_keys{source=\"entity\"} 1",
+    ] {
+        assert!(text.contains(line), "{line} not in\n{text}");
+    }
 }
 
 #[test]
