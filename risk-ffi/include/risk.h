@@ -202,6 +202,10 @@ typedef struct risk_decision {
   uint8_t escalation;
   // Whether a hard rule set the action.
   bool hard_rule;
+  // Entity state for this decision: 0 off (no `[state]` or no event time), 1 fresh,
+  // 2 timeout, 3 error, 4 unavailable (2-4: the store failed, the state features are
+  // missing). Sits in what was padding: the layout of every other field is unchanged.
+  uint8_t state;
   // Deep-tier ticket when enqueued, else 0.
   uint64_t ticket;
   // The combined score the thresholds were applied to (a hard rule sets the action
@@ -634,7 +638,9 @@ risk_result risk_engine_lists_reload(const struct risk_engine *e);
 risk_result risk_engine_state_snapshot(const struct risk_engine *e, const char *path);
 
 // The entity state's counters (`stats`: updates, no_time, late, labels,
-// labels_unknown, list_hits), `memory` per key source (keys, bytes_per_key),
+// labels_unknown, list_hits, degraded (decisions whose features are missing because the
+// store failed), store_timeouts, store_errors, store_skipped, store_shed (the Redis
+// store; 0 in process)), `memory` per key source (keys, bytes_per_key; keys 0 on Redis),
 // `pending_labels` and live entries per list (`lists`), as JSON. Same `(buf, cap,
 // *len)` protocol as the other `*_json` functions.
 //

@@ -77,6 +77,10 @@ pub struct risk_decision {
     pub escalation: u8,
     /// Whether a hard rule set the action.
     pub hard_rule: bool,
+    /// Entity state for this decision: 0 off (no `[state]` or no event time), 1 fresh,
+    /// 2 timeout, 3 error, 4 unavailable (2-4: the store failed, the state features are
+    /// missing). Sits in what was padding: the layout of every other field is unchanged.
+    pub state: u8,
     /// Deep-tier ticket when enqueued, else 0.
     pub ticket: u64,
     /// The combined score the thresholds were applied to (a hard rule sets the action
@@ -136,6 +140,13 @@ pub(crate) fn to_c(d: &Decision) -> risk_decision {
             Escalation::Shed(_) => RISK_ESCALATION_SHED,
         },
         hard_rule: d.hard_rule,
+        state: match d.state {
+            risk_core::StateStatus::Off => 0,
+            risk_core::StateStatus::Fresh => 1,
+            risk_core::StateStatus::Degraded(risk_core::StateFault::Timeout) => 2,
+            risk_core::StateStatus::Degraded(risk_core::StateFault::Error) => 3,
+            risk_core::StateStatus::Degraded(risk_core::StateFault::Unavailable) => 4,
+        },
         ticket: match d.escalation {
             Escalation::Enqueued(t) => t.0,
             _ => 0,

@@ -210,7 +210,9 @@ pub unsafe extern "C" fn risk_engine_state_snapshot(
 }
 
 /// The entity state's counters (`stats`: updates, no_time, late, labels,
-/// labels_unknown, list_hits), `memory` per key source (keys, bytes_per_key),
+/// labels_unknown, list_hits, degraded (decisions whose features are missing because the
+/// store failed), store_timeouts, store_errors, store_skipped, store_shed (the Redis
+/// store; 0 in process)), `memory` per key source (keys, bytes_per_key; keys 0 on Redis),
 /// `pending_labels` and live entries per list (`lists`), as JSON. Same `(buf, cap,
 /// *len)` protocol as the other `*_json` functions.
 ///

@@ -92,7 +92,7 @@ impl Engine {
     /// features (`fraud_count`, `fraud_rate`). Returns how many label windows it reached.
     pub fn report_label(&self, txn: TxnId, fraud: bool, at_ms: i64) -> Result<usize, StateError> {
         match &self.inner.state {
-            None => Err(StateError::NoLabels),
+            None => Err(StateError::NoState),
             Some(st) => st.report_label(txn, fraud, at_ms),
         }
     }

@@ -85,6 +85,9 @@ pub enum StateError {
     /// The engine has no label features.
     #[error("no fraud_count or fraud_rate feature is configured")]
     NoLabels,
+    /// The engine has no `[state]` section.
+    #[error("the engine has no [state] section")]
+    NoState,
     /// No list by this name.
     #[error("no list named {0:?}")]
     UnknownList(String),
@@ -143,6 +146,7 @@ impl StateError {
             StateError::BadListFile { .. } => 1606,
             StateError::BadSnapshot { .. } => 1607,
             StateError::Io { .. } => 1608,
+            StateError::NoState => 1609,
         }
     }
 }

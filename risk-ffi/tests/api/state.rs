@@ -1,0 +1,177 @@
+//! Entity state over the C ABI: features computed from `[state]`, `risk_decision.state`,
+//! lists, labels, the state JSON and snapshots, typed `RISK_ERR_STATE` refusals, and the
+//! `risk_txn` / `risk_decision` layouts (the new decision field sits in padding).
+
+use crate::*;
+use risk_ffi::risk_result::*;
+use std::ffi::CString;
+
+const TOML: &str = r#"
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "rules"
+path = "state.rules"
+[state]
+dir = "lists"
+[[state.features]]
+name = "card_count_1h"
+key = "card"
+agg = "count"
+window = "1h"
+buckets = 12
+[[state.features]]
+name = "terminal_fraud_7d"
+key = "merchant"
+agg = "fraud_count"
+window = "7d"
+buckets = 7
+delay = "1d"
+[state.lists.blocked_devices]
+key = "device"
+"#;
+
+const RULES: &str = r#"
+version "state-1"
+policy first_hit
+rule BLOCKED  { when device in list.blocked_devices  decline  hard }
+rule VELOCITY { when card_count_1h >= 2  review }
+"#;
+
+fn c(s: &str) -> CString {
+    CString::new(s).unwrap()
+}
+
+fn txn(id: u64) -> String {
+    format!(
+        r#"{{"id": {id}, "entity": 7, "timestamp_ms": {}, "amount": 20.0, "currency": "USD", "device": 42, "merchant": "T-1", "ip": "10.0.0.1", "email": "A@b.com"}}"#,
+        1_767_571_200_000i64 + id as i64 * 60_000
+    )
+}
+
+fn state_json(e: *const risk_engine) -> serde_json::Value {
+    let mut buf = vec![0u8; 4096];
+    let mut len = 0;
+    // SAFETY: `buf` has `cap` writable bytes, `len` is writable.
+    let r = unsafe { risk_engine_state_json(e, buf.as_mut_ptr().cast(), buf.len(), &mut len) };
+    assert_eq!(r, RISK_OK, "{}", last_error());
+    serde_json::from_slice(&buf[..len]).unwrap()
+}
+
+#[test]
+fn state_over_the_c_abi() {
+    let dir = scratch("state");
+    std::fs::write(dir.join("state.rules"), RULES).unwrap();
+    let e = engine(TOML, &dir).unwrap();
+    let actions: Vec<u8> = (1..=3)
+        .map(|i| {
+            let (r, d) = decide_json(e, &txn(i));
+            assert_eq!(r, RISK_OK, "{}", last_error());
+            assert_eq!(d.state, 1, "fresh");
+            d.action
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        vec![RISK_ACTION_APPROVE, RISK_ACTION_APPROVE, RISK_ACTION_REVIEW]
+    );
+    let (list, dev) = (c("blocked_devices"), c("42"));
+    // SAFETY: NUL-terminated strings; `e` live.
+    assert_eq!(
+        unsafe { risk_engine_list_add(e, list.as_ptr(), dev.as_ptr(), 0) },
+        RISK_OK
+    );
+    let mut hit = false;
+    // SAFETY: as above; `hit` writable.
+    assert_eq!(
+        unsafe { risk_engine_list_contains(e, list.as_ptr(), dev.as_ptr(), &mut hit) },
+        RISK_OK
+    );
+    assert!(hit);
+    let (_, d) = decide_json(e, &txn(4));
+    assert_eq!((d.action, d.hard_rule), (RISK_ACTION_DECLINE, true));
+    let mut removed = false;
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_list_remove(e, list.as_ptr(), dev.as_ptr(), &mut removed) },
+        RISK_OK
+    );
+    assert!(removed);
+    // Typed refusals.
+    let nope = c("nope");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_list_add(e, nope.as_ptr(), dev.as_ptr(), 0) },
+        RISK_ERR_STATE
+    );
+    assert!(last_error().contains("nope"), "{}", last_error());
+    // SAFETY: `e` live; NULL out pointer allowed.
+    assert_eq!(
+        unsafe { risk_engine_list_contains(e, list.as_ptr(), dev.as_ptr(), std::ptr::null_mut()) },
+        RISK_ERR_NULL
+    );
+    let mut reached = 0;
+    // SAFETY: `reached` writable.
+    assert_eq!(
+        unsafe { risk_engine_report_label(e, 2, true, 1_767_657_600_000, &mut reached) },
+        RISK_OK
+    );
+    assert_eq!(reached, 1);
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_report_label(e, 999, true, 1_767_657_600_000, &mut reached) },
+        RISK_ERR_STATE
+    );
+    let j = state_json(e);
+    assert_eq!(j["stats"]["updates"], 4);
+    assert_eq!(j["stats"]["labels"], 1);
+    assert_eq!(j["stats"]["labels_unknown"], 1);
+    assert_eq!(j["lists"]["blocked_devices"], 0);
+    let snap = c(dir.join("s.snap").to_str().unwrap());
+    // SAFETY: NUL-terminated path.
+    assert_eq!(
+        unsafe { risk_engine_state_snapshot(e, snap.as_ptr()) },
+        RISK_OK
+    );
+    assert!(std::fs::metadata(dir.join("s.snap")).unwrap().len() > 28);
+    // SAFETY: no path given, none configured.
+    assert_eq!(
+        unsafe { risk_engine_state_snapshot(e, std::ptr::null()) },
+        RISK_ERR_STATE
+    );
+    // SAFETY: `e` was created above and is freed once.
+    unsafe { risk_engine_free(e) };
+}
+
+#[test]
+fn an_engine_without_state_refuses_state_calls() {
+    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let (l, v) = (c("x"), c("1"));
+    // SAFETY: NUL-terminated strings; `e` live.
+    assert_eq!(
+        unsafe { risk_engine_list_add(e, l.as_ptr(), v.as_ptr(), 0) },
+        RISK_ERR_STATE
+    );
+    assert!(last_error().contains("no [state]"), "{}", last_error());
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_report_label(e, 1, true, 0, std::ptr::null_mut()) },
+        RISK_ERR_STATE
+    );
+    assert!(last_error().contains("no [state]"), "{}", last_error());
+    let (r, d) = decide_json(e, r#"{"amount": 1, "currency": "USD"}"#);
+    assert_eq!((r, d.state), (RISK_OK, 0));
+    // SAFETY: freed once.
+    unsafe { risk_engine_free(e) };
+}
+
+/// The decision's new field took padding: every other offset and the size are as before.
+#[test]
+fn layouts_are_stable() {
+    assert_eq!(std::mem::offset_of!(risk_decision, hard_rule), 20);
+    assert_eq!(std::mem::offset_of!(risk_decision, state), 21);
+    assert_eq!(std::mem::offset_of!(risk_decision, ticket), 24);
+    assert_eq!(std::mem::offset_of!(risk_txn, n_features), 80);
+    assert_eq!(std::mem::offset_of!(risk_txn, merchant), 88);
+    assert_eq!(std::mem::size_of::<risk_txn>(), 112);
+}
