@@ -29,7 +29,10 @@ pub(crate) struct RawState {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRedis {
-    pub url: String,
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub cluster: Vec<String>,
     pub timeout_ms: Option<f64>,
     pub prefix: Option<String>,
     pub retry_ms: Option<f64>,
@@ -206,8 +209,15 @@ impl RawState {
                 None => None,
                 Some(r) => {
                     let d = RedisConfig::default();
+                    if r.url.is_none() && r.cluster.is_empty() {
+                        return Err(ConfigError::invalid(
+                            "state.redis",
+                            "give `url` (one server) or `cluster` (seed nodes)",
+                        ));
+                    }
                     Some(RedisConfig {
-                        url: r.url.clone(),
+                        url: r.url.clone().unwrap_or(d.url.clone()),
+                        cluster: r.cluster.clone(),
                         timeout: ms("state.redis.timeout_ms", r.timeout_ms, d.timeout)?,
                         prefix: r.prefix.clone().unwrap_or(d.prefix),
                         retry: ms("state.redis.retry_ms", r.retry_ms, d.retry)?,

@@ -10,8 +10,10 @@ use std::time::Duration;
 /// `[state.redis]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RedisConfig {
-    /// `redis://host:port/db`.
+    /// `redis://host:port/db` (one server; ignored when `cluster` is given).
     pub url: String,
+    /// Redis Cluster seed nodes (`redis://host:port`); empty: one server at `url`.
+    pub cluster: Vec<String>,
     /// Bound on each socket read and write of the decide path's round trip.
     pub timeout: Duration,
     /// Key prefix (keys are `<prefix>:<definitions fingerprint>:<source>:<key>`).
@@ -28,6 +30,7 @@ impl Default for RedisConfig {
     fn default() -> Self {
         Self {
             url: "redis://127.0.0.1:6379/".into(),
+            cluster: Vec::new(),
             timeout: Duration::from_millis(5),
             prefix: "risk".into(),
             retry: Duration::from_secs(1),

@@ -45,6 +45,8 @@ mod mem;
 pub(crate) mod plan;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+mod redis_conn;
 mod snapshot;
 
 pub(crate) use config::RawState;

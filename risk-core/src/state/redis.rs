@@ -15,6 +15,7 @@ use super::def::RedisConfig;
 use super::group::Kind;
 use super::mem::Applied;
 use super::plan::{Plan, Request, MAX_GROUPS, MAX_SOURCES};
+use super::redis_conn::{Client, Conn};
 use super::{StateError, Ticket};
 use crate::decision::{Action, StateFault};
 use crossbeam_channel::{bounded, Sender, TrySendError};
@@ -45,8 +46,10 @@ enum Job {
 }
 
 pub(crate) struct RedisStore {
-    client: redis::Client,
-    pool: Mutex<Vec<redis::Connection>>,
+    client: Client,
+    /// Labels: off the decide path, longer timeouts.
+    label_client: Client,
+    pool: Mutex<Vec<Conn>>,
     script: redis::Script,
     cfg: RedisConfig,
     prefix: String,
@@ -64,8 +67,9 @@ fn is_timeout(e: &redis::RedisError) -> bool {
 
 impl RedisStore {
     pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, String> {
-        let client =
-            redis::Client::open(cfg.url.as_str()).map_err(|e| format!("state.redis.url: {e}"))?;
+        let t = cfg.timeout.max(Duration::from_millis(1));
+        let client = Client::open(&cfg, t)?;
+        let label_client = Client::open(&cfg, Duration::from_secs(2))?;
         let script = redis::Script::new(SCRIPT);
         // The longest history any group keeps, plus a day: idle keys expire.
         let ttl_ms = plan
@@ -83,13 +87,13 @@ impl RedisStore {
             .saturating_add(86_400_000);
         let counters = Arc::new(RedisCounters::default());
         let (tx, rx) = bounded::<Job>(cfg.queue.max(1));
-        let bg_client = client.clone();
-        let bg_counters = Arc::clone(&counters);
         let bg_timeout = cfg.timeout.max(Duration::from_millis(100));
+        let bg_client = Client::open(&cfg, bg_timeout)?;
+        let bg_counters = Arc::clone(&counters);
         std::thread::Builder::new()
             .name("risk-state-redis".into())
             .spawn(move || {
-                let mut con: Option<redis::Connection> = None;
+                let mut con: Option<Conn> = None;
                 for job in rx {
                     let cmds = match job {
                         Job::Cmds(c) => c,
@@ -99,17 +103,13 @@ impl RedisStore {
                         }
                     };
                     if con.is_none() {
-                        con = bg_client.get_connection_with_timeout(bg_timeout).ok();
+                        con = bg_client.connect(bg_timeout).ok();
                     }
                     let Some(c) = con.as_mut() else {
                         bg_counters.errors.fetch_add(1, Relaxed);
                         continue;
                     };
-                    let mut p = redis::pipe();
-                    for cmd in cmds {
-                        p.add_command(cmd).ignore();
-                    }
-                    if p.query::<()>(c).is_err() {
+                    if c.pipeline(&cmds).is_err() {
                         bg_counters.errors.fetch_add(1, Relaxed);
                         con = None;
                     }
@@ -118,6 +118,7 @@ impl RedisStore {
             .map_err(|e| format!("state.redis: cannot start its writer thread: {e}"))?;
         let me = Self {
             client,
+            label_client,
             pool: Mutex::new(Vec::new()),
             script,
             prefix: format!("{}:{fp:016x}", cfg.prefix),
@@ -128,23 +129,38 @@ impl RedisStore {
             counters,
             jobs: tx,
         };
-        // Reachable and the script loaded at start: a wrong URL is a build error.
+        // Reachable at start (a wrong address is a build error); one server gets the
+        // script now, cluster nodes on first use (EVAL when a node lacks it).
         let mut con = me
             .connect()
-            .map_err(|e| format!("state.redis: {} unreachable: {e}", me.cfg.url))?;
-        me.script
-            .load(&mut con)
+            .map_err(|e| format!("state.redis: {} unreachable: {e}", me.where_()))?;
+        me.load_script(&mut con)
             .map_err(|e| format!("state.redis: loading the state script: {e}"))?;
         me.pool.lock().push(con);
         Ok(me)
     }
 
-    fn connect(&self) -> redis::RedisResult<redis::Connection> {
-        let t = self.cfg.timeout.max(Duration::from_millis(1));
-        let c = self.client.get_connection_with_timeout(t)?;
-        c.set_read_timeout(Some(t))?;
-        c.set_write_timeout(Some(t))?;
-        Ok(c)
+    /// `SCRIPT LOAD` (a cluster routes it to every primary).
+    fn load_script(&self, con: &mut Conn) -> redis::RedisResult<()> {
+        let mut c = redis::cmd("SCRIPT");
+        c.arg("LOAD").arg(SCRIPT);
+        match con {
+            Conn::One(_) => con.query::<String>(&c).map(drop),
+            Conn::Cluster(_) => con.query::<Value>(&c).map(drop),
+        }
+    }
+
+    fn where_(&self) -> String {
+        if self.cfg.cluster.is_empty() {
+            self.cfg.url.clone()
+        } else {
+            format!("cluster {:?}", self.cfg.cluster)
+        }
+    }
+
+    fn connect(&self) -> redis::RedisResult<Conn> {
+        self.client
+            .connect(self.cfg.timeout.max(Duration::from_millis(1)))
     }
 
     fn key(&self, s: usize, key: u64) -> String {
@@ -262,16 +278,26 @@ impl RedisStore {
             Some(c) => c,
             None => self.connect().map_err(|e| self.trip(&e))?,
         };
-        let run = |con: &mut redis::Connection, eval: bool| -> redis::RedisResult<Vec<Value>> {
-            let mut p = redis::pipe();
-            for &s in &sources {
-                p.add_command(self.call(plan, req, s, lateness_ms, None, eval));
-            }
-            p.query(con)
+        let run = |con: &mut Conn, eval: bool| -> redis::RedisResult<Vec<Value>> {
+            let cmds: Vec<Cmd> = sources
+                .iter()
+                .map(|&s| self.call(plan, req, s, lateness_ms, None, eval))
+                .collect();
+            con.pipeline(&cmds)
+        };
+        let noscript = |e: &redis::RedisError| {
+            e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         };
         let out = match run(&mut con, false) {
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
-                run(&mut con, true)
+            // One server lacks the script (restarted): every command failed, run them again
+            // with the script's text (it caches it).
+            Err(e) if noscript(&e) && matches!(con, Conn::One(_)) => run(&mut con, true),
+            // A cluster node lacks it: the other nodes' commands ran, so the pipeline is not
+            // repeated (it would count twice); the script is loaded on every primary and
+            // this decision goes without its features (counted as an error).
+            Err(e) if noscript(&e) => {
+                let _ = self.load_script(&mut con);
+                Err(e)
             }
             r => r,
         };
@@ -347,18 +373,16 @@ impl RedisStore {
         at_ms: i64,
     ) -> Result<usize, StateError> {
         let io = |e: redis::RedisError| StateError::Io {
-            path: self.cfg.url.clone().into(),
+            path: self.where_().into(),
             source: std::io::Error::other(e.to_string()),
         };
         let mut con = self
-            .client
-            .get_connection_with_timeout(Duration::from_secs(2))
+            .label_client
+            .connect(Duration::from_secs(2))
             .map_err(io)?;
         let key = self.pending_key(id);
-        let fields: std::collections::HashMap<String, String> = redis::cmd("HGETALL")
-            .arg(&key)
-            .query(&mut con)
-            .map_err(io)?;
+        let fields: std::collections::HashMap<String, String> =
+            con.query(redis::cmd("HGETALL").arg(&key)).map_err(io)?;
         let Some(ts) = fields.get("ts").and_then(|t| t.parse::<i64>().ok()) else {
             return Err(StateError::UnknownTxn(id));
         };
@@ -374,12 +398,13 @@ impl RedisStore {
             (true, false) => -1,
             _ => 0,
         };
-        redis::cmd("HSET")
-            .arg(&key)
-            .arg("label")
-            .arg(if fraud { 1 } else { -1 })
-            .query::<()>(&mut con)
-            .map_err(io)?;
+        con.query::<()>(
+            redis::cmd("HSET")
+                .arg(&key)
+                .arg("label")
+                .arg(if fraud { 1 } else { -1 }),
+        )
+        .map_err(io)?;
         let mut reached = 0;
         if delta == 0 {
             return Ok(0);
@@ -402,17 +427,36 @@ impl RedisStore {
                 .copied()
                 .filter(|&g| plan.groups[g].spec.kind == Kind::Label)
                 .collect();
-            let mut c = self.script.prepare_invoke();
-            c.key(self.key(s, k))
-                .arg("l")
-                .arg(te)
-                .arg(delta)
-                .arg(groups.len());
-            for g in groups {
-                let sp = &plan.groups[g].spec;
-                c.arg(g).arg(sp.width_ms).arg(sp.window_b).arg(sp.delay_b);
-            }
-            let n: usize = c.invoke(&mut con).map_err(io)?;
+            let script = |eval: bool| {
+                let mut c = if eval {
+                    let mut c = redis::cmd("EVAL");
+                    c.arg(SCRIPT);
+                    c
+                } else {
+                    let mut c = redis::cmd("EVALSHA");
+                    c.arg(self.script.get_hash());
+                    c
+                };
+                c.arg(1)
+                    .arg(self.key(s, k))
+                    .arg("l")
+                    .arg(te)
+                    .arg(delta)
+                    .arg(groups.len());
+                for &g in &groups {
+                    let sp = &plan.groups[g].spec;
+                    c.arg(g).arg(sp.width_ms).arg(sp.window_b).arg(sp.delay_b);
+                }
+                c
+            };
+            let n: usize = match con.query(&script(false)) {
+                Err(e)
+                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
+                {
+                    con.query(&script(true)).map_err(io)?
+                }
+                r => r.map_err(io)?,
+            };
             reached += n;
         }
         Ok(reached)

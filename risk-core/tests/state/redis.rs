@@ -138,6 +138,10 @@ fn free_port() -> u16 {
 }
 
 fn start_redis(port: u16, dir: &std::path::Path) -> KillOnDrop {
+    start_redis_with(port, dir, &[])
+}
+
+fn start_redis_with(port: u16, dir: &std::path::Path, extra: &[&str]) -> KillOnDrop {
     let c = KillOnDrop(
         Command::new("redis-server")
             .args([
@@ -152,6 +156,7 @@ fn start_redis(port: u16, dir: &std::path::Path) -> KillOnDrop {
             ])
             .arg("--dir")
             .arg(dir)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -292,4 +297,106 @@ fn pause(c: &mut std::net::TcpStream, ms: u64) {
 
 fn unpause(c: &mut std::net::TcpStream) {
     send(c, "CLIENT UNPAUSE");
+}
+
+/// A three-node Redis Cluster of the test's own (`redis-cli --cluster create`): the keys
+/// of one decision live on different nodes; features equal the in-process store's.
+#[test]
+fn a_redis_cluster_gives_identical_features() {
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let _nodes: Vec<KillOnDrop> = ports
+        .iter()
+        .map(|&p| {
+            let d = dir.path().join(p.to_string());
+            std::fs::create_dir_all(&d).unwrap();
+            start_redis_with(
+                p,
+                &d,
+                &[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                ],
+            )
+        })
+        .collect();
+    let addrs: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(&addrs)
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli is installed (apt-get install -y redis-server)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    // Ready when every node reports the cluster ok (an event; bounded).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for &p in &ports {
+        loop {
+            let info = Command::new("redis-cli")
+                .args(["-p", &p.to_string(), "cluster", "info"])
+                .output()
+                .unwrap();
+            if String::from_utf8_lossy(&info.stdout).contains("cluster_state:ok") {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cluster on {p} never became ok"
+            );
+            std::thread::yield_now();
+        }
+    }
+    let mem = StateConfig {
+        features: defs(),
+        ..StateConfig::default()
+    };
+    let s = schema(&mem);
+    let red = StateConfig {
+        redis: Some(RedisConfig {
+            cluster: addrs.iter().map(|a| format!("redis://{a}")).collect(),
+            timeout: Duration::from_millis(2_000),
+            prefix: prefix("cluster"),
+            retry: Duration::ZERO,
+            ..RedisConfig::default()
+        }),
+        ..mem.clone()
+    };
+    let c = clock(T0 + 400 * DAY);
+    let mem = StateEngine::new(mem, Arc::clone(&s), c.clone()).unwrap();
+    let red = StateEngine::new(red, Arc::clone(&s), c).unwrap();
+    for (i, e) in stream(22, 600, 20, 5).iter().enumerate() {
+        let (mut a, mut b) = (e.txn(&s), e.txn(&s));
+        mem.apply(&mut a);
+        assert_eq!(
+            red.apply(&mut b).status,
+            StateStatus::Fresh,
+            "event {i}: {:?}",
+            red.stats()
+        );
+        for (f, (p, q)) in s
+            .fields()
+            .iter()
+            .zip(a.features.values().iter().zip(b.features.values()))
+        {
+            assert!(
+                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+                "event {i}: {} in process {p}, cluster {q}",
+                f.name
+            );
+        }
+        assert!(red.flush(Duration::from_secs(30)));
+        if i % 9 == 4 {
+            let id = TxnId(e.id);
+            assert_eq!(
+                mem.report_label(id, true, e.ts + HOUR).unwrap(),
+                red.report_label(id, true, e.ts + HOUR).unwrap()
+            );
+        }
+    }
 }
