@@ -29,6 +29,9 @@ impl Engine {
             if let (Ok(d), Some(tk)) = (d, tk) {
                 d.state = tk.status;
                 st.record_outcome(tk, d.action);
+                if self.inner.monitor.is_some() {
+                    st.note_action(d.txn, d.action);
+                }
             }
         }
         out

@@ -32,6 +32,9 @@ pub(crate) struct MonitorCtl {
     subscribers: Mutex<Vec<SyncSender<Alert>>>,
     /// `EngineBuilder::on_alert`: called for every alert on the thread that judged it.
     pub callback: Option<AlertCallback>,
+    /// Labelled decisions this window: fraud stopped, fraud missed, legit declined,
+    /// legit passed.
+    labels: [AtomicU64; 4],
 }
 
 /// A callback receiving every monitor alert (on the monitor thread, or the thread that
@@ -64,7 +67,33 @@ impl MonitorCtl {
             state: Mutex::new(state),
             subscribers: Mutex::new(Vec::new()),
             callback,
+            labels: Default::default(),
         }
+    }
+
+    /// A label for a decision that took `action`: `fraud` now, `prev` what an earlier
+    /// label said (a retraction moves the decision to the other cell).
+    pub(crate) fn observe_label(
+        &self,
+        action: crate::decision::Action,
+        fraud: bool,
+        prev: Option<bool>,
+    ) {
+        use crate::decision::Action;
+        let cell = |fraud: bool| match (fraud, action) {
+            (true, Action::Approve) => 1,
+            (true, _) => 0,
+            (false, Action::Decline) => 2,
+            (false, _) => 3,
+        };
+        if prev == Some(fraud) {
+            return;
+        }
+        if let Some(p) = prev {
+            let c = &self.labels[cell(p)];
+            let _ = c.fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_sub(1)));
+        }
+        self.labels[cell(fraud)].fetch_add(1, Relaxed);
     }
 
     /// Records one decision if it is in the sample (decide path: a hash, then relaxed adds).
@@ -244,6 +273,34 @@ impl Inner {
                 cfg.max_deep_fallback_share,
                 d,
             );
+            judged = true;
+        }
+        let labelled: u64 = mc.labels.iter().map(|c| c.load(Relaxed)).sum();
+        if labelled >= cfg.min_labels.max(1) {
+            let [a, b, c, d] = &mc.labels;
+            let q = crate::monitor::LabelQuality {
+                fraud_stopped: a.swap(0, Relaxed),
+                fraud_missed: b.swap(0, Relaxed),
+                legit_declined: c.swap(0, Relaxed),
+                legit_passed: d.swap(0, Relaxed),
+            };
+            st.report.labels = Some(q);
+            if let (Some(r), true) = (q.recall(), cfg.min_label_recall > 0.0) {
+                let det = format!(
+                    "{} of {} labelled frauds stopped (declined or reviewed)",
+                    q.fraud_stopped,
+                    q.fraud_stopped + q.fraud_missed
+                );
+                edge(
+                    &mut st,
+                    AlertKind::LabelRecall,
+                    "labels",
+                    r < cfg.min_label_recall,
+                    r,
+                    cfg.min_label_recall,
+                    det,
+                );
+            }
             judged = true;
         }
         if judged {

@@ -353,6 +353,20 @@ impl Collector for EngineCollector {
                     [([("monitor", "deep")], v)],
                 )?;
             }
+            if let Some(q) = r.labels {
+                gauge(
+                    e,
+                    "monitor_labelled_decisions",
+                    "Decisions checked against their labels in the last judged window, by cell.",
+                    [
+                        ("fraud_stopped", q.fraud_stopped),
+                        ("fraud_missed", q.fraud_missed),
+                        ("legit_declined", q.legit_declined),
+                        ("legit_passed", q.legit_passed),
+                    ]
+                    .map(|(k, v)| ([("cell", k)], v as i64)),
+                )?;
+            }
             gauge(
                 e,
                 "alerts_firing",

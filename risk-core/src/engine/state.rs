@@ -36,6 +36,9 @@ impl Engine {
             if let Ok(d) = &mut d {
                 d.state = out.status;
                 st.record_outcome(&out, d.action);
+                if self.inner.monitor.is_some() {
+                    st.note_action(d.txn, d.action);
+                }
             }
             d
         };
@@ -91,9 +94,13 @@ impl Engine {
     /// true`; `false` clears an earlier `true`), known at `at_ms`: feeds the label
     /// features (`fraud_count`, `fraud_rate`). Returns how many label windows it reached.
     pub fn report_label(&self, txn: TxnId, fraud: bool, at_ms: i64) -> Result<usize, StateError> {
-        match &self.inner.state {
-            None => Err(StateError::NoState),
-            Some(st) => st.report_label(txn, fraud, at_ms),
+        let Some(st) = &self.inner.state else {
+            return Err(StateError::NoState);
+        };
+        let l = st.report_label_full(txn, fraud, at_ms)?;
+        if let (Some(mc), Some(action)) = (&self.inner.monitor, l.action) {
+            mc.observe_label(action, fraud, l.prev);
         }
+        Ok(l.reached)
     }
 }

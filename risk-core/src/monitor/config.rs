@@ -20,6 +20,8 @@ pub(crate) struct RawMonitor {
     pub max_psi: Option<f64>,
     pub bins: Option<usize>,
     pub max_deep_fallback_share: Option<f64>,
+    pub min_labels: Option<u64>,
+    pub min_label_recall: Option<f64>,
 }
 
 impl RawFile {
@@ -70,6 +72,18 @@ impl RawFile {
         }
         if let Some(v) = m.max_deep_fallback_share {
             c.max_deep_fallback_share = v;
+        }
+        if let Some(v) = m.min_labels {
+            c.min_labels = v;
+        }
+        if let Some(v) = m.min_label_recall {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(ConfigError::invalid(
+                    "monitor.min_label_recall",
+                    "must be between 0 and 1",
+                ));
+            }
+            c.min_label_recall = v;
         }
         c.validate()?;
         Ok(Some(c))

@@ -54,6 +54,11 @@ pub struct MonitorConfig {
     /// The drift reference; `None`: captured from the engine's recent traffic at the
     /// first window with enough of it.
     pub baseline: Option<Arc<Baseline>>,
+    /// Labels (`report_label`) a window needs before fraud capture is judged.
+    pub min_labels: u64,
+    /// Alert when the share of labelled frauds the engine declined or reviewed falls
+    /// below this (0: never).
+    pub min_label_recall: f64,
 }
 
 impl Default for MonitorConfig {
@@ -69,6 +74,8 @@ impl Default for MonitorConfig {
             bins: 20,
             max_deep_fallback_share: 0.2,
             baseline: None,
+            min_labels: 50,
+            min_label_recall: 0.0,
         }
     }
 }
@@ -179,16 +186,19 @@ pub enum AlertKind {
     ScoreDrift,
     /// Too many deep verdicts are fallbacks.
     DeepHealth,
+    /// Too few labelled frauds were stopped (declined or reviewed).
+    LabelRecall,
 }
 
 impl AlertKind {
-    /// `agreement`, `feature_drift`, `score_drift`, `deep_health`.
+    /// `agreement`, `feature_drift`, `score_drift`, `deep_health`, `label_recall`.
     pub fn as_str(self) -> &'static str {
         match self {
             AlertKind::Agreement => "agreement",
             AlertKind::FeatureDrift => "feature_drift",
             AlertKind::ScoreDrift => "score_drift",
             AlertKind::DeepHealth => "deep_health",
+            AlertKind::LabelRecall => "label_recall",
         }
     }
 }
@@ -241,8 +251,37 @@ pub struct MonitorReport {
     pub firing: Vec<String>,
     /// Whether a drift baseline is in force.
     pub baseline: bool,
+    /// Decisions checked against their labels in the last judged window.
+    pub labels: Option<LabelQuality>,
     /// The latest alerts (firing and resolved), oldest first, at most 32.
     pub recent: Vec<Alert>,
+}
+
+/// How the decisions that later got a label fared (`report_label`; a retraction moves a
+/// decision from one cell to the other).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct LabelQuality {
+    /// Frauds the engine declined or reviewed.
+    pub fraud_stopped: u64,
+    /// Frauds it approved.
+    pub fraud_missed: u64,
+    /// Legitimate transactions it declined.
+    pub legit_declined: u64,
+    /// Legitimate transactions it approved or reviewed.
+    pub legit_passed: u64,
+}
+
+impl LabelQuality {
+    /// Share of labelled frauds stopped (`None` without any).
+    pub fn recall(&self) -> Option<f64> {
+        let n = self.fraud_stopped + self.fraud_missed;
+        (n > 0).then(|| self.fraud_stopped as f64 / n as f64)
+    }
+    /// Share of declines that were labelled legitimate (`None` without declines).
+    pub fn false_decline_share(&self) -> Option<f64> {
+        let n = self.legit_declined + self.fraud_stopped;
+        (n > 0).then(|| self.legit_declined as f64 / n as f64)
+    }
 }
 
 /// The live sketches of one baseline.

@@ -27,6 +27,8 @@ pub(crate) struct Pending {
     pub ts: i64,
     /// The label so far: 0 none, 1 fraud, -1 not fraud.
     pub label: i8,
+    /// The decision's action (`Action as u8`; `u8::MAX` until decided).
+    pub action: u8,
 }
 
 type Map = Cache<

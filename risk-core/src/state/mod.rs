@@ -227,6 +227,15 @@ enum Store {
     Redis(Box<redis::RedisStore>),
 }
 
+/// What a label did: the windows it reached, the decision's action and the label the
+/// transaction had before (the label monitor's input).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LabelApplied {
+    pub reached: usize,
+    pub action: Option<Action>,
+    pub prev: Option<bool>,
+}
+
 /// Entity state: the plan, the store, lists and pending labels. The engine holds one;
 /// it can also run alone (the training export computes features exactly as serving).
 pub struct StateEngine {
@@ -430,7 +439,15 @@ impl StateEngine {
                     *slot = (s as u8, req.keys[s], applied.te[s]);
                 }
             }
-            p.remember(txn.id.0, Pending { at, ts, label: 0 });
+            p.remember(
+                txn.id.0,
+                Pending {
+                    at,
+                    ts,
+                    label: 0,
+                    action: u8::MAX,
+                },
+            );
             #[cfg(feature = "redis")]
             if let Store::Redis(r) = &self.store {
                 r.remember(txn.id.0, ts, &at);
@@ -457,6 +474,28 @@ impl StateEngine {
     /// retracts it. Returns how many label windows it reached (0 when the
     /// transaction's bucket has already left every ring).
     pub fn report_label(&self, txn: TxnId, fraud: bool, at_ms: i64) -> Result<usize, StateError> {
+        self.report_label_full(txn, fraud, at_ms).map(|l| l.reached)
+    }
+
+    /// Records the action a remembered transaction was decided with (for the label
+    /// monitor; a lock on its pending entry, only with label features).
+    pub(crate) fn note_action(&self, txn: TxnId, action: Action) {
+        if let Some(p) = &self.pending {
+            p.with(txn.0, |pd| pd.action = action as u8);
+            #[cfg(feature = "redis")]
+            if let Store::Redis(r) = &self.store {
+                r.note_action(txn.0, action as u8);
+            }
+        }
+    }
+
+    /// [`report_label`](Self::report_label) with what the label monitor needs.
+    pub(crate) fn report_label_full(
+        &self,
+        txn: TxnId,
+        fraud: bool,
+        at_ms: i64,
+    ) -> Result<LabelApplied, StateError> {
         let p = self.pending.as_ref().ok_or(StateError::NoLabels)?;
         #[cfg(feature = "redis")]
         if let Store::Redis(r) = &self.store {
@@ -487,10 +526,16 @@ impl StateEngine {
                 _ => 0,
             };
             let changed = pd.label != new;
+            let prev = match pd.label {
+                1 => Some(true),
+                -1 => Some(false),
+                _ => None,
+            };
             pd.label = new;
-            Ok((pd.at, delta, changed))
+            let action = Action::ALL.get(pd.action as usize).copied();
+            Ok((pd.at, delta, changed, prev, action))
         });
-        let (at, delta, changed) = match got {
+        let (at, delta, changed, prev, action) = match got {
             None => {
                 self.counters.labels_unknown.fetch_add(1, Relaxed);
                 return Err(StateError::UnknownTxn(txn.0));
@@ -508,7 +553,11 @@ impl StateEngine {
                 }
             }
         }
-        Ok(reached)
+        Ok(LabelApplied {
+            reached,
+            action,
+            prev,
+        })
     }
 
     /// Counters.

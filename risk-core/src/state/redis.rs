@@ -16,7 +16,7 @@ use super::group::Kind;
 use super::mem::Applied;
 use super::plan::{Plan, Request, MAX_GROUPS, MAX_SOURCES};
 use super::redis_conn::{Client, Conn};
-use super::{StateError, Ticket};
+use super::{LabelApplied, StateError, Ticket};
 use crate::decision::{Action, StateFault};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use parking_lot::Mutex;
@@ -371,7 +371,7 @@ impl RedisStore {
         id: u64,
         fraud: bool,
         at_ms: i64,
-    ) -> Result<usize, StateError> {
+    ) -> Result<LabelApplied, StateError> {
         let io = |e: redis::RedisError| StateError::Io {
             path: self.where_().into(),
             source: std::io::Error::other(e.to_string()),
@@ -405,9 +405,21 @@ impl RedisStore {
                 .arg(if fraud { 1 } else { -1 }),
         )
         .map_err(io)?;
+        let applied = |reached| LabelApplied {
+            reached,
+            action: fields
+                .get("action")
+                .and_then(|a| a.parse::<usize>().ok())
+                .and_then(|a| Action::ALL.get(a).copied()),
+            prev: match prev {
+                1 => Some(true),
+                -1 => Some(false),
+                _ => None,
+            },
+        };
         let mut reached = 0;
         if delta == 0 {
-            return Ok(0);
+            return Ok(applied(0));
         }
         for (f, v) in &fields {
             let Some(s) = f.strip_prefix('s').and_then(|s| s.parse::<usize>().ok()) else {
@@ -459,7 +471,14 @@ impl RedisStore {
             };
             reached += n;
         }
-        Ok(reached)
+        Ok(applied(reached))
+    }
+
+    /// Queues the decided action of a remembered transaction (the label monitor).
+    pub fn note_action(&self, id: u64, action: u8) {
+        let mut h = redis::cmd("HSET");
+        h.arg(self.pending_key(id)).arg("action").arg(action);
+        self.offer(vec![h]);
     }
 }
 

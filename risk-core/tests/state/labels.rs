@@ -124,3 +124,88 @@ fn labels_without_label_features_are_a_typed_error() {
         Err(StateError::NoLabels)
     ));
 }
+
+/// Labels feed the monitors: decisions checked against their labels (fraud stopped or
+/// missed, legitimate declined or passed), a retraction moving one, and an alert when
+/// too few labelled frauds were stopped.
+#[test]
+fn labels_feed_the_label_monitor() {
+    use risk_core::monitor::{AlertKind, MonitorConfig};
+    let cfg = StateConfig {
+        features: vec![
+            FeatureDef::new("m_fraud_7d", KeySource::Merchant, Agg::FraudCount)
+                .window(days(7), 7)
+                .delay(days(7)),
+        ],
+        ..StateConfig::default()
+    };
+    let s = schema(&cfg);
+    let amount = s.slot("amount").unwrap();
+    // Declines at amount > 100 (a scorer of the amount), else approves.
+    struct ByAmount(Slot);
+    impl Scorer for ByAmount {
+        fn info(&self) -> ScorerInfo {
+            ScorerInfo::new("amt", "1", Latency::Bounded)
+        }
+        fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
+            Ok(Score::new(if t.features.get(self.0) > 100.0 {
+                0.95
+            } else {
+                0.05
+            }))
+        }
+    }
+    let e = Engine::builder(Arc::clone(&s))
+        .clock(clock(T0 + 400 * DAY))
+        .rules(Arc::new(ByAmount(amount)))
+        .state(cfg)
+        .monitor(MonitorConfig {
+            min_labels: 4,
+            min_label_recall: 0.6,
+            interval: std::time::Duration::ZERO,
+            ..MonitorConfig::default()
+        })
+        .build()
+        .unwrap();
+    let t = |id: u64, amt: f64| {
+        Transaction::builder(&s)
+            .id(id)
+            .entity(id)
+            .timestamp_ms(T0 + id as i64 * MIN)
+            .amount(amt, "USD")
+            .merchant("shop")
+            .build()
+            .unwrap()
+    };
+    for (id, amt) in [(1, 500.0), (2, 10.0), (3, 10.0), (4, 500.0)] {
+        e.decide(&t(id, amt)).unwrap();
+    }
+    // Frauds: 1 (declined: stopped), 2 and 3 (approved: missed); 4 legitimate but declined.
+    for id in [1, 2, 3] {
+        e.report_label(TxnId(id), true, T0 + DAY).unwrap();
+    }
+    e.report_label(TxnId(4), false, T0 + DAY).unwrap();
+    // A retraction: 3 was not fraud after all (missed -> legit passed).
+    e.report_label(TxnId(3), false, T0 + 2 * DAY).unwrap();
+    let alerts = e.monitor_tick();
+    let q = e.monitor_report().unwrap().labels.unwrap();
+    assert_eq!(
+        (
+            q.fraud_stopped,
+            q.fraud_missed,
+            q.legit_declined,
+            q.legit_passed
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(q.recall(), Some(0.5));
+    assert!(
+        alerts
+            .iter()
+            .any(|a| a.kind == AlertKind::LabelRecall && a.firing),
+        "{alerts:?}"
+    );
+    assert!(e
+        .metrics_text()
+        .contains("risk_monitor_labelled_decisions{cell=\"fraud_missed\"} 1"));
+}
