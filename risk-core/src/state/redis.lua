@@ -10,14 +10,17 @@
 --   4 label), width_ms, B, D, exact_limit, cols (1 count, 2 sum, 3 full), add, pass,
 --   value, hash.
 --   "u" returns {te, late, then per group n, sum, sumsq, min, max, last,
---   distinct_before, distinct_after, txns, frauds} (numbers as text, "" = none).
+--   distinct_before, distinct_after, txns, frauds} (integers as integers, sums and
+--   extremes as exact text, none as nil).
 -- "l": te, delta, n, then per label group: id, width_ms, B, D. Returns the windows reached.
 
 local key = KEYS[1]
 local mode = ARGV[1]
 
 local function slot(b, L) return (b % L) + 1 end
-local function txt(x) if x == nil then return '' end return string.format('%.17g', x) end
+-- Integers travel as integer replies, other numbers as exact text, none as nil.
+local function txt(x) if x == nil then return false end return string.format('%.17g', x) end
+local function int(x) if x == nil then return false end return x end
 
 local function advance(g, b, L, clear)
   if g.h == nil or b - g.h >= L then
@@ -271,9 +274,14 @@ for k = 0, n - 1 do
     writes[#writes + 1] = cmsgpack.pack(g)
   end
   if mode == 'u' then
-    out[#out + 1] = txt(rn); out[#out + 1] = txt(rs); out[#out + 1] = txt(rq)
-    out[#out + 1] = txt(rmn); out[#out + 1] = txt(rmx); out[#out + 1] = txt(rlast)
-    out[#out + 1] = txt(db); out[#out + 1] = txt(da); out[#out + 1] = txt(rt); out[#out + 1] = txt(rf)
+    out[#out + 1] = int(rn)
+    if cols >= 2 and kind == 1 then
+      out[#out + 1] = txt(rs); out[#out + 1] = txt(rq); out[#out + 1] = txt(rmn); out[#out + 1] = txt(rmx)
+    else
+      out[#out + 1] = 0; out[#out + 1] = 0; out[#out + 1] = false; out[#out + 1] = false
+    end
+    out[#out + 1] = int(rlast)
+    out[#out + 1] = int(db); out[#out + 1] = int(da); out[#out + 1] = int(rt); out[#out + 1] = int(rf)
   end
 end
 redis.call('HSET', key, unpack(writes))

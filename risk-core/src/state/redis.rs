@@ -487,6 +487,7 @@ fn num(v: &Value) -> Result<Option<f64>, String> {
         Value::BulkString(b) => std::str::from_utf8(b).map_err(|e| e.to_string())?,
         Value::SimpleString(s) => s.as_str(),
         Value::Int(i) => return Ok(Some(*i as f64)),
+        Value::Nil => return Ok(None),
         other => return Err(format!("expected a number, got {other:?}")),
     };
     if s.is_empty() {
