@@ -154,7 +154,12 @@ fn a_live_drill_covers_the_next_decisions_of_every_thread() {
     let tiers = traffic.join().unwrap();
     assert!(r.decisions >= 500, "{r:?}");
     let (rules, fast) = (r.by_tier[0].1, r.by_tier[1].1);
-    assert_eq!(r.fallbacks, vec![("invalid_score", rules)]);
+    // One cause only; its count equals the rules' up to the one decision the traffic
+    // thread may be finishing while the counters are read (a decision bumps its tier's
+    // counter, then its cause's: not one atomic step; seen once on a loaded machine).
+    assert_eq!(r.fallbacks.len(), 1, "{r:?}");
+    assert_eq!(r.fallbacks[0].0, "invalid_score");
+    assert!(r.fallbacks[0].1.abs_diff(rules) <= 1, "{r:?}");
     // The window is the counters' between the drill's start and end: decisions just
     // before the fault was set and just after it was cleared (the operator's thread
     // polls every millisecond) are the model's.

@@ -86,19 +86,8 @@ fn shard_of(key: EntityKey) -> usize {
 
 impl EntityStore {
     pub(crate) fn new(cfg: FeedbackConfig, clock: Arc<dyn Clock>) -> Self {
-        let cap = cfg.max_entities.div_ceil(SHARDS).max(1);
         Self {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Map::with(
-                        cap,
-                        cap as u64,
-                        UnitWeighter,
-                        BuildHasherDefault::default(),
-                        DefaultLifecycle::default(),
-                    ))
-                })
-                .collect(),
+            shards: crate::state::mem::sharded(SHARDS, cfg.max_entities),
             cfg,
             clock,
         }

@@ -49,19 +49,8 @@ fn shard(id: u64) -> usize {
 
 impl PendingIndex {
     pub fn new(cap: usize) -> Self {
-        let per = cap.div_ceil(SHARDS).max(1);
         Self {
-            shards: (0..SHARDS)
-                .map(|_| {
-                    Mutex::new(Map::with(
-                        per,
-                        per as u64,
-                        UnitWeighter,
-                        BuildHasherDefault::default(),
-                        DefaultLifecycle::default(),
-                    ))
-                })
-                .collect(),
+            shards: super::mem::sharded(SHARDS, cap),
         }
     }
 

@@ -236,6 +236,18 @@ impl Lists {
         Ok(t)
     }
 
+    /// The list's index and `value`'s key in it.
+    fn entry(&self, list: &str, value: &str) -> Result<(usize, u64), StateError> {
+        let i = self.index(list)?;
+        let k = entry_key(self.lists[i].key, &self.schema, value).map_err(|reason| {
+            StateError::BadEntry {
+                list: list.to_owned(),
+                reason,
+            }
+        })?;
+        Ok((i, k))
+    }
+
     fn index(&self, list: &str) -> Result<usize, StateError> {
         self.lists
             .iter()
@@ -270,13 +282,7 @@ impl Lists {
         value: &str,
         expires_at_ms: Option<i64>,
     ) -> Result<(), StateError> {
-        let i = self.index(list)?;
-        let k = entry_key(self.lists[i].key, &self.schema, value).map_err(|reason| {
-            StateError::BadEntry {
-                list: list.to_owned(),
-                reason,
-            }
-        })?;
+        let (i, k) = self.entry(list, value)?;
         let exp = expires_at_ms.unwrap_or(NEVER);
         if value.contains(['\n', '\r']) || value.contains(',') {
             return Err(StateError::BadEntry {
@@ -292,13 +298,7 @@ impl Lists {
 
     /// Removes `value` from `list`; whether it was there (live or expired).
     pub fn remove(&self, list: &str, value: &str) -> Result<bool, StateError> {
-        let i = self.index(list)?;
-        let k = entry_key(self.lists[i].key, &self.schema, value).map_err(|reason| {
-            StateError::BadEntry {
-                list: list.to_owned(),
-                reason,
-            }
-        })?;
+        let (i, k) = self.entry(list, value)?;
         let mut j = self.lists[i].journal.lock();
         self.journal(i, &mut j, &format!("-{}\n", value.trim()))?;
         let had = self.lists[i]
@@ -313,13 +313,7 @@ impl Lists {
 
     /// Whether `value` is a live entry of `list` now.
     pub fn contains(&self, list: &str, value: &str) -> Result<bool, StateError> {
-        let i = self.index(list)?;
-        let k = entry_key(self.lists[i].key, &self.schema, value).map_err(|reason| {
-            StateError::BadEntry {
-                list: list.to_owned(),
-                reason,
-            }
-        })?;
+        let (i, k) = self.entry(list, value)?;
         Ok(self.member(i, k, self.clock.unix_ms()))
     }
 

@@ -53,24 +53,46 @@ pub(crate) struct Applied {
     pub late: u32,
 }
 
+impl Applied {
+    /// Nothing applied yet, for an event at `ts`.
+    pub fn new(ts: i64) -> Self {
+        Self {
+            present: [false; MAX_SOURCES],
+            te: [ts; MAX_SOURCES],
+            late: 0,
+        }
+    }
+}
+
+/// `n` shards of an S3-FIFO cache of `u64` keys holding `cap` in all (at least one per
+/// shard): the layout of every sharded store here (entity state, pending labels, the
+/// engine's feedback).
+/// One shard: an S3-FIFO cache of `u64` keys.
+pub(crate) type Shard<V> =
+    Mutex<Cache<u64, V, UnitWeighter, BuildHasherDefault<KeyHasher>, DefaultLifecycle<u64, V>>>;
+
+pub(crate) fn sharded<V: Clone>(n: usize, cap: usize) -> Box<[Shard<V>]> {
+    let per = cap.div_ceil(n).max(1);
+    (0..n)
+        .map(|_| {
+            Mutex::new(Cache::with(
+                per,
+                per as u64,
+                UnitWeighter,
+                BuildHasherDefault::default(),
+                DefaultLifecycle::default(),
+            ))
+        })
+        .collect()
+}
+
 impl MemStore {
     pub fn new(plan: &Plan, max_keys: usize) -> Self {
-        let cap = max_keys.div_ceil(SHARDS).max(1);
         let sources = plan
             .sources
             .iter()
             .map(|_| Source {
-                shards: (0..SHARDS)
-                    .map(|_| {
-                        Mutex::new(Map::with(
-                            cap,
-                            cap as u64,
-                            UnitWeighter,
-                            BuildHasherDefault::default(),
-                            DefaultLifecycle::default(),
-                        ))
-                    })
-                    .collect(),
+                shards: sharded(SHARDS, max_keys),
             })
             .collect();
         Self { sources }
@@ -95,11 +117,7 @@ impl MemStore {
         lateness_ms: i64,
         reads: &mut [GroupRead; MAX_GROUPS],
     ) -> Applied {
-        let mut a = Applied {
-            present: [false; MAX_SOURCES],
-            te: [req.ts; MAX_SOURCES],
-            late: 0,
-        };
+        let mut a = Applied::new(req.ts);
         for (s, src) in self.sources.iter().enumerate() {
             let key = req.keys[s];
             if key == 0 {

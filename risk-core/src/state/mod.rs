@@ -41,7 +41,7 @@ mod def;
 mod group;
 mod labels;
 mod lists;
-mod mem;
+pub(crate) mod mem;
 pub(crate) mod plan;
 #[cfg(feature = "redis")]
 mod redis;

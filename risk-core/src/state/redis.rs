@@ -14,7 +14,7 @@
 use super::def::RedisConfig;
 use super::group::Kind;
 use super::mem::Applied;
-use super::plan::{Plan, Request, MAX_GROUPS, MAX_SOURCES};
+use super::plan::{Plan, Request, MAX_GROUPS};
 use super::redis_conn::{Client, Conn};
 use super::{LabelApplied, StateError, Ticket};
 use crate::decision::{Action, StateFault};
@@ -140,6 +140,17 @@ impl RedisStore {
         Ok(me)
     }
 
+    /// `EVALSHA <hash>` or, when a server lacks the script, `EVAL <script>`.
+    fn script_cmd(&self, eval: bool) -> Cmd {
+        let mut c = redis::cmd(if eval { "EVAL" } else { "EVALSHA" });
+        if eval {
+            c.arg(SCRIPT);
+        } else {
+            c.arg(self.script.get_hash());
+        }
+        c
+    }
+
     /// `SCRIPT LOAD` (a cluster routes it to every primary).
     fn load_script(&self, con: &mut Conn) -> redis::RedisResult<()> {
         let mut c = redis::cmd("SCRIPT");
@@ -200,15 +211,7 @@ impl RedisStore {
         outcome: Option<(Action, i64)>,
         eval: bool,
     ) -> Cmd {
-        let mut c = if eval {
-            let mut c = redis::cmd("EVAL");
-            c.arg(SCRIPT);
-            c
-        } else {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(self.script.get_hash());
-            c
-        };
+        let mut c = self.script_cmd(eval);
         c.arg(1).arg(self.key(s, req.keys[s]));
         let groups: Vec<usize> = plan.by_source[s]
             .iter()
@@ -258,11 +261,7 @@ impl RedisStore {
         lateness_ms: i64,
         reads: &mut [GroupRead; MAX_GROUPS],
     ) -> Result<Applied, StateFault> {
-        let mut a = Applied {
-            present: [false; MAX_SOURCES],
-            te: [req.ts; MAX_SOURCES],
-            late: 0,
-        };
+        let mut a = Applied::new(req.ts);
         let sources: Vec<usize> = (0..plan.sources.len())
             .filter(|&s| req.keys[s] != 0)
             .collect();
@@ -440,15 +439,7 @@ impl RedisStore {
                 .filter(|&g| plan.groups[g].spec.kind == Kind::Label)
                 .collect();
             let script = |eval: bool| {
-                let mut c = if eval {
-                    let mut c = redis::cmd("EVAL");
-                    c.arg(SCRIPT);
-                    c
-                } else {
-                    let mut c = redis::cmd("EVALSHA");
-                    c.arg(self.script.get_hash());
-                    c
-                };
+                let mut c = self.script_cmd(eval);
                 c.arg(1)
                     .arg(self.key(s, k))
                     .arg("l")
