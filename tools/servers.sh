@@ -86,8 +86,10 @@ redis_start() {
     echo "redis: already answering on 127.0.0.1:$redis_port"
     return 0
   fi
+  # fd 8 closed: it may hold prometheus_lock's flock (start runs prometheus first), which a
+  # daemon inheriting it would keep for its whole life.
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
-    --dir "$redis_dir" --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null
+    --dir "$redis_dir" --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null 8>&-
   local deadline=$((SECONDS + 20))
   until redis_ping; do
     if (( SECONDS >= deadline )); then
