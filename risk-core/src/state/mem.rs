@@ -3,7 +3,7 @@
 //! (one bucket ring per group; distinct sets are bounded by `exact_limit`, then a sketch).
 
 use super::group::{GState, GroupRead};
-use super::plan::{Plan, Request, MAX_GROUPS, MAX_SOURCES};
+use super::plan::{Plan, Request, MAX_SOURCES};
 use crate::decision::Action;
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
@@ -109,13 +109,14 @@ impl MemStore {
     }
 
     /// Reads every group before the event and enters the event (groups without an
-    /// outcome filter). `reads` is indexed by group.
+    /// outcome filter); `read(group, what it held)` is called as each group is read (no
+    /// array of every group's read: filling and zeroing one measured more than reading).
     pub fn read_update(
         &self,
         plan: &Plan,
         req: &Request,
         lateness_ms: i64,
-        reads: &mut [GroupRead; MAX_GROUPS],
+        mut read: impl FnMut(usize, &GroupRead),
     ) -> Applied {
         let mut a = Applied::new(req.ts);
         for (s, src) in self.sources.iter().enumerate() {
@@ -145,7 +146,7 @@ impl MemStore {
             for (gs, &g) in st.groups.iter_mut().zip(&plan.by_source[s]) {
                 let grp = &plan.groups[g];
                 let spec = &grp.spec;
-                reads[g] = gs.read_add(
+                let r = gs.read_add(
                     spec,
                     spec.bucket(clock),
                     spec.bucket(te),
@@ -153,6 +154,7 @@ impl MemStore {
                     &req.inputs[g],
                     grp.outcome == 0,
                 );
+                read(g, &r);
             }
         }
         a

@@ -60,10 +60,10 @@ use crate::decision::{Action, StateFault, StateStatus};
 use crate::error::ConfigError;
 use crate::schema::FeatureSchema;
 use crate::txn::{Transaction, TxnId};
-use group::{GroupRead, Kind};
+use group::Kind;
 use labels::{Pending, PendingIndex, MAX_LABEL_SOURCES};
 use mem::{Applied, MemStore};
-use plan::{Plan, Request, MAX_GROUPS};
+use plan::{Plan, Request};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -419,15 +419,28 @@ impl StateEngine {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
         let req = self.plan.request(txn, ts);
-        let mut reads = [GroupRead::default(); MAX_GROUPS];
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
+        let plan = &self.plan;
+        let out = txn.features.values_mut();
         let applied = match &self.store {
-            Store::Mem(m) => m.read_update(&self.plan, &req, lateness, &mut reads),
+            Store::Mem(m) => m.read_update(plan, &req, lateness, |g, r| {
+                plan.write_group(g, &req, r, out)
+            }),
             #[cfg(feature = "redis")]
-            Store::Redis(r) => r.read_update(&self.plan, &req, lateness, &mut reads)?,
+            Store::Redis(r) => {
+                let mut reads = [group::GroupRead::default(); plan::MAX_GROUPS];
+                let a = r.read_update(plan, &req, lateness, &mut reads)?;
+                for (g, grp) in plan.groups.iter().enumerate() {
+                    if a.present[grp.source] {
+                        plan.write_group(g, &req, &reads[g], out);
+                    }
+                }
+                a
+            }
         };
-        self.plan
-            .write(&req, &reads, &applied.present, txn.features.values_mut());
+        for s in (0..plan.sources.len()).filter(|&s| !applied.present[s]) {
+            plan.write_missing(s, out);
+        }
         self.counters.updates.fetch_add(1, Relaxed);
         if applied.late > 0 {
             self.counters.late.fetch_add(applied.late as u64, Relaxed);

@@ -167,7 +167,9 @@ pub(crate) struct Plan {
     /// Groups of each source, in group order.
     pub by_source: Vec<Vec<usize>>,
     pub groups: Vec<Group>,
+    /// Sorted by group; `outs_of[g]` is group `g`'s range.
     outs: Vec<Out>,
+    outs_of: Vec<std::ops::Range<usize>>,
     pub lists: Vec<ListOut>,
     /// Every slot the plan fills (features, then lists).
     pub slots: Vec<Slot>,
@@ -237,6 +239,7 @@ impl Plan {
             by_source: Vec::new(),
             groups: Vec::new(),
             outs: Vec::new(),
+            outs_of: Vec::new(),
             lists: Vec::new(),
             slots: Vec::new(),
         };
@@ -258,6 +261,13 @@ impl Plan {
             });
             p.slots.push(slot);
         }
+        p.outs.sort_by_key(|o| o.group);
+        p.outs_of = (0..p.groups.len())
+            .map(|g| {
+                let a = p.outs.partition_point(|o| o.group < g);
+                a..p.outs.partition_point(|o| o.group <= g)
+            })
+            .collect();
         if cfg.lists.len() > MAX_LISTS {
             return Err(ConfigError::invalid(
                 "state.lists",
@@ -489,21 +499,22 @@ impl Plan {
     }
 
     /// Writes the features from the groups' reads; `present[s]`: source `s` had a key.
-    pub fn write(&self, req: &Request, reads: &[GroupRead], present: &[bool], out: &mut [f32]) {
-        for o in &self.outs {
-            let g = &self.groups[o.group];
-            let v = if !present[g.source] {
-                f64::NAN
-            } else {
-                feature(
-                    o.agg,
-                    o.include,
-                    &reads[o.group],
-                    &req.inputs[o.group],
-                    req.ts,
-                )
-            };
+    /// Writes the features of group `g` from what it held.
+    #[inline]
+    pub fn write_group(&self, g: usize, req: &Request, read: &GroupRead, out: &mut [f32]) {
+        for o in &self.outs[self.outs_of[g].clone()] {
+            let v = feature(o.agg, o.include, read, &req.inputs[g], req.ts);
             out[o.slot.index()] = v as f32;
+        }
+    }
+
+    /// Writes the features of every group of a source without a key (or whose store
+    /// failed): missing.
+    pub fn write_missing(&self, source: usize, out: &mut [f32]) {
+        for &g in &self.by_source[source] {
+            for o in &self.outs[self.outs_of[g].clone()] {
+                out[o.slot.index()] = f32::NAN;
+            }
         }
     }
 
