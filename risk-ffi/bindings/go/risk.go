@@ -436,6 +436,7 @@ func fromC(d *C.risk_decision) Decision {
 		Escalation:     enumName(escalationNames[:], uint8(d.escalation)),
 		Ticket:         uint64(d.ticket),
 		HardRule:       bool(d.hard_rule),
+		State:          EntityState(d.state),
 		Score:          float32(d.score),
 		RuleScore:      float32(d.rule_score),
 		ModelScore:     float32(d.model_score),

@@ -166,6 +166,31 @@ func TestStateVelocityReviewsTheThirdTransaction(t *testing.T) {
 	wantAction(t, "other card", decideOK(t, e, tx), ActionApprove)
 }
 
+func TestStateDecisionReportsEntityState(t *testing.T) {
+	e, _ := stateEngine(t)
+	// risk_decision.state (byte 21): fresh with [state] and an event time, off without one.
+	if d := decideOK(t, e, stateTxn(1)); d.State != EntityStateFresh || d.State.String() != "fresh" {
+		t.Fatalf("[state], timed: State = %v (%d), want fresh", d.State, d.State)
+	}
+	untimed := stateTxn(2)
+	untimed.Time = time.Time{}
+	ds, errs := e.DecideBatch([]Txn{stateTxn(3), untimed})
+	if errs[0] != nil || errs[1] != nil || ds[0].State != EntityStateFresh || ds[1].State != EntityStateOff {
+		t.Fatalf("batch: %v %v, errors %v", ds[0].State, ds[1].State, errs)
+	}
+	plain, err := NewFromTOML(noStateTOML, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if d := decideOK(t, plain, stateTxn(4)); d.State != EntityStateOff || d.State.String() != "off" {
+		t.Fatalf("no [state]: State = %v, want off", d.State)
+	}
+	if s := EntityState(9).String(); s != "unknown(9)" {
+		t.Fatalf("EntityState(9) = %q", s)
+	}
+}
+
 func TestStateListsAddContainsRemove(t *testing.T) {
 	e, _ := stateEngine(t)
 	wantContains(t, e, "blocked_devices", "7", false)

@@ -1,6 +1,7 @@
 package risk
 
 import (
+	"fmt"
 	"math"
 	"time"
 )
@@ -126,6 +127,34 @@ const (
 	EscalationShed     Escalation = "shed"     // queue full, no deep tier, or shutting down
 )
 
+// EntityState is what entity state did for a decision (risk_decision.state). Its String
+// method gives the name: "off", "fresh", "timeout", "error", "unavailable", or
+// "unknown(n)" for a code this binding does not know.
+type EntityState uint8
+
+// Entity states (risk_decision.state codes).
+const (
+	// EntityStateOff: no [state] section, or the transaction has no event time (zero Txn.Time).
+	EntityStateOff EntityState = 0
+	// EntityStateFresh: the state features were computed.
+	EntityStateFresh EntityState = 1
+	// EntityStateTimeout, EntityStateError, EntityStateUnavailable: the state store
+	// failed and the state features are missing.
+	EntityStateTimeout     EntityState = 2
+	EntityStateError       EntityState = 3
+	EntityStateUnavailable EntityState = 4
+)
+
+var entityStateNames = [...]string{"off", "fresh", "timeout", "error", "unavailable"}
+
+// String is the state's name ("unknown(n)" past the known codes).
+func (s EntityState) String() string {
+	if int(s) < len(entityStateNames) {
+		return entityStateNames[s]
+	}
+	return fmt.Sprintf("unknown(%d)", uint8(s))
+}
+
 // Reason is one reason code and its contribution.
 type Reason struct {
 	Code   string // e.g. "ACCOUNT_TAKEOVER", "xgb:amount"
@@ -144,6 +173,8 @@ type Decision struct {
 	Ticket uint64
 	// HardRule: a hard rule set the action.
 	HardRule bool
+	// State is what entity state did for this decision (off, fresh, or a store failure).
+	State EntityState
 	// Score the action was taken on.
 	Score float32
 	// RuleScore is the rule tier's probability (NaN if the rule tier failed).

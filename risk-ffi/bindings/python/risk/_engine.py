@@ -432,7 +432,10 @@ class Decision:
     ``fallback``: none / timeout / error / panic / invalid_score / circuit_open / absent /
     saturated / unknown; ``escalation``: none / enqueued / shed. "unknown" is
     ``RISK_CODE_UNKNOWN`` (255): a tier or fallback cause newer than this binding. ``rule_score`` and ``model_score``
-    are NaN when that tier gave no valid score."""
+    are NaN when that tier gave no valid score. ``state``: what entity state did for the
+    decision: off (no ``[state]``, or no ``timestamp_ms``) / fresh (features computed) /
+    timeout / error / unavailable (the state store failed: the state features are
+    missing); "unknown(<code>)" for a code newer than this binding."""
 
     txn: int
     entity: int
@@ -441,6 +444,7 @@ class Decision:
     fallback: str
     escalation: str
     hard_rule: bool
+    state: str
     ticket: int
     score: float
     rule_score: float
@@ -469,6 +473,7 @@ class Decision:
             fallback=fallback_name(d.fallback),
             escalation=F.enum_name(F.ESCALATION_NAMES, d.escalation),
             hard_rule=bool(d.hard_rule),
+            state=F.enum_name(F.STATE_NAMES, d.state),
             ticket=d.ticket,
             score=float(d.score),
             rule_score=float(d.rule_score),

@@ -66,6 +66,14 @@ RISK_ESCALATION_NONE = 0
 RISK_ESCALATION_ENQUEUED = 1
 RISK_ESCALATION_SHED = 2
 
+# risk_decision.state: what entity state did for the decision (header comment; no
+# #define). 2-4: the state store failed and the state features are missing.
+RISK_STATE_OFF = 0
+RISK_STATE_FRESH = 1
+RISK_STATE_TIMEOUT = 2
+RISK_STATE_ERROR = 3
+RISK_STATE_UNAVAILABLE = 4
+
 RISK_OK = 0
 RISK_ERR_NULL = 1
 RISK_ERR_UTF8 = 2
@@ -138,6 +146,13 @@ ESCALATION_NAMES = {
     RISK_ESCALATION_ENQUEUED: "enqueued",
     RISK_ESCALATION_SHED: "shed",
 }
+STATE_NAMES = {
+    RISK_STATE_OFF: "off",
+    RISK_STATE_FRESH: "fresh",
+    RISK_STATE_TIMEOUT: "timeout",
+    RISK_STATE_ERROR: "error",
+    RISK_STATE_UNAVAILABLE: "unavailable",
+}
 # risk_verdict.source / .failure (header comments; no name function in the ABI).
 VERDICT_SOURCE_NAMES = {0: "model", 1: "cached_average", 2: "global_prior", RISK_CODE_UNKNOWN: "unknown"}
 VERDICT_FAILURE_NAMES = {0: "none", 1: "timeout", 2: "error", 3: "saturated", 4: "circuit_open", RISK_CODE_UNKNOWN: "unknown"}
@@ -192,6 +207,7 @@ class risk_decision(Structure):
         ("fallback", c_uint8),
         ("escalation", c_uint8),
         ("hard_rule", c_bool),
+        ("state", c_uint8),
         ("ticket", c_uint64),
         ("score", c_float),
         ("rule_score", c_float),
@@ -225,6 +241,7 @@ if ctypes.sizeof(c_void_p) == 8:
     assert ctypes.sizeof(risk_txn) == 112 and risk_txn.n_features.offset == 80
     assert (risk_txn.merchant.offset, risk_txn.ip.offset, risk_txn.email.offset) == (88, 96, 104)
     assert ctypes.sizeof(risk_decision) == 144 and risk_decision.reasons.offset == 76
+    assert (risk_decision.state.offset, risk_decision.ticket.offset) == (21, 24)
     assert ctypes.sizeof(risk_verdict) == 48 and risk_verdict.latency_ns.offset == 40
 
 risk_result = c_uint32

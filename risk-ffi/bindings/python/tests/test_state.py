@@ -123,6 +123,17 @@ def test_velocity_is_per_card(engine):
     assert [d.action for d in ds] == ["approve"] * 3
 
 
+def test_decision_reports_the_state_it_was_decided_with(engine):
+    # risk_decision.state (byte 21): fresh when the engine has [state] and the
+    # transaction an event time; off without one.
+    assert engine.decide(txn(1)).state == "fresh"
+    assert engine.decide_json(txn(2)).state == "fresh"
+    assert [d.state for d in engine.decide_batch([txn(3), txn(4, timestamp_ms=0)])] == [
+        "fresh", "off"]
+    with risk.RiskEngine.from_toml(NO_STATE_TOML) as e:
+        assert e.decide(txn(5)).state == "off"
+
+
 def test_batch_and_json_paths_share_the_state(engine):
     assert engine.decide_json(txn(1)).action == "approve"
     (d2, d3) = engine.decide_batch([txn(2), txn(3)])

@@ -183,7 +183,7 @@ static void decision_to_longs(const risk_decision *d, jlong *o) {
   o[3] = d->tier;
   o[4] = d->fallback;
   o[5] = d->escalation;
-  o[6] = d->hard_rule ? 1 : 0;
+  o[6] = (d->hard_rule ? 1 : 0) | ((jlong)d->state << 8); /* bit 0 hard_rule, bits 8-15 state */
   o[7] = (jlong)d->ticket;
   o[8] = fbits(d->score);
   o[9] = fbits(d->rule_score);

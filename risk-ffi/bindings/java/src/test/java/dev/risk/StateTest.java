@@ -138,6 +138,24 @@ class StateTest {
     }
 
     @Test
+    void decisionsReportTheirEntityState() {
+        // risk_decision.state (byte 21): fresh with [state] and a timestamp, off without one.
+        Decision d = e.decide(txn(1).build());
+        assertEquals(StateStatus.FRESH, d.state());
+        assertEquals("fresh", d.state().cName());
+        assertEquals(StateStatus.FRESH, e.decideJson(json(2, Map.of())).state());
+        List<BatchItem> items = e.decideBatch(List.of(txn(3).build(), txn(4).timestampMs(0).build()));
+        assertEquals(StateStatus.FRESH, items.get(0).decision().state());
+        assertEquals(StateStatus.OFF, items.get(1).decision().state());
+        try (RiskEngine plain = RiskEngine.fromToml(NO_STATE_TOML, null)) {
+            Decision off = plain.decide(txn(5).build());
+            assertEquals(StateStatus.OFF, off.state());
+            assertEquals("off", off.state().cName());
+        }
+        assertEquals(StateStatus.UNKNOWN, StateStatus.of(9));
+    }
+
+    @Test
     void jsonAndBatchShareTheState() {
         assertDecision(e.decideJson(json(1, Map.of())), Action.APPROVE); // card 101
         List<BatchItem> items = e.decideBatch(List.of(txn(2).entity(101).build(), txn(3).entity(101).build()));
