@@ -180,10 +180,16 @@ fn layouts_are_stable() {
 /// unreachable server is a configuration error naming it (not a missing feature).
 #[test]
 fn the_redis_store_is_built_in() {
-    let toml = TOML.replace("dir = \"lists\"", "dir = \"lists\"\n[state.redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout_ms = 200");
+    let toml = TOML.replace(
+        "dir = \"lists\"",
+        "dir = \"lists\"\n[state.redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout_ms = 200",
+    );
     let dir = scratch("state-redis");
     std::fs::write(dir.join("state.rules"), RULES).unwrap();
     let (r, msg) = engine(&toml, &dir).unwrap_err();
     assert_eq!(r, RISK_ERR_CONFIG);
-    assert!(msg.contains("unreachable") && !msg.contains("lacks"), "{msg}");
+    assert!(
+        msg.contains("unreachable") && !msg.contains("lacks"),
+        "{msg}"
+    );
 }
