@@ -11,13 +11,15 @@ mod llm;
 mod observe;
 mod quant;
 mod rules;
+mod rules_mixed;
+mod rules_mixed_ifchain;
 mod state;
 mod trees;
 
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate,
+    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate, rules_mixed::evaluate,
         trees::native_vs_ort, ffi::overhead
 );
 criterion_group!(

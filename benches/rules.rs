@@ -91,9 +91,14 @@ fn full_row() -> risk_core::Transaction {
 }
 
 fn zen_context(t: &risk_core::Transaction) -> Variable {
-    let s = t.features.schema();
+    zen_context_of(&t.features)
+}
+
+/// A row as zen-expression's input: categorical ids as their strings, numbers as numbers.
+pub fn zen_context_of(features: &risk_core::Features) -> Variable {
+    let s = features.schema();
     let mut m = serde_json::Map::new();
-    for (f, &v) in s.fields().iter().zip(t.features.values()) {
+    for (f, &v) in s.fields().iter().zip(features.values()) {
         let val = match f.kind {
             risk_core::FieldKind::Categorical => {
                 serde_json::Value::String(f.value_of(v as u32).unwrap_or("").to_owned())

@@ -43,6 +43,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod branch;
 pub mod checker;
 pub mod compiler;
 pub mod error;

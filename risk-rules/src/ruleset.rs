@@ -1,13 +1,14 @@
 //! [`RuleSet`]: a compiled, immutable rule file; and [`Expression`]: one compiled
 //! expression (for tools, tests and ad-hoc analysis).
 
+use crate::branch::Branches;
 use crate::checker::{interpret, Scope, TExpr, Ty};
 use crate::compiler::{Emitter, MAX_STACK};
 use crate::error::{ErrorKind, Raw, RuleError, Span};
 use crate::lexer::lex;
 use crate::parser::file::{parse_file, HitPolicy, Outcome};
 use crate::parser::parse_expr;
-use crate::vm::{all_atoms, run, Atom, Op};
+use crate::vm::{run, Op};
 use risk_core::{Action, FeatureSchema, Features, ReasonCode, VersionId};
 use std::path::Path;
 use std::sync::Arc;
@@ -34,23 +35,19 @@ pub struct Rule {
     pub enabled: bool,
     /// Its action overrides the model.
     pub hard: bool,
+    /// Evaluated and recorded apart ([`Hits::shadow`]), never counted in the score or
+    /// the action.
+    pub shadow: bool,
     /// The condition's source text.
     pub condition: String,
     /// Line of the rule in its file.
     pub line: usize,
     /// The id, interned: what a decision's `rules_fired` holds.
     pub name: ReasonCode,
-    cond: Cond,
+    /// Its segment of the linked program: entry and hit node (`u32::MAX`: not
+    /// evaluated, or a condition that can never hold).
+    seg: (u32, u32),
     texpr: TExpr,
-}
-
-/// How a rule's condition runs.
-#[derive(Debug, Clone, Copy)]
-enum Cond {
-    /// A conjunction of atoms: `atoms[start..end]`.
-    Atoms(u32, u32),
-    /// A stack program: `code[start..end]`.
-    Code(u32, u32),
 }
 
 impl Rule {
@@ -69,12 +66,13 @@ impl Rule {
 #[derive(Debug)]
 pub struct RuleSet {
     rules: Vec<Rule>,
-    /// Enabled rules in evaluation order (priority desc, then file order), with their
-    /// conditions inline: a compact array walked on every evaluation.
-    plan: Vec<(u32, Cond)>,
-    code: Vec<Op>,
-    atoms: Vec<Atom>,
-    sets: Vec<Box<[f32]>>,
+    /// Enabled live rules in evaluation order (priority desc, then file order).
+    plan: Vec<u32>,
+    /// Enabled shadow rules, in the same order.
+    shadow_plan: Vec<u32>,
+    /// Every enabled rule's condition, linked into one program (see [`crate::branch`]).
+    branches: Branches,
+    start: u32,
     policy: HitPolicy,
     review_score: f32,
     version: String,
@@ -99,6 +97,7 @@ pub struct Verdict {
 #[derive(Debug, Default, Clone)]
 pub struct Hits {
     idx: Vec<u32>,
+    shadow: Vec<u32>,
 }
 
 impl Hits {
@@ -106,9 +105,13 @@ impl Hits {
     pub fn new() -> Self {
         Self::default()
     }
-    /// Indices (into [`RuleSet::rules`]) of the rules that fired.
+    /// Indices (into [`RuleSet::rules`]) of the live rules that fired.
     pub fn indices(&self) -> &[u32] {
         &self.idx
+    }
+    /// Indices of the shadow rules that fired (they count in neither score nor action).
+    pub fn shadow(&self) -> &[u32] {
+        &self.shadow
     }
 }
 
@@ -156,8 +159,8 @@ impl RuleSet {
                 span: ast.rules[MAX_RULES].id_span,
             }));
         }
-        let mut em = Emitter::default();
-        let mut atoms: Vec<Atom> = Vec::new();
+        let mut branches = Branches::default();
+        let mut entries: Vec<u32> = Vec::with_capacity(ast.rules.len());
         let mut rules: Vec<Rule> = Vec::with_capacity(ast.rules.len());
         for r in &ast.rules {
             if rules.iter().any(|x| x.id == r.id) {
@@ -187,13 +190,8 @@ impl RuleSet {
                 }));
             }
             let (texpr, _) = scope.check(when, Some(Ty::Bool)).map_err(&loc)?;
-            let start = atoms.len() as u32;
-            let cond = if em.atoms(&texpr, &mut atoms) {
-                Cond::Atoms(start, atoms.len() as u32)
-            } else {
-                let (a, b) = em.compile(&texpr, when.span).map_err(&loc)?;
-                Cond::Code(a, b)
-            };
+            let entry = branches.compile(&texpr, when).map_err(&loc)?;
+            entries.push(entry);
             rules.push(Rule {
                 id: r.id.clone(),
                 description: r.description.clone(),
@@ -202,10 +200,11 @@ impl RuleSet {
                 priority: r.priority,
                 enabled: r.enabled,
                 hard: r.hard,
+                shadow: r.shadow,
                 condition: src[when.span.start..when.span.end].to_owned(),
                 line: src[..r.id_span.start].matches('\n').count() + 1,
                 name: ReasonCode::intern(&r.id),
-                cond,
+                seg: (u32::MAX, u32::MAX),
                 texpr,
             });
         }
@@ -213,7 +212,19 @@ impl RuleSet {
             .filter(|&i| rules[i as usize].enabled)
             .collect();
         order.sort_by_key(|&i| std::cmp::Reverse(rules[i as usize].priority));
-        let plan = order.iter().map(|&i| (i, rules[i as usize].cond)).collect();
+        let (shadow_plan, plan): (Vec<u32>, Vec<u32>) =
+            order.iter().partition(|&&i| rules[i as usize].shadow);
+        let with_entry = |p: &[u32]| -> Vec<(u32, u32)> {
+            p.iter().map(|&i| (i, entries[i as usize])).collect()
+        };
+        let (branches, linked) = branches.link(
+            &with_entry(&plan),
+            &with_entry(&shadow_plan),
+            ast.policy == HitPolicy::FirstHit,
+        );
+        for &(i, entry, hit) in &linked.segments {
+            rules[i as usize].seg = (entry, hit);
+        }
         let version = ast.version.unwrap_or_else(|| "unversioned".into());
         let version_id = VersionId::new(
             &format!("rules:{file}"),
@@ -223,9 +234,9 @@ impl RuleSet {
         Ok(Self {
             rules,
             plan,
-            code: em.code,
-            atoms,
-            sets: em.sets,
+            shadow_plan,
+            branches,
+            start: linked.live_start,
             policy: ast.policy,
             review_score: ast.review_score,
             version,
@@ -284,31 +295,19 @@ impl RuleSet {
         self.schema_fingerprint
     }
 
-    /// Number of instructions and atoms (all rules).
+    /// Number of tests and stack instructions (all rules).
     pub fn code_len(&self) -> usize {
-        self.code.len() + self.atoms.len()
+        self.branches.nodes.len() + self.branches.em.code.len()
     }
 
     /// Evaluates every enabled rule (or up to the first hit) over `f`, filling `hits`.
     /// Allocates nothing once `hits` has grown to the number of rules.
     #[inline]
     pub fn evaluate(&self, f: &Features, hits: &mut Hits) -> Verdict {
-        let x = f.values();
         hits.idx.clear();
-        let mut st = [0f32; MAX_STACK];
-        let first_hit = self.policy == HitPolicy::FirstHit;
-        for &(i, cond) in &self.plan {
-            let fired = match cond {
-                Cond::Atoms(a, b) => all_atoms(&self.atoms[a as usize..b as usize], &self.sets, x),
-                Cond::Code(a, b) => run(&self.code, a, b, &self.sets, x, &mut st) != 0.0,
-            };
-            if fired {
-                hits.idx.push(i);
-                if first_hit {
-                    break;
-                }
-            }
-        }
+        hits.shadow.clear();
+        self.branches
+            .run_linked(self.start, f.values(), &mut hits.idx, &mut hits.shadow);
         self.verdict(hits)
     }
 
@@ -337,14 +336,18 @@ impl RuleSet {
     /// tests and audits of the compiler).
     pub fn evaluate_reference(&self, f: &Features, hits: &mut Hits) -> Verdict {
         hits.idx.clear();
-        for &(i, _) in &self.plan {
-            if interpret(&self.rules[i as usize].texpr, f.values()) != 0.0 {
+        hits.shadow.clear();
+        let holds = |i: u32| interpret(&self.rules[i as usize].texpr, f.values()) != 0.0;
+        for &i in &self.plan {
+            if holds(i) {
                 hits.idx.push(i);
                 if self.policy == HitPolicy::FirstHit {
                     break;
                 }
             }
         }
+        hits.shadow
+            .extend(self.shadow_plan.iter().copied().filter(|&i| holds(i)));
         self.verdict(hits)
     }
 }

@@ -5,6 +5,7 @@ mod default_set;
 mod fuzz_regressions;
 mod golden;
 mod lists;
+mod mixed;
 mod property;
 mod reload;
 mod sets;

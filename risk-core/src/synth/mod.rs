@@ -37,8 +37,10 @@
 //! `NaN`.
 
 mod rng;
+mod wide;
 
 pub use rng::Rng;
+pub use wide::{wide_rows, wide_schema, DEVICE_OS, WIDE_NUMERIC};
 
 use crate::schema::FeatureSchema;
 use crate::state::{Agg, Current, FeatureDef, Filter, KeySource, StateConfig, StateEngine};

@@ -15,7 +15,7 @@ pub const MAX_STACK: usize = 64;
 pub const MAX_OPS: usize = 8_192;
 
 /// Output of compilation: appended to shared code and set tables.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Emitter {
     /// Instructions.
     pub code: Vec<Op>,

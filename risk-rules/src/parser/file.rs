@@ -15,6 +15,7 @@
 //!   priority 10                               # higher first (first_hit order)
 //!   hard                                      # its action overrides the model
 //!   disabled                                  # kept in the file, not evaluated
+//!   shadow                                    # evaluated and recorded, never counts
 //! }
 //! ```
 
@@ -67,6 +68,8 @@ pub struct RuleAst {
     pub enabled: bool,
     /// Overrides the model.
     pub hard: bool,
+    /// Evaluated and recorded, but never contributes to the score or the action.
+    pub shadow: bool,
 }
 
 /// A parsed rule file.
@@ -227,6 +230,7 @@ fn rule(p: &mut Parser<'_>) -> Result<RuleAst> {
         priority: 0,
         enabled: true,
         hard: false,
+        shadow: false,
     };
     let mut seen: Vec<String> = Vec::new();
     loop {
@@ -269,10 +273,11 @@ fn rule(p: &mut Parser<'_>) -> Result<RuleAst> {
             }
             "hard" => r.hard = true,
             "disabled" => r.enabled = false,
+            "shadow" => r.shadow = true,
             _ => {
                 return err(
                     ErrorKind::Expected {
-                        expected: "a rule clause (description, when, score, approve, review, decline, reason, priority, hard, disabled)".into(),
+                        expected: "a rule clause (description, when, score, approve, review, decline, reason, priority, hard, disabled, shadow)".into(),
                         found: format!("`{word}`"),
                     },
                     span,
