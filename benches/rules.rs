@@ -115,7 +115,10 @@ pub fn evaluate(c: &mut Criterion) {
     let conds = conditions();
     let comparisons: usize = conds.iter().map(|c| c.0.matches(" && ").count() + 1).sum();
     let set = RuleSet::compile(&rule_file(&conds), "bench.rules", &s).unwrap();
+    let interpreted = RuleSet::compile(&rule_file(&conds), "bench.rules", &s).unwrap();
     let default = RuleSet::compile(DEFAULT_RULES, "default.rules", &s).unwrap();
+    set.native().expect("native code on this host");
+    default.native().expect("native code on this host");
     let t = full_row();
 
     // zen: compile once, one reused VM and scope; the input is built outside the loop.
@@ -141,6 +144,9 @@ pub fn evaluate(c: &mut Criterion) {
     g.bench_function("risk_rules_100_collect_all", |b| {
         b.iter(|| black_box(set.evaluate(black_box(&t.features), &mut hits)))
     });
+    g.bench_function("risk_rules_100_collect_all_interpreter", |b| {
+        b.iter(|| black_box(interpreted.evaluate(black_box(&t.features), &mut hits)))
+    });
     g.bench_function("zen_expression_100_precompiled", |b| {
         b.iter(|| black_box(zen_hits(&mut vm)))
     });
@@ -164,6 +170,7 @@ pub fn evaluate(c: &mut Criterion) {
         RuleSet::compile(DEFAULT_RULES, "default.rules", &s).unwrap(),
         s.clone(),
     );
+    scorer.current().native().expect("native code on this host");
     g.bench_function("rule_scorer_default_set_63_varied_rows", |b| {
         b.iter(|| {
             i = (i + 1) % rows.len();
@@ -173,6 +180,13 @@ pub fn evaluate(c: &mut Criterion) {
     let src = rule_file(&conds);
     g.bench_function("compile_100_rules", |b| {
         b.iter(|| black_box(RuleSet::compile(black_box(&src), "bench.rules", &s).unwrap()))
+    });
+    g.bench_function("compile_100_rules_and_native_code", |b| {
+        b.iter(|| {
+            let set = RuleSet::compile(black_box(&src), "bench.rules", &s).unwrap();
+            set.native().unwrap();
+            black_box(set)
+        })
     });
     g.finish();
 }

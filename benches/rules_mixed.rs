@@ -21,6 +21,9 @@ const ROWS: usize = 10_000;
 pub fn evaluate(c: &mut Criterion) {
     let s = wide_schema();
     let set = RuleSet::compile(RULES, "mixed_100.rules", &s).expect("the mixed set compiles");
+    let interpreted =
+        RuleSet::compile(RULES, "mixed_100.rules", &s).expect("the mixed set compiles");
+    set.native().expect("native code on this host");
     let rows = wide_rows(3, ROWS);
     let zen: Vec<_> = ZEN
         .lines()
@@ -43,8 +46,15 @@ pub fn evaluate(c: &mut Criterion) {
     // The three engines agree on every row before anything is timed.
     let (mut hits, mut hand, mut z) = (Hits::new(), Vec::new(), Vec::new());
     let mut total = 0usize;
+    let mut interp = Hits::new();
     for (f, scope) in rows.iter().zip(&scopes) {
         total += set.evaluate(f, &mut hits).hits;
+        interpreted.evaluate(f, &mut interp);
+        assert_eq!(
+            hits.indices(),
+            interp.indices(),
+            "native and interpreter disagree"
+        );
         hand.clear();
         mixed_100(&slots(f), &mut hand);
         zen_hits(&mut vm, scope, &mut z);
@@ -70,6 +80,12 @@ pub fn evaluate(c: &mut Criterion) {
             black_box(set.evaluate(black_box(&rows[i]), &mut hits))
         })
     });
+    g.bench_function("risk_rules_100_mixed_varied_rows_interpreter", |b| {
+        b.iter(|| {
+            i = (i + 1) % ROWS;
+            black_box(interpreted.evaluate(black_box(&rows[i]), &mut hits))
+        })
+    });
     g.bench_function("hand_written_if_chain_100_mixed", |b| {
         b.iter(|| {
             i = (i + 1) % ROWS;
@@ -87,6 +103,13 @@ pub fn evaluate(c: &mut Criterion) {
     });
     g.bench_function("compile_100_mixed_rules", |b| {
         b.iter(|| black_box(RuleSet::compile(black_box(RULES), "mixed_100.rules", &s).unwrap()))
+    });
+    g.bench_function("compile_100_mixed_rules_and_native_code", |b| {
+        b.iter(|| {
+            let set = RuleSet::compile(black_box(RULES), "mixed_100.rules", &s).unwrap();
+            set.native().unwrap();
+            black_box(set)
+        })
     });
     g.finish();
 }

@@ -344,6 +344,16 @@ impl Branches {
         Ok(Test::Code(a, b))
     }
 
+    /// The arithmetic comparison of a [`Test::Arith`].
+    pub fn arith_at(&self, i: u32) -> Option<ArithCmp> {
+        self.arith.get(i as usize).copied()
+    }
+
+    /// Whether the test of node `n` holds on `x` (hit nodes: true).
+    pub fn test_node(&self, n: &Node, x: &[f32], st: &mut [f32; MAX_STACK]) -> bool {
+        self.test(n, x, st)
+    }
+
     /// Whether the test of node `n` holds on `x`.
     #[inline(always)]
     fn test(&self, n: &Node, x: &[f32], st: &mut [f32; MAX_STACK]) -> bool {

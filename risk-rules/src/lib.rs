@@ -41,13 +41,17 @@
 //! unary `!` and `-`, parentheses. Functions: `abs`, `min`, `max`, `log`, `is_missing`.
 //! Strings compare with categorical fields and must be in the field's vocabulary.
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+// Unsafe code only in `jit` (calling generated code), each block with its SAFETY note.
+#![deny(unsafe_code)]
 
 pub mod branch;
 pub mod checker;
 pub mod compiler;
 pub mod error;
 mod impact;
+#[cfg(feature = "jit")]
+#[allow(unsafe_code)]
+mod jit;
 pub mod lexer;
 pub mod parser;
 mod ruleset;

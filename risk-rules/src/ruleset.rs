@@ -73,6 +73,10 @@ pub struct RuleSet {
     /// Every enabled rule's condition, linked into one program (see [`crate::branch`]).
     branches: Branches,
     start: u32,
+    /// The same program as native code, once [`native`](Self::native) built it (or
+    /// failed: the reason).
+    #[cfg(feature = "jit")]
+    native: std::sync::OnceLock<Result<crate::jit::Native, String>>,
     policy: HitPolicy,
     review_score: f32,
     version: String,
@@ -237,6 +241,8 @@ impl RuleSet {
             shadow_plan,
             branches,
             start: linked.live_start,
+            #[cfg(feature = "jit")]
+            native: std::sync::OnceLock::new(),
             policy: ast.policy,
             review_score: ast.review_score,
             version,
@@ -295,6 +301,37 @@ impl RuleSet {
         self.schema_fingerprint
     }
 
+    /// Compiles the set's program to native code (Cranelift, feature `jit`), once;
+    /// later calls return the first outcome. Until it has run, and where it fails (a host
+    /// Cranelift does not support, or `RISK_RULES_JIT=0`), [`evaluate`](Self::evaluate)
+    /// runs the branch-program interpreter, with the same results. It takes several
+    /// times as long as [`compile`](Self::compile) (BENCHMARKS.md): [`RuleScorer`]
+    /// (crate::RuleScorer) runs it in the background after each swap, so a set serves
+    /// from the moment it is compiled and turns native a few milliseconds later.
+    pub fn native(&self) -> Result<(), String> {
+        #[cfg(feature = "jit")]
+        {
+            let r = self.native.get_or_init(|| {
+                if std::env::var("RISK_RULES_JIT").is_ok_and(|v| v == "0") {
+                    return Err("RISK_RULES_JIT=0".into());
+                }
+                crate::jit::compile(&self.branches, self.start)
+            });
+            r.as_ref().map(|_| ()).map_err(Clone::clone)
+        }
+        #[cfg(not(feature = "jit"))]
+        Err("built without the `jit` feature".into())
+    }
+
+    /// How the set is evaluated now: `"native"` or `"interpreter"`.
+    pub fn backend(&self) -> &'static str {
+        #[cfg(feature = "jit")]
+        if let Some(Ok(_)) = self.native.get() {
+            return "native";
+        }
+        "interpreter"
+    }
+
     /// Number of tests and stack instructions (all rules).
     pub fn code_len(&self) -> usize {
         self.branches.nodes.len() + self.branches.em.code.len()
@@ -304,6 +341,29 @@ impl RuleSet {
     /// Allocates nothing once `hits` has grown to the number of rules.
     #[inline]
     pub fn evaluate(&self, f: &Features, hits: &mut Hits) -> Verdict {
+        #[cfg(feature = "jit")]
+        if let Some(Ok(n)) = self.native.get() {
+            let (live, shadow) = (self.plan.len(), self.shadow_plan.len());
+            let x = f.values();
+            if n.run(
+                &self.branches,
+                x,
+                &mut hits.idx,
+                &mut hits.shadow,
+                live,
+                shadow,
+            )
+            .is_some()
+            {
+                return self.verdict(hits);
+            }
+        }
+        self.evaluate_interpreted(f, hits)
+    }
+
+    /// The same evaluation on the branch-program interpreter (what runs where native
+    /// code is not available; for tests and comparisons).
+    pub fn evaluate_interpreted(&self, f: &Features, hits: &mut Hits) -> Verdict {
         hits.idx.clear();
         hits.shadow.clear();
         self.branches

@@ -75,10 +75,13 @@ pub enum ReloadError {
 }
 
 impl RuleScorer {
-    /// Serves `set` (compiled against `schema`).
+    /// Serves `set` (compiled against `schema`). Its native code is built in the
+    /// background ([`RuleSet::native`]); until then the interpreter serves it.
     pub fn new(set: RuleSet, schema: Arc<FeatureSchema>) -> Self {
+        let set = Arc::new(set);
+        native_in_background(&set);
         Self {
-            current: ArcSwap::from_pointee(set),
+            current: ArcSwap::new(set),
             schema,
             path: None,
             reloads: AtomicU64::new(0),
@@ -113,7 +116,9 @@ impl RuleScorer {
             self.failed(&e);
             return Err(e);
         }
-        let old = self.current.swap(Arc::new(set));
+        let set = Arc::new(set);
+        native_in_background(&set);
+        let old = self.current.swap(set);
         self.reloads.fetch_add(1, Ordering::Relaxed);
         Ok(old)
     }
@@ -184,6 +189,24 @@ impl RuleScorer {
             .ok();
         Watcher { stop, handle }
     }
+}
+
+/// Builds `set`'s native code on a short-lived thread, so that a swap never waits for
+/// code generation (several times the compile time: BENCHMARKS.md). A set dropped first
+/// is not compiled; where no thread can be started the interpreter keeps serving.
+fn native_in_background(set: &Arc<RuleSet>) {
+    if !cfg!(feature = "jit") {
+        return;
+    }
+    let weak = Arc::downgrade(set);
+    let _ = std::thread::Builder::new()
+        .name("risk-rules-jit".into())
+        .spawn(move || {
+            if let Some(s) = weak.upgrade() {
+                // A failure leaves the interpreter serving; the reason is kept in the set.
+                let _ = s.native();
+            }
+        });
 }
 
 /// Handle of a [`RuleScorer::watch`] thread; dropping it stops the thread.

@@ -6,6 +6,7 @@ mod fuzz_regressions;
 mod golden;
 mod lists;
 mod mixed;
+mod programs;
 mod property;
 mod reload;
 mod sets;

@@ -117,6 +117,20 @@ fn evaluation_allocates_nothing() {
     let mut h = Hits::new();
     set.evaluate(&t.features, &mut h); // grows the buffer once
     sc.score(&t).unwrap(); // initialises the thread-local buffer
+                           // The interpreter, then native code (the scorer's set turns native in the
+                           // background; `native()` waits for it).
+    let before = ALLOCS.with(|a| a.get());
+    for _ in 0..1_000 {
+        std::hint::black_box(set.evaluate(&t.features, &mut h));
+    }
+    assert_eq!(set.backend(), "interpreter");
+    assert_eq!(ALLOCS.with(|a| a.get()) - before, 0);
+    set.native().unwrap();
+    sc.current().native().unwrap();
+    assert_eq!(sc.current().backend(), "native");
+    // Native code reserves room for every rule's hit, once per buffer.
+    set.evaluate(&t.features, &mut h);
+    sc.score(&t).unwrap();
     let before = ALLOCS.with(|a| a.get());
     for _ in 0..1_000 {
         std::hint::black_box(set.evaluate(&t.features, &mut h));
