@@ -193,116 +193,32 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
     let goto = |t: u32| -> Block { blocks.get(t as usize).copied().unwrap_or(end) };
     f.ins().jump(goto(start), &[]);
     let trusted = MemFlags::trusted();
+    let env = Env {
+        x,
+        ctx: bctx,
+        cb,
+        len,
+        slow: slow_ref,
+    };
     for (k, n) in b.nodes.iter().enumerate() {
         f.switch_to_block(blocks[k]);
-        let mut load = |f: &mut FunctionBuilder<'_>, s: u32| -> Value {
-            min_len = min_len.max(s as usize + 1);
-            f.ins().load(types::F32, trusted, x, (s * 4) as i32)
-        };
-        let k32 = |f: &mut FunctionBuilder<'_>, v: f32| f.ins().f32const(Ieee32::with_float(v));
-        let cond: Option<Value> = match n.test {
-            Test::Range { slot, lo, hi } => {
-                if lo.is_nan() || hi.is_nan() {
-                    None
-                } else {
-                    let v = load(&mut f, slot);
-                    Some(if lo == hi {
-                        let c = k32(&mut f, lo);
-                        f.ins().fcmp(FloatCC::Equal, v, c)
-                    } else if lo == f32::NEG_INFINITY {
-                        let c = k32(&mut f, hi);
-                        f.ins().fcmp(FloatCC::LessThanOrEqual, v, c)
-                    } else if hi == f32::INFINITY {
-                        let c = k32(&mut f, lo);
-                        f.ins().fcmp(FloatCC::GreaterThanOrEqual, v, c)
-                    } else {
-                        let (a, c) = (k32(&mut f, lo), k32(&mut f, hi));
-                        let ge = f.ins().fcmp(FloatCC::GreaterThanOrEqual, v, a);
-                        let le = f.ins().fcmp(FloatCC::LessThanOrEqual, v, c);
-                        f.ins().band(ge, le)
-                    })
-                }
-            }
-            Test::Ne { slot, k } => {
-                let v = load(&mut f, slot);
-                let c = k32(&mut f, k);
-                Some(f.ins().fcmp(FloatCC::OrderedNotEqual, v, c))
-            }
-            Test::Mask { slot, mask } => {
-                let v = load(&mut f, slot);
-                let i = f.ins().fcvt_to_uint_sat(types::I32, v);
-                let back = f.ins().fcvt_from_uint(types::F32, i);
-                let exact = f.ins().fcmp(FloatCC::Equal, back, v);
-                let small = f.ins().icmp_imm(IntCC::UnsignedLessThan, i, 64);
-                let i64v = f.ins().uextend(types::I64, i);
-                let m = f.ins().iconst(types::I64, mask as i64);
-                let sh = f.ins().ushr(m, i64v);
-                let bit = f.ins().band_imm(sh, 1);
-                let set = f.ins().icmp_imm(IntCC::NotEqual, bit, 0);
-                let a = f.ins().band(exact, small);
-                Some(f.ins().band(a, set))
-            }
-            Test::Pair { a, op, b: c } => {
-                let (va, vb) = (load(&mut f, a), load(&mut f, c));
-                Some(f.ins().fcmp(cc(op), va, vb))
-            }
-            Test::Arith(i) => match b.arith_at(i) {
-                Some(ac) if native_arith(&ac) => {
-                    let mut term = |f: &mut FunctionBuilder<'_>, t: &Term| -> Value {
-                        let mut o = |f: &mut FunctionBuilder<'_>, o: Opd| match o {
-                            Opd::Slot(s) => load(f, s),
-                            Opd::K(v) => f.ins().f32const(Ieee32::with_float(v)),
-                        };
-                        let a = o(f, t.a);
-                        match t.op {
-                            None => a,
-                            Some((op, ob)) => {
-                                let c = o(f, ob);
-                                match op {
-                                    Arith::Add => f.ins().fadd(a, c),
-                                    Arith::Sub => f.ins().fsub(a, c),
-                                    Arith::Mul => f.ins().fmul(a, c),
-                                    _ => {
-                                        let q = f.ins().fdiv(a, c);
-                                        let z = f.ins().f32const(Ieee32::with_float(0.0));
-                                        let nan = f.ins().f32const(Ieee32::with_float(f32::NAN));
-                                        let is0 = f.ins().fcmp(FloatCC::Equal, c, z);
-                                        f.ins().select(is0, nan, q)
-                                    }
-                                }
-                            }
-                        }
-                    };
-                    let l = term(&mut f, &ac.l);
-                    let r = term(&mut f, &ac.r);
-                    Some(f.ins().fcmp(cc(ac.op), l, r))
-                }
-                _ => Some(call_slow(&mut f, slow_ref, cb, bctx, k, x, len)),
-            },
-            Test::Missing(s) => {
-                let v = load(&mut f, s);
-                Some(f.ins().fcmp(FloatCC::Unordered, v, v))
-            }
-            Test::Set { .. } | Test::Cat { .. } | Test::Code(..) => {
-                Some(call_slow(&mut f, slow_ref, cb, bctx, k, x, len))
-            }
-            Test::Hit(rule) | Test::Shadow(rule) => {
-                let (at_count, buf) = if matches!(n.test, Test::Hit(_)) {
-                    (0, out)
-                } else {
-                    (8, sout)
-                };
-                let c = f.ins().stack_load(types::I64, counts, at_count);
-                let off = f.ins().imul_imm(c, 4);
-                let at = f.ins().iadd(buf, off);
-                let r = f.ins().iconst(types::I32, rule as i64);
-                f.ins().store(trusted, r, at, 0);
-                let c1 = f.ins().iadd_imm(c, 1);
-                f.ins().stack_store(c1, counts, at_count);
-                f.ins().jump(goto(n.t), &[]);
-                continue;
-            }
-        };
+        if let Test::Hit(rule) | Test::Shadow(rule) = n.test {
+            let (at_count, buf) = if matches!(n.test, Test::Hit(_)) {
+                (0, out)
+            } else {
+                (8, sout)
+            };
+            let c = f.ins().stack_load(types::I64, counts, at_count);
+            let off = f.ins().imul_imm(c, 4);
+            let at = f.ins().iadd(buf, off);
+            let r = f.ins().iconst(types::I32, rule as i64);
+            f.ins().store(trusted, r, at, 0);
+            let c1 = f.ins().iadd_imm(c, 1);
+            f.ins().stack_store(c1, counts, at_count);
+            f.ins().jump(goto(n.t), &[]);
+            continue;
+        }
+        let cond = emit_test(&mut f, b, k, &env, &mut min_len);
         match cond {
             Some(c) => {
                 f.ins().brif(c, goto(n.t), &[], goto(n.f), &[]);
@@ -339,6 +255,121 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
         entry,
         min_len,
     })
+}
+
+/// The function's arguments a test may use.
+struct Env {
+    x: Value,
+    ctx: Value,
+    cb: Value,
+    len: Value,
+    slow: cranelift_codegen::ir::SigRef,
+}
+
+/// Emits the test of node `k` (not a hit node); `None`: it never holds.
+fn emit_test(
+    f: &mut FunctionBuilder<'_>,
+    b: &Branches,
+    k: usize,
+    e: &Env,
+    min_len: &mut usize,
+) -> Option<Value> {
+    let (x, trusted) = (e.x, MemFlags::trusted());
+    let (slow_ref, cb, bctx, len) = (e.slow, e.cb, e.ctx, e.len);
+    let n = &b.nodes[k];
+    let mut load = |f: &mut FunctionBuilder<'_>, s: u32| -> Value {
+        *min_len = (*min_len).max(s as usize + 1);
+        f.ins().load(types::F32, trusted, x, (s * 4) as i32)
+    };
+    let k32 = |f: &mut FunctionBuilder<'_>, v: f32| f.ins().f32const(Ieee32::with_float(v));
+    match n.test {
+        Test::Range { slot, lo, hi } => {
+            if lo.is_nan() || hi.is_nan() {
+                None
+            } else {
+                let v = load(f, slot);
+                Some(if lo == hi {
+                    let c = k32(f, lo);
+                    f.ins().fcmp(FloatCC::Equal, v, c)
+                } else if lo == f32::NEG_INFINITY {
+                    let c = k32(f, hi);
+                    f.ins().fcmp(FloatCC::LessThanOrEqual, v, c)
+                } else if hi == f32::INFINITY {
+                    let c = k32(f, lo);
+                    f.ins().fcmp(FloatCC::GreaterThanOrEqual, v, c)
+                } else {
+                    let (a, c) = (k32(f, lo), k32(f, hi));
+                    let ge = f.ins().fcmp(FloatCC::GreaterThanOrEqual, v, a);
+                    let le = f.ins().fcmp(FloatCC::LessThanOrEqual, v, c);
+                    f.ins().band(ge, le)
+                })
+            }
+        }
+        Test::Ne { slot, k } => {
+            let v = load(f, slot);
+            let c = k32(f, k);
+            Some(f.ins().fcmp(FloatCC::OrderedNotEqual, v, c))
+        }
+        Test::Mask { slot, mask } => {
+            let v = load(f, slot);
+            let i = f.ins().fcvt_to_uint_sat(types::I32, v);
+            let back = f.ins().fcvt_from_uint(types::F32, i);
+            let exact = f.ins().fcmp(FloatCC::Equal, back, v);
+            let small = f.ins().icmp_imm(IntCC::UnsignedLessThan, i, 64);
+            let i64v = f.ins().uextend(types::I64, i);
+            let m = f.ins().iconst(types::I64, mask as i64);
+            let sh = f.ins().ushr(m, i64v);
+            let bit = f.ins().band_imm(sh, 1);
+            let set = f.ins().icmp_imm(IntCC::NotEqual, bit, 0);
+            let a = f.ins().band(exact, small);
+            Some(f.ins().band(a, set))
+        }
+        Test::Pair { a, op, b: c } => {
+            let (va, vb) = (load(f, a), load(f, c));
+            Some(f.ins().fcmp(cc(op), va, vb))
+        }
+        Test::Arith(i) => match b.arith_at(i) {
+            Some(ac) if native_arith(&ac) => {
+                let mut term = |f: &mut FunctionBuilder<'_>, t: &Term| -> Value {
+                    let mut o = |f: &mut FunctionBuilder<'_>, o: Opd| match o {
+                        Opd::Slot(s) => load(f, s),
+                        Opd::K(v) => f.ins().f32const(Ieee32::with_float(v)),
+                    };
+                    let a = o(f, t.a);
+                    match t.op {
+                        None => a,
+                        Some((op, ob)) => {
+                            let c = o(f, ob);
+                            match op {
+                                Arith::Add => f.ins().fadd(a, c),
+                                Arith::Sub => f.ins().fsub(a, c),
+                                Arith::Mul => f.ins().fmul(a, c),
+                                _ => {
+                                    let q = f.ins().fdiv(a, c);
+                                    let z = f.ins().f32const(Ieee32::with_float(0.0));
+                                    let nan = f.ins().f32const(Ieee32::with_float(f32::NAN));
+                                    let is0 = f.ins().fcmp(FloatCC::Equal, c, z);
+                                    f.ins().select(is0, nan, q)
+                                }
+                            }
+                        }
+                    }
+                };
+                let l = term(f, &ac.l);
+                let r = term(f, &ac.r);
+                Some(f.ins().fcmp(cc(ac.op), l, r))
+            }
+            _ => Some(call_slow(f, slow_ref, cb, bctx, k, x, len)),
+        },
+        Test::Missing(s) => {
+            let v = load(f, s);
+            Some(f.ins().fcmp(FloatCC::Unordered, v, v))
+        }
+        Test::Set { .. } | Test::Cat { .. } | Test::Code(..) => {
+            Some(call_slow(f, slow_ref, cb, bctx, k, x, len))
+        }
+        Test::Hit(_) | Test::Shadow(_) => None,
+    }
 }
 
 /// Whether an arithmetic test compiles natively (`%` calls back).
