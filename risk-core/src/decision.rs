@@ -192,6 +192,8 @@ pub struct Decision {
     pub escalation: Escalation,
     /// The rules that fired (names, in evaluation order; empty when the rule tier failed).
     pub rules_fired: FiredRules,
+    /// Shadow rules that fired (evaluated and recorded; they never shape the decision).
+    pub rules_shadow: FiredRules,
     /// The rule set, models, configuration and schema that produced this decision.
     pub versions: Versions,
     /// When the engine decided, milliseconds since the Unix epoch (by its clock).

@@ -141,6 +141,8 @@ pub struct Score {
     pub directive: Option<Action>,
     /// The rules that fired (rule tier only; empty for models).
     pub fired: FiredRules,
+    /// Shadow rules that fired: recorded, never counted in the score or directive.
+    pub shadow_fired: FiredRules,
     /// The version that produced this score, for scorers whose version changes while
     /// serving (a hot-reloaded rule set); `None`: the version the scorer reported in
     /// [`Scorer::info`] when the engine was built.
@@ -155,6 +157,7 @@ impl Score {
             reasons: Reasons::new(),
             directive: None,
             fired: FiredRules::new(),
+            shadow_fired: FiredRules::new(),
             version: None,
         }
     }

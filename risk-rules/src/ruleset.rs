@@ -77,12 +77,15 @@ pub struct RuleSet {
     /// failed: the reason).
     #[cfg(feature = "jit")]
     native: std::sync::OnceLock<Result<crate::jit::Native, String>>,
+    /// Hits of each shadow rule served through [`RuleScorer`](crate::RuleScorer).
+    shadow_counts: Vec<std::sync::atomic::AtomicU64>,
     policy: HitPolicy,
     review_score: f32,
     version: String,
     file: String,
     schema_fingerprint: u64,
     version_id: VersionId,
+    source: Arc<str>,
 }
 
 /// The rule tier's answer for one transaction.
@@ -235,6 +238,7 @@ impl RuleSet {
             &version,
             risk_core::schema::Fnv::hash(src.as_bytes()),
         );
+        let shadow_counts = (0..rules.len()).map(|_| Default::default()).collect();
         Ok(Self {
             rules,
             plan,
@@ -243,12 +247,14 @@ impl RuleSet {
             start: linked.live_start,
             #[cfg(feature = "jit")]
             native: std::sync::OnceLock::new(),
+            shadow_counts,
             policy: ast.policy,
             review_score: ast.review_score,
             version,
             file: file.to_owned(),
             schema_fingerprint: schema.fingerprint(),
             version_id,
+            source: src.into(),
         })
     }
 
@@ -291,6 +297,11 @@ impl RuleSet {
         self.version_id
     }
 
+    /// The source text it was compiled from.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
     /// The file name it was compiled from.
     pub fn file(&self) -> &str {
         &self.file
@@ -321,6 +332,23 @@ impl RuleSet {
         }
         #[cfg(not(feature = "jit"))]
         Err("built without the `jit` feature".into())
+    }
+
+    /// Counts one hit of shadow rule `i` (the rule tier does, per scored transaction).
+    pub fn count_shadow(&self, i: u32) {
+        if let Some(c) = self.shadow_counts.get(i as usize) {
+            c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Each shadow rule (id) with its hits counted since this set was compiled.
+    pub fn shadow_hits(&self) -> Vec<(&str, u64)> {
+        self.rules
+            .iter()
+            .zip(&self.shadow_counts)
+            .filter(|(r, _)| r.shadow)
+            .map(|(r, c)| (r.id.as_str(), c.load(std::sync::atomic::Ordering::Relaxed)))
+            .collect()
     }
 
     /// How the set is evaluated now: `"native"` or `"interpreter"`.

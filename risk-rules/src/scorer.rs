@@ -5,6 +5,7 @@
 //! built set. A file that fails to compile (or was compiled for another schema) never
 //! replaces the serving set; the error is returned, counted and kept for inspection.
 
+use crate::history::{History, HistoryError, RuleVersion};
 use crate::ruleset::{Hits, LoadError, RuleSet};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -41,6 +42,7 @@ pub struct RuleScorer {
     reloads: AtomicU64,
     failures: AtomicU64,
     last_error: Mutex<Option<String>>,
+    history: Option<History>,
 }
 
 impl std::fmt::Debug for RuleScorer {
@@ -72,6 +74,12 @@ pub enum ReloadError {
     /// The scorer was not created from a file.
     #[error("this rule scorer has no file to reload")]
     NoPath,
+    /// The version history could not be read or has no such version.
+    #[error(transparent)]
+    History(#[from] HistoryError),
+    /// The scorer keeps no version history.
+    #[error("this rule scorer keeps no version history (rules.scorer.history_dir)")]
+    NoHistory,
 }
 
 impl RuleScorer {
@@ -87,6 +95,42 @@ impl RuleScorer {
             reloads: AtomicU64::new(0),
             failures: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            history: None,
+        }
+    }
+
+    /// Keeps every set this scorer serves from now on in `history` (the serving one
+    /// first), so that [`rollback`](Self::rollback) can restore it.
+    pub fn with_history(mut self, history: History) -> Result<Self, HistoryError> {
+        history.record(&self.current.load(), now_ms())?;
+        self.history = Some(history);
+        Ok(self)
+    }
+
+    /// The versions recorded, oldest first (empty without a history).
+    pub fn versions(&self) -> Vec<RuleVersion> {
+        self.history.as_ref().map(History::versions).unwrap_or_default()
+    }
+
+    /// Serves a recorded version again, atomically: `to` is a `version` name (the
+    /// newest with it), a 16-digit hex content hash, or `"previous"` (the one served
+    /// before the current). Its text is recompiled against the serving schema; on any
+    /// error the serving set is unchanged and the error returned (and kept in
+    /// [`stats`](Self::stats)). The rule file on disk is not touched: a later
+    /// [`reload`](Self::reload) serves the file again.
+    pub fn rollback(&self, to: &str) -> Result<Arc<RuleSet>, ReloadError> {
+        let r = (|| {
+            let h = self.history.as_ref().ok_or(ReloadError::NoHistory)?;
+            let (v, text) = h.find(to, self.current.load().version_id().hash())?;
+            let set = RuleSet::compile(&text, &v.file, &self.schema).map_err(LoadError::from)?;
+            Ok(set)
+        })();
+        match r {
+            Ok(set) => self.swap(set),
+            Err(e) => {
+                self.failed(&e);
+                Err(e)
+            }
         }
     }
 
@@ -118,7 +162,14 @@ impl RuleScorer {
         }
         let set = Arc::new(set);
         native_in_background(&set);
-        let old = self.current.swap(set);
+        let old = self.current.swap(Arc::clone(&set));
+        if let Some(h) = &self.history {
+            // The new set serves even if it cannot be recorded (a full disk must not
+            // stop a rule fix); the failure is counted and kept in stats().
+            if let Err(e) = h.record(&set, now_ms()) {
+                self.failed(&ReloadError::History(e));
+            }
+        }
         self.reloads.fetch_add(1, Ordering::Relaxed);
         Ok(old)
     }
@@ -191,6 +242,12 @@ impl RuleScorer {
     }
 }
 
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 /// Builds `set`'s native code on a short-lived thread, so that a swap never waits for
 /// code generation (several times the compile time: BENCHMARKS.md). A set dropped first
 /// is not compiled; where no thread can be started the interpreter keeps serving.
@@ -258,6 +315,10 @@ impl Scorer for RuleScorer {
             let mut top: [(ReasonCode, f32, bool); Reasons::CAPACITY] =
                 [(ReasonCode::UNSET, 0.0, false); Reasons::CAPACITY];
             let mut n = 0;
+            for &i in h.shadow() {
+                s.shadow_fired.push(set.rules()[i as usize].name);
+                set.count_shadow(i);
+            }
             for &i in h.indices() {
                 let r = &set.rules()[i as usize];
                 s.fired.push(r.name);
@@ -292,7 +353,9 @@ impl Scorer for RuleScorer {
 }
 
 /// Builds the `rules` scorer of a `risk.toml` table: `path = "x.rules"` (relative to the
-/// config file), optional `watch_ms` to poll the file for changes. [`register`] uses it;
+/// config file), optional `watch_ms` to poll the file for changes, optional
+/// `history_dir = "rules-history"` (relative to the config file) to keep every served
+/// version for rollback, with `history_keep` versions (default 50). [`register`] uses it;
 /// embedders that also need the [`RuleScorer`] itself (to call `reload`) register their
 /// own factory around it.
 pub fn scorer_from_spec(spec: &risk_core::ScorerSpec) -> Result<Arc<RuleScorer>, ConfigError> {
@@ -303,6 +366,26 @@ pub fn scorer_from_spec(spec: &risk_core::ScorerSpec) -> Result<Arc<RuleScorer>,
             message: e.to_string(),
         }
     })?;
+    let scorer = if spec.table.contains_key("history_dir") {
+        let keep = match spec.f64("history_keep")? {
+            None => 50,
+            Some(k) if k.fract() == 0.0 && (1.0..=crate::history::MAX_KEEP as f64).contains(&k) => {
+                k as usize
+            }
+            Some(_) => {
+                return Err(ConfigError::invalid(
+                    format!("{}.history_keep", spec.key),
+                    format!("must be a whole number from 1 to {}", crate::history::MAX_KEEP),
+                ))
+            }
+        };
+        let key = format!("{}.history_dir", spec.key);
+        History::open(spec.path("history_dir")?, keep)
+            .and_then(|h| scorer.with_history(h))
+            .map_err(|e| ConfigError::invalid(key, e.to_string()))?
+    } else {
+        scorer
+    };
     let scorer = Arc::new(scorer);
     if let Some(ms) = spec.f64("watch_ms")? {
         if !(ms >= 10.0 && ms.is_finite()) {

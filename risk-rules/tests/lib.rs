@@ -4,6 +4,7 @@ mod audit;
 mod default_set;
 mod fuzz_regressions;
 mod golden;
+mod history;
 mod lists;
 mod mixed;
 mod programs;

@@ -166,6 +166,12 @@ pub struct DecisionRecord {
     /// when the log records no features.
     #[prost(float, repeated, tag = "24")]
     pub features: ::prost::alloc::vec::Vec<f32>,
+    /// Shadow rules that fired (evaluated, never counted), in evaluation order (at most 16).
+    #[prost(string, repeated, tag = "25")]
+    pub rules_shadow: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// How many shadow rules fired.
+    #[prost(uint32, tag = "26")]
+    pub rules_shadow_total: u32,
 }
 /// One deep-tier verdict.
 #[derive(Clone, PartialEq, ::prost::Message)]

@@ -117,6 +117,8 @@ pub(crate) fn decision(it: &DecisionItem) -> pb::DecisionRecord {
         model_score: d.model_score,
         rules_fired: d.rules_fired.iter().map(str::to_owned).collect(),
         rules_fired_total: d.rules_fired.total(),
+        rules_shadow: d.rules_shadow.iter().map(str::to_owned).collect(),
+        rules_shadow_total: d.rules_shadow.total(),
         reasons: d
             .reasons
             .iter()
@@ -268,6 +270,8 @@ pub(crate) fn to_json(r: &pb::AuditRecord, layout: Option<&pb::SchemaRecord>) ->
             m.insert("model_score".into(), d.model_score.map_or(Value::Null, num));
             m.insert("rules_fired".into(), json!(d.rules_fired));
             m.insert("rules_fired_total".into(), json!(d.rules_fired_total));
+            m.insert("rules_shadow".into(), json!(d.rules_shadow));
+            m.insert("rules_shadow_total".into(), json!(d.rules_shadow_total));
             let reasons: Vec<Value> = d
                 .reasons
                 .iter()

@@ -536,6 +536,7 @@ impl Inner {
             },
             escalation,
             rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
+            rules_shadow: rules.map(|r| r.shadow_fired).unwrap_or_default(),
             versions,
             decided_at_ms: self.clock.unix_ms(),
             state: crate::decision::StateStatus::Off,
