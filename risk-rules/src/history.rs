@@ -62,7 +62,9 @@ pub enum HistoryError {
         message: String,
     },
     /// No recorded version matches.
-    #[error("no rule version {0:?} in the history (a version name, a 16-digit hash, or \"previous\")")]
+    #[error(
+        "no rule version {0:?} in the history (a version name, a 16-digit hash, or \"previous\")"
+    )]
     Unknown(String),
     /// `keep` is out of range.
     #[error("rule history must keep between 1 and {MAX_KEEP} versions, not {0}")]
@@ -161,7 +163,8 @@ impl History {
             loaded_at_ms: now_ms,
         };
         write_atomic(&self.dir.join(v.name()), set.source().as_bytes())?;
-        let mut next: Vec<RuleVersion> = entries.iter().filter(|e| e.hash != hash).cloned().collect();
+        let mut next: Vec<RuleVersion> =
+            entries.iter().filter(|e| e.hash != hash).cloned().collect();
         let mut dropped: Vec<RuleVersion> =
             entries.iter().filter(|e| e.hash == hash).cloned().collect();
         next.push(v.clone());
@@ -189,13 +192,17 @@ impl History {
             let at = entries.iter().rposition(|e| e.hash == serving);
             at.and_then(|i| i.checked_sub(1)).map(|i| &entries[i])
         } else {
-            let hash = (to.len() == 16).then(|| u64::from_str_radix(to, 16).ok()).flatten();
+            let hash = (to.len() == 16)
+                .then(|| u64::from_str_radix(to, 16).ok())
+                .flatten();
             entries
                 .iter()
                 .rev()
                 .find(|e| e.version == to || Some(e.hash) == hash)
         };
-        let v = found.ok_or_else(|| HistoryError::Unknown(to.to_owned()))?.clone();
+        let v = found
+            .ok_or_else(|| HistoryError::Unknown(to.to_owned()))?
+            .clone();
         let path = self.dir.join(v.name());
         let text = std::fs::read_to_string(&path).map_err(io(&path))?;
         if risk_core::schema::Fnv::hash(text.as_bytes()) != v.hash {

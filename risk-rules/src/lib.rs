@@ -48,6 +48,7 @@ pub mod branch;
 pub mod checker;
 pub mod compiler;
 pub mod error;
+mod explain;
 mod history;
 mod impact;
 #[cfg(feature = "jit")]
@@ -60,6 +61,7 @@ mod scorer;
 pub mod vm;
 
 pub use error::{Details, ErrorKind, RuleError, Span};
+pub use explain::{Explanation, FieldValue, RuleExplanation, Step};
 pub use history::{History, HistoryError, RuleVersion, MAX_KEEP};
 pub use impact::{impact, ImpactExample, ImpactReport, RuleDelta};
 pub use parser::file::{HitPolicy, Outcome};

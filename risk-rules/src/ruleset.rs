@@ -51,6 +51,12 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// Its segment of the linked program (entry, hit node); `None` when it is not
+    /// evaluated or can never hold.
+    pub(crate) fn segment(&self) -> Option<(u32, u32)> {
+        (self.seg.0 != u32::MAX).then_some(self.seg)
+    }
+
     /// The rule's contribution to the rule score when it fires.
     pub fn contribution(&self, review_score: f32) -> f32 {
         match self.outcome {
@@ -332,6 +338,16 @@ impl RuleSet {
         }
         #[cfg(not(feature = "jit"))]
         Err("built without the `jit` feature".into())
+    }
+
+    /// Enabled rules in evaluation order: live, then shadow.
+    pub(crate) fn plan_order(&self) -> Vec<u32> {
+        self.plan.iter().chain(&self.shadow_plan).copied().collect()
+    }
+
+    /// The linked program.
+    pub(crate) fn program(&self) -> &Branches {
+        &self.branches
     }
 
     /// Counts one hit of shadow rule `i` (the rule tier does, per scored transaction).

@@ -109,7 +109,10 @@ impl RuleScorer {
 
     /// The versions recorded, oldest first (empty without a history).
     pub fn versions(&self) -> Vec<RuleVersion> {
-        self.history.as_ref().map(History::versions).unwrap_or_default()
+        self.history
+            .as_ref()
+            .map(History::versions)
+            .unwrap_or_default()
     }
 
     /// Serves a recorded version again, atomically: `to` is a `version` name (the
@@ -375,7 +378,10 @@ pub fn scorer_from_spec(spec: &risk_core::ScorerSpec) -> Result<Arc<RuleScorer>,
             Some(_) => {
                 return Err(ConfigError::invalid(
                     format!("{}.history_keep", spec.key),
-                    format!("must be a whole number from 1 to {}", crate::history::MAX_KEEP),
+                    format!(
+                        "must be a whole number from 1 to {}",
+                        crate::history::MAX_KEEP
+                    ),
                 ))
             }
         };

@@ -71,14 +71,22 @@ fn unknown_or_damaged_versions_leave_the_serving_set() {
     sc.swap(RuleSet::compile(&src("b", 2.0), "a.rules", &schema()).unwrap())
         .unwrap();
     let e = sc.rollback("nope").unwrap_err();
-    assert!(matches!(e, ReloadError::History(HistoryError::Unknown(_))), "{e}");
+    assert!(
+        matches!(e, ReloadError::History(HistoryError::Unknown(_))),
+        "{e}"
+    );
     assert_eq!(sc.current().version(), "b");
     // A recorded text edited on disk no longer matches its hash: refused.
     let a = sc.versions()[0].clone();
-    let path = d.join("h").join(format!("{:06}-{:016x}.rules", a.seq, a.hash));
+    let path = d
+        .join("h")
+        .join(format!("{:06}-{:016x}.rules", a.seq, a.hash));
     std::fs::write(&path, src("a", 999.0)).unwrap();
     let e = sc.rollback("a").unwrap_err();
-    assert!(matches!(e, ReloadError::History(HistoryError::Damaged { .. })), "{e}");
+    assert!(
+        matches!(e, ReloadError::History(HistoryError::Damaged { .. })),
+        "{e}"
+    );
     assert_eq!(sc.current().version(), "b");
     assert_eq!(sc.stats().failures, 2);
     assert!(sc.stats().last_error.unwrap().contains("no longer matches"));
@@ -92,7 +100,10 @@ fn unknown_or_damaged_versions_leave_the_serving_set() {
     std::fs::write(d.join("h").join("index.json"), "{not json").unwrap();
     let e = History::open(d.join("h"), 10).unwrap_err();
     assert!(e.to_string().contains("index.json"), "{e}");
-    assert!(matches!(History::open(d.join("k"), 0), Err(HistoryError::Keep(0))));
+    assert!(matches!(
+        History::open(d.join("k"), 0),
+        Err(HistoryError::Keep(0))
+    ));
 }
 
 #[test]
@@ -113,7 +124,13 @@ fn the_history_is_bounded_and_survives_a_restart() {
     assert_eq!(names, ["v2", "v3", "v4"]);
     let files = std::fs::read_dir(&h)
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "rules"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "rules")
+        })
         .count();
     assert_eq!(files, 3, "files past the bound are deleted");
     drop(sc);

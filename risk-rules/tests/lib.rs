@@ -2,6 +2,7 @@
 
 mod audit;
 mod default_set;
+mod explain;
 mod fuzz_regressions;
 mod golden;
 mod history;
