@@ -37,12 +37,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .take(2)
         .collect();
-    picked.extend(rows.iter().find(|r| {
-        !set.explain(&r.txn.features).rules.iter().any(|x| x.fired)
-    }));
+    picked.extend(
+        rows.iter()
+            .find(|r| !set.explain(&r.txn.features).rules.iter().any(|x| x.fired)),
+    );
     for r in picked {
         let e = set.explain(&r.txn.features);
-        let fired: Vec<&str> = e.rules.iter().filter(|x| x.counted).map(|x| x.id.as_str()).collect();
+        let fired: Vec<&str> = e
+            .rules
+            .iter()
+            .filter(|x| x.counted)
+            .map(|x| x.id.as_str())
+            .collect();
         println!(
             "txn {} ({} {:.2}): rules {} ({}) fired: {:?}",
             r.txn.id.0,

@@ -579,6 +579,42 @@ risk_result risk_engine_drill_report_json(const struct risk_engine *e,
                                           size_t cap,
                                           size_t *len);
 
+// Serves a recorded rule version again, atomically: `to` is a `version` name (the
+// newest with it), a 16-digit hex content hash, or `"previous"`. Needs
+// `rules.scorer.history_dir`. On any error (no history, unknown version, a damaged
+// history, a text that no longer compiles) the serving rules stay and `RISK_ERR_RELOAD`
+// is returned with the reason in `risk_last_error`.
+//
+// # Safety
+// `e` is live; `to` is NUL-terminated.
+risk_result risk_engine_rules_rollback(const struct risk_engine *e, const char *to);
+
+// The rule tier as JSON: the serving set (`file`, `version`, `hash`, `backend`
+// (`native` or `interpreter`), `rules`), `shadow` (each shadow rule's `id` and `hits`
+// since its set was loaded), `versions` (the recorded history, oldest first: `seq`,
+// `version`, `hash`, `file`, `loaded_at_ms`) and reload `stats`. Same `(buf, cap,
+// *len)` protocol as the other `*_json` functions.
+//
+// # Safety
+// `e` is live; `buf` has `cap` writable bytes (or is NULL); `len` is writable.
+risk_result risk_engine_rules_json(const struct risk_engine *e, char *buf, size_t cap, size_t *len);
+
+// Explains the serving rules on `txn` as JSON: `version`, `hash` and per rule, in
+// evaluation order, `id`, `fired`, `counted`, `disabled`, `shadow`, `hard`,
+// `decided_by` (the sub-condition that decided it: `condition` text, `line`, `col`,
+// `holds`, `values` read as `[name, value]` pairs) and every `steps` evaluated. The
+// features are those of `txn` as given (entity state does not fill them here). Same
+// `(buf, cap, *len)` protocol as the other `*_json` functions.
+//
+// # Safety
+// `e` is live; `txn` is valid; `buf` has `cap` writable bytes (or is NULL); `len` is
+// writable.
+risk_result risk_engine_rules_explain(const struct risk_engine *e,
+                                      const struct risk_txn *txn,
+                                      char *buf,
+                                      size_t cap,
+                                      size_t *len);
+
 // Reports transaction `txn_id`'s label: `fraud` true (a chargeback, a confirmed fraud)
 // or false (clears an earlier true), known at `at_ms` (ms since the epoch, not before
 // the transaction). Writes how many label windows it reached to `*out_reached` (may be

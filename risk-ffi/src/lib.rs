@@ -52,6 +52,8 @@ mod deploy;
 mod health;
 // Monitors and drills.
 mod observe;
+// Rule versions, rollback, shadow hits, explain.
+mod rules;
 /// Entity state: labels, lists, snapshots.
 mod state;
 
@@ -82,6 +84,7 @@ pub use observe::{
     risk_engine_drill, risk_engine_drill_report_json, risk_engine_monitor_json,
     risk_engine_monitor_tick,
 };
+pub use rules::{risk_engine_rules_explain, risk_engine_rules_json, risk_engine_rules_rollback};
 pub use state::{
     risk_engine_list_add, risk_engine_list_contains, risk_engine_list_remove,
     risk_engine_lists_reload, risk_engine_report_label, risk_engine_state_json,

@@ -49,12 +49,18 @@ fn explain_names_the_deciding_sub_condition_with_its_values() {
     let d = nh.decided_by.as_ref().unwrap();
     assert_eq!(d.condition, "country in [\"NG\", \"RU\"]");
     assert!(d.holds);
-    assert_eq!(d.values, [("country".to_string(), FieldValue::Category("NG".into()))]);
+    assert_eq!(
+        d.values,
+        [("country".to_string(), FieldValue::Category("NG".into()))]
+    );
 
     // Missing values are shown as such; the shadow rule did not count.
     let w = e.rule("WATCH").unwrap();
     assert!(w.shadow && !w.fired);
-    assert_eq!(w.decided_by.as_ref().unwrap().values[0].1, FieldValue::Missing);
+    assert_eq!(
+        w.decided_by.as_ref().unwrap().values[0].1,
+        FieldValue::Missing
+    );
     let old = e.rule("OLD").unwrap();
     assert!(old.disabled && !old.fired && old.decided_by.is_none());
     // A constant condition fired with nothing to show; it is the first hit here.
@@ -76,7 +82,11 @@ fn explain_agrees_with_evaluate_and_shows_every_step() {
         .collect();
     assert_eq!(
         steps,
-        [("amount > 100", true), ("country == \"NG\"", false), ("velocity >= 5", true)]
+        [
+            ("amount > 100", true),
+            ("country == \"NG\"", false),
+            ("velocity >= 5", true)
+        ]
     );
     assert_eq!(big.decided_by.as_ref().unwrap().condition, "velocity >= 5");
     // Under first_hit only the first live hit counts; the shadow rule fired apart.
@@ -84,8 +94,17 @@ fn explain_agrees_with_evaluate_and_shows_every_step() {
     assert!(e.rule("WATCH").unwrap().fired && !e.rule("WATCH").unwrap().counted);
     let mut h = risk_rules::Hits::new();
     set.evaluate(&f, &mut h);
-    let counted: Vec<&str> = e.rules.iter().filter(|r| r.counted).map(|r| r.id.as_str()).collect();
-    let evaluated: Vec<&str> = h.indices().iter().map(|&i| set.rules()[i as usize].id.as_str()).collect();
+    let counted: Vec<&str> = e
+        .rules
+        .iter()
+        .filter(|r| r.counted)
+        .map(|r| r.id.as_str())
+        .collect();
+    let evaluated: Vec<&str> = h
+        .indices()
+        .iter()
+        .map(|&i| set.rules()[i as usize].id.as_str())
+        .collect();
     assert_eq!(counted, evaluated);
     let json = e.to_json();
     assert!(json.contains("\"decided_by\""), "{json}");

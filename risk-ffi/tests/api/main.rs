@@ -11,6 +11,7 @@ mod json;
 mod metrics;
 mod observe;
 mod reload;
+mod rules;
 mod state;
 mod subscription;
 
