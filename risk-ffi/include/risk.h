@@ -591,7 +591,8 @@ risk_result risk_engine_rules_rollback(const struct risk_engine *e, const char *
 
 // The rule tier as JSON: the serving set (`file`, `version`, `hash`, `backend`
 // (`native` or `interpreter`), `rules`), `shadow` (each shadow rule's `id` and `hits`
-// since its set was loaded), `versions` (the recorded history, oldest first: `seq`,
+// since its set was loaded), `warnings` (the static checks', `file:line:col: warning:
+// ...`), `versions` (the recorded history, oldest first: `seq`,
 // `version`, `hash`, `file`, `loaded_at_ms`) and reload `stats`. Same `(buf, cap,
 // *len)` protocol as the other `*_json` functions.
 //

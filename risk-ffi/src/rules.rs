@@ -49,7 +49,8 @@ pub unsafe extern "C" fn risk_engine_rules_rollback(
 
 /// The rule tier as JSON: the serving set (`file`, `version`, `hash`, `backend`
 /// (`native` or `interpreter`), `rules`), `shadow` (each shadow rule's `id` and `hits`
-/// since its set was loaded), `versions` (the recorded history, oldest first: `seq`,
+/// since its set was loaded), `warnings` (the static checks', `file:line:col: warning:
+/// ...`), `versions` (the recorded history, oldest first: `seq`,
 /// `version`, `hash`, `file`, `loaded_at_ms`) and reload `stats`. Same `(buf, cap,
 /// *len)` protocol as the other `*_json` functions.
 ///
@@ -91,6 +92,7 @@ pub unsafe extern "C" fn risk_engine_rules_json(
                 "backend": set.backend(),
                 "rules": set.rules().len(),
                 "shadow": shadow,
+                "warnings": set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
                 "versions": versions,
                 "stats": {
                     "reloads": st.reloads,

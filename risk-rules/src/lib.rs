@@ -55,6 +55,7 @@ mod impact;
 #[allow(unsafe_code)]
 mod jit;
 pub mod lexer;
+mod lint;
 pub mod parser;
 mod ruleset;
 mod scorer;
@@ -64,6 +65,7 @@ pub use error::{Details, ErrorKind, RuleError, Span};
 pub use explain::{Explanation, FieldValue, RuleExplanation, Step};
 pub use history::{History, HistoryError, RuleVersion, MAX_KEEP};
 pub use impact::{impact, ImpactExample, ImpactReport, RuleDelta};
+pub use lint::{RuleWarning, WarningKind};
 pub use parser::file::{HitPolicy, Outcome};
 pub use ruleset::{
     Expression, Hits, LoadError, Rule, RuleSet, Value, Verdict, MAX_RULES, MAX_SOURCE,

@@ -6,6 +6,7 @@ use crate::checker::{interpret, Scope, TExpr, Ty};
 use crate::compiler::{Emitter, MAX_STACK};
 use crate::error::{ErrorKind, Raw, RuleError, Span};
 use crate::lexer::lex;
+use crate::lint::RuleWarning;
 use crate::parser::file::{parse_file, HitPolicy, Outcome};
 use crate::parser::parse_expr;
 use crate::vm::{run, Op};
@@ -42,12 +43,14 @@ pub struct Rule {
     pub condition: String,
     /// Line of the rule in its file.
     pub line: usize,
+    /// Column of its id.
+    pub col: usize,
     /// The id, interned: what a decision's `rules_fired` holds.
     pub name: ReasonCode,
     /// Its segment of the linked program: entry and hit node (`u32::MAX`: not
     /// evaluated, or a condition that can never hold).
     seg: (u32, u32),
-    texpr: TExpr,
+    pub(crate) texpr: TExpr,
 }
 
 impl Rule {
@@ -92,6 +95,7 @@ pub struct RuleSet {
     schema_fingerprint: u64,
     version_id: VersionId,
     source: Arc<str>,
+    warnings: Vec<RuleWarning>,
 }
 
 /// The rule tier's answer for one transaction.
@@ -216,6 +220,11 @@ impl RuleSet {
                 shadow: r.shadow,
                 condition: src[when.span.start..when.span.end].to_owned(),
                 line: src[..r.id_span.start].matches('\n').count() + 1,
+                col: src[..r.id_span.start]
+                    .rsplit('\n')
+                    .next()
+                    .map_or(0, |l| l.chars().count())
+                    + 1,
                 name: ReasonCode::intern(&r.id),
                 seg: (u32::MAX, u32::MAX),
                 texpr,
@@ -245,6 +254,7 @@ impl RuleSet {
             risk_core::schema::Fnv::hash(src.as_bytes()),
         );
         let shadow_counts = (0..rules.len()).map(|_| Default::default()).collect();
+        let warnings = crate::lint::check(&rules, &order, ast.policy, file, schema);
         Ok(Self {
             rules,
             plan,
@@ -261,6 +271,7 @@ impl RuleSet {
             schema_fingerprint: schema.fingerprint(),
             version_id,
             source: src.into(),
+            warnings,
         })
     }
 
@@ -301,6 +312,12 @@ impl RuleSet {
     /// FNV-1a 64 of its source text.
     pub fn version_id(&self) -> VersionId {
         self.version_id
+    }
+
+    /// The static checks' warnings (rules that can never fire, are redundant or
+    /// duplicate), each with `file:line:col`; the set compiles and serves regardless.
+    pub fn warnings(&self) -> &[RuleWarning] {
+        &self.warnings
     }
 
     /// The source text it was compiled from.

@@ -6,6 +6,7 @@ mod explain;
 mod fuzz_regressions;
 mod golden;
 mod history;
+mod lint;
 mod lists;
 mod mixed;
 mod programs;
