@@ -121,6 +121,25 @@ pub fn impact(
     rep
 }
 
+/// What promoting `set`'s shadow rules to live would change over `txns`: [`impact`] of
+/// the set against itself with every shadow rule live (the rule deltas are the shadow
+/// rules' hits; the transitions their would-be effect on the rule tier's action).
+pub fn shadow_impact(
+    set: &RuleSet,
+    txns: &[Transaction],
+    policy: &Policy,
+    max_examples: usize,
+) -> Result<ImpactReport, crate::RuleError> {
+    let Some(schema) = txns
+        .first()
+        .map(|t| std::sync::Arc::clone(t.features.schema()))
+    else {
+        return Ok(ImpactReport::default());
+    };
+    let live = set.with_shadow_live(&schema)?;
+    Ok(impact(set, &live, txns, policy, max_examples))
+}
+
 impl fmt::Display for ImpactReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(

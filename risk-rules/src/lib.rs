@@ -64,7 +64,7 @@ pub mod vm;
 pub use error::{Details, ErrorKind, RuleError, Span};
 pub use explain::{Explanation, FieldValue, RuleExplanation, Step};
 pub use history::{History, HistoryError, RuleVersion, MAX_KEEP};
-pub use impact::{impact, ImpactExample, ImpactReport, RuleDelta};
+pub use impact::{impact, shadow_impact, ImpactExample, ImpactReport, RuleDelta};
 pub use lint::{RuleWarning, WarningKind};
 pub use parser::file::{HitPolicy, Outcome};
 pub use ruleset::{

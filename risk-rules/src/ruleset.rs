@@ -157,6 +157,21 @@ pub enum LoadError {
 impl RuleSet {
     /// Compiles rule-file text named `file` against `schema`.
     pub fn compile(src: &str, file: &str, schema: &Arc<FeatureSchema>) -> Result<Self, RuleError> {
+        Self::compile_with(src, file, schema, false)
+    }
+
+    /// This set with its shadow rules live: what it would decide if they were
+    /// promoted (for [`shadow_impact`](crate::shadow_impact)).
+    pub fn with_shadow_live(&self, schema: &Arc<FeatureSchema>) -> Result<Self, RuleError> {
+        Self::compile_with(&self.source, &self.file, schema, true)
+    }
+
+    fn compile_with(
+        src: &str,
+        file: &str,
+        schema: &Arc<FeatureSchema>,
+        promote_shadow: bool,
+    ) -> Result<Self, RuleError> {
         let loc = locate(file, src);
         if src.len() > MAX_SOURCE {
             return Err(loc(Raw {
@@ -217,7 +232,7 @@ impl RuleSet {
                 priority: r.priority,
                 enabled: r.enabled,
                 hard: r.hard,
-                shadow: r.shadow,
+                shadow: r.shadow && !promote_shadow,
                 condition: src[when.span.start..when.span.end].to_owned(),
                 line: src[..r.id_span.start].matches('\n').count() + 1,
                 col: src[..r.id_span.start]

@@ -83,3 +83,60 @@ fn records_name_every_rule_that_fired_and_the_set_version_that_ran() {
     assert_eq!(by_rule, expected);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn shadow_hits_and_a_rollback_are_on_the_record() {
+    let dir = std::env::temp_dir().join(format!("risk-rules-audit-shadow-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let s = schema();
+    let v1 = "version \"s-1\"\nrule BIG { when amount > 100 score 0.3 }\n\
+              rule WATCH { when amount > 200 decline hard shadow }\n";
+    let v2 = "version \"s-2\"\nrule BIG { when amount > 100 score 0.6 }\n";
+    let scorer = Arc::new(
+        RuleScorer::new(
+            risk_rules::RuleSet::compile(v1, "s.rules", &s).unwrap(),
+            s.clone(),
+        )
+        .with_history(risk_rules::History::open(dir.join("hist"), 5).unwrap())
+        .unwrap(),
+    );
+    let log = Arc::new(SegmentLog::open(LogOptions::new(dir.join("audit"))).unwrap());
+    let engine = Engine::builder(s.clone())
+        .rules(scorer.clone())
+        .audit_log(log.clone())
+        .build()
+        .unwrap();
+    let rows = generate(&SynthConfig::new(3, 400));
+    let big = |r: &risk_core::synth::Labeled| r.txn.amount > 200.0;
+    let mut shadowed = 0;
+    for r in &rows[..200] {
+        let d = engine.decide(&r.txn).unwrap();
+        let w: Vec<&str> = d.rules_shadow.iter().collect();
+        assert_eq!(w == ["WATCH"], big(r));
+        // The shadow decline never decides.
+        assert!(!(d.action == risk_core::Action::Decline && d.rules_fired.total() == 0));
+        shadowed += usize::from(big(r));
+    }
+    assert!(shadowed > 0);
+    scorer
+        .swap(risk_rules::RuleSet::compile(v2, "s.rules", &s).unwrap())
+        .unwrap();
+    scorer.rollback("s-1").unwrap();
+    for r in &rows[200..] {
+        engine.decide(&r.txn).unwrap();
+    }
+    log.flush(Duration::from_secs(30)).unwrap();
+    let mut with_shadow = 0;
+    for e in log.reader().query(Query::default()).unwrap() {
+        let e = e.unwrap();
+        let d = e.decision().unwrap();
+        assert_eq!(
+            d.versions.as_ref().unwrap().rules.as_ref().unwrap().version,
+            "s-1"
+        );
+        with_shadow += usize::from(d.rules_shadow == ["WATCH"] && d.rules_shadow_total == 1);
+    }
+    assert_eq!(with_shadow, rows.iter().filter(|r| big(r)).count());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -187,3 +187,31 @@ fn shadow_rules_never_count_in_score_or_action() {
         assert_eq!(h.shadow(), &[1, 2]);
     }
 }
+
+#[test]
+fn shadow_impact_reports_the_would_be_effect() {
+    let s = schema();
+    let src = r#"
+        rule LIVE { when amount > 100 score 0.2 }
+        rule WATCH_BLOCK { when amount > 1000 decline hard shadow }
+    "#;
+    let set = RuleSet::compile(src, "shadow.rules", &s).unwrap();
+    let txns: Vec<risk_core::Transaction> = [50.0, 500.0, 5_000.0, 20_000.0]
+        .iter()
+        .map(|&a| {
+            risk_core::Transaction::builder(&s)
+                .amount(a, "USD")
+                .build()
+                .unwrap()
+        })
+        .collect();
+    let rep = risk_rules::shadow_impact(&set, &txns, &risk_core::Policy::default(), 10).unwrap();
+    assert_eq!(rep.transactions, 4);
+    assert_eq!(rep.changed, 2, "{rep}");
+    assert!(rep
+        .examples
+        .iter()
+        .all(|e| e.after.0 == risk_core::Action::Decline));
+    let w = rep.rules.iter().find(|d| d.id == "WATCH_BLOCK").unwrap();
+    assert_eq!((w.serving, w.candidate), (0, 2));
+}
