@@ -344,6 +344,11 @@ impl Branches {
         Ok(Test::Code(a, b))
     }
 
+    /// The categorical pair of a [`Test::Cat`].
+    pub fn pair_at(&self, i: u32) -> Option<&CatPair> {
+        self.pairs.get(i as usize)
+    }
+
     /// The arithmetic comparison of a [`Test::Arith`].
     pub fn arith_at(&self, i: u32) -> Option<ArithCmp> {
         self.arith.get(i as usize).copied()

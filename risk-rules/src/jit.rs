@@ -194,6 +194,7 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
     f.ins().jump(goto(start), &[]);
     let trusted = MemFlags::trusted();
     let env = Env {
+        ptr,
         x,
         ctx: bctx,
         cb,
@@ -259,6 +260,7 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
 
 /// The function's arguments a test may use.
 struct Env {
+    ptr: types::Type,
     x: Value,
     ctx: Value,
     cb: Value,
@@ -365,11 +367,77 @@ fn emit_test(
             let v = load(f, s);
             Some(f.ins().fcmp(FloatCC::Unordered, v, v))
         }
-        Test::Set { .. } | Test::Cat { .. } | Test::Code(..) => {
-            Some(call_slow(f, slow_ref, cb, bctx, k, x, len))
-        }
+        Test::Cat { op, idx } => match b.pair_at(idx) {
+            Some(p) => Some(cat(f, p, op, e, min_len)),
+            None => Some(f.ins().iconst(types::I8, 0)),
+        },
+        Test::Set { .. } | Test::Code(..) => Some(call_slow(f, slow_ref, cb, bctx, k, x, len)),
         Test::Hit(_) | Test::Shadow(_) => None,
     }
+}
+
+/// [`cat_cmp`](crate::checker::cat_cmp) inline: each side's id mapped through its
+/// table into the shared numbering (`None` when missing, fractional, out of range or
+/// outside the vocabulary), then compared. The tables are the pair's own vectors in
+/// [`Branches`], which the [`Native`] code never outlives (both belong to the rule set).
+fn cat(
+    f: &mut FunctionBuilder<'_>,
+    p: &crate::checker::CatPair,
+    op: Cmp,
+    e: &Env,
+    min_len: &mut usize,
+) -> Value {
+    let trusted = MemFlags::trusted();
+    let mut side = |f: &mut FunctionBuilder<'_>, slot: u32, map: &[f32]| -> (Value, Value, Value) {
+        *min_len = (*min_len).max(slot as usize + 1);
+        let v = f.ins().load(types::F32, trusted, e.x, (slot * 4) as i32);
+        let i = f.ins().fcvt_to_uint_sat(types::I32, v);
+        let back = f.ins().fcvt_from_uint(types::F32, i);
+        let exact = f.ins().fcmp(FloatCC::Equal, back, v);
+        let inside = f
+            .ins()
+            .icmp_imm(IntCC::UnsignedLessThan, i, map.len() as i64);
+        let valid = f.ins().band(exact, inside);
+        let zero = f.ins().iconst(types::I32, 0);
+        let at = f.ins().select(valid, i, zero);
+        let at = f.ins().uextend(e.ptr, at);
+        let off = f.ins().imul_imm(at, 4);
+        let base = f.ins().iconst(e.ptr, map.as_ptr() as i64);
+        let addr = f.ins().iadd(base, off);
+        let m = f.ins().load(types::F32, trusted, addr, 0);
+        let z = f.ins().f32const(Ieee32::with_float(0.0));
+        let known = f.ins().fcmp(FloatCC::GreaterThanOrEqual, m, z);
+        let present = f.ins().fcmp(FloatCC::Ordered, v, v);
+        (f.ins().band(valid, known), m, present)
+    };
+    let (ka, ma, pa) = side(f, p.a.0, &p.map_a);
+    let (kb, mb, pb) = side(f, p.b.0, &p.map_b);
+    let ne = op == Cmp::Ne;
+    // Both known: the values compare.
+    let same = f.ins().fcmp(FloatCC::Equal, ma, mb);
+    let both = f.ins().band(ka, kb);
+    let both_r = if ne { f.ins().bnot(same) } else { same };
+    let both_r = f.ins().band(both, both_r);
+    if !ne {
+        return both_r;
+    }
+    // One known, in both vocabularies: surely different.
+    let common = f.ins().f32const(Ieee32::with_float(p.common as f32));
+    let a_common = f.ins().fcmp(FloatCC::LessThan, ma, common);
+    let b_common = f.ins().fcmp(FloatCC::LessThan, mb, common);
+    let nkb = f.ins().bnot(kb);
+    let nka = f.ins().bnot(ka);
+    let only_a = f.ins().band(ka, nkb);
+    let only_a = f.ins().band(only_a, a_common);
+    let only_b = f.ins().band(kb, nka);
+    let only_b = f.ins().band(only_b, b_common);
+    let one = f.ins().bor(only_a, only_b);
+    // A missing side (not merely outside its vocabulary) makes it false.
+    let present = f.ins().band(pa, pb);
+    let one = f.ins().band(one, present);
+    let r = f.ins().bor(both_r, one);
+    // `bnot` flipped every bit of the i8 truth values: keep bit 0.
+    f.ins().band_imm(r, 1)
 }
 
 /// Whether an arithmetic test compiles natively (`%` calls back).
