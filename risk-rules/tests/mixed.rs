@@ -461,6 +461,10 @@ fn mixed_set_has_the_promised_shape() {
             false
         });
     }
+    eprintln!(
+        "mixed set: {or_not} with OR or NOT, {fvf} field-vs-field, {arith} arithmetic, \
+         {lists} with in-lists, {neg_list} with negated lists"
+    );
     assert!(or_not >= 30, "{or_not} rules with OR or NOT");
     assert!(fvf >= 15, "{fvf} rules with a field-vs-field comparison");
     assert!(arith >= 15, "{arith} rules with arithmetic between fields");
