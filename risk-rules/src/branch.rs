@@ -272,7 +272,7 @@ impl Branches {
         Ok(Some(match e {
             TExpr::Cmp(op, a, b) => match (slot(a), num(a), slot(b), num(b)) {
                 (Some(s), _, _, Some(k)) => range(s, *op, k),
-                (_, Some(k), Some(s), _) => range(s, flip(*op), k),
+                (_, Some(k), Some(s), _) => range(s, op.flip(), k),
                 (Some(x), _, Some(y), _) => Test::Pair {
                     a: x,
                     op: *op,
@@ -528,18 +528,6 @@ impl Branches {
         }
     }
 
-    /// Runs the program entered at `entry` over `x`.
-    #[inline]
-    pub fn eval(&self, entry: u32, x: &[f32], st: &mut [f32; MAX_STACK]) -> bool {
-        let mut pc = entry;
-        // An exit is past the end of `nodes`: the lookup that fetches the next node is
-        // also the loop's exit test.
-        while let Some(n) = self.nodes.get(pc as usize) {
-            pc = if self.test(n, x, st) { n.t } else { n.f };
-        }
-        pc == TRUE
-    }
-
     /// In a linked program, runs one rule's segment (entered at `entry`, recorded at
     /// `hit`), listing the nodes evaluated with their outcomes (the last one decided);
     /// returns whether the rule fired.
@@ -580,16 +568,6 @@ fn range(slot: u32, op: Cmp, k: f32) -> Test {
         Cmp::Gt => (k.next_up(), f32::INFINITY),
     };
     Test::Range { slot, lo, hi }
-}
-
-fn flip(op: Cmp) -> Cmp {
-    match op {
-        Cmp::Lt => Cmp::Gt,
-        Cmp::Le => Cmp::Ge,
-        Cmp::Gt => Cmp::Lt,
-        Cmp::Ge => Cmp::Le,
-        o => o,
-    }
 }
 
 /// The slots `e` reads, in order, without repeats.

@@ -144,17 +144,10 @@ fn atom(e: &TExpr) -> Option<(u32, Atom)> {
             Cmp::Ge => Atom::Range(k, f32::INFINITY),
         }
     };
-    let flip = |op: Cmp| match op {
-        Cmp::Lt => Cmp::Gt,
-        Cmp::Le => Cmp::Ge,
-        Cmp::Gt => Cmp::Lt,
-        Cmp::Ge => Cmp::Le,
-        o => o,
-    };
     match e {
         TExpr::Cmp(op, a, b) => match (&**a, &**b) {
             (TExpr::Slot(s), TExpr::Num(k)) if k.is_finite() => Some((s.0, bound(*op, *k))),
-            (TExpr::Num(k), TExpr::Slot(s)) if k.is_finite() => Some((s.0, bound(flip(*op), *k))),
+            (TExpr::Num(k), TExpr::Slot(s)) if k.is_finite() => Some((s.0, bound(op.flip(), *k))),
             _ => None,
         },
         TExpr::In(a, set) => match &**a {

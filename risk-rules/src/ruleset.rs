@@ -354,8 +354,8 @@ impl RuleSet {
     /// later calls return the first outcome. Until it has run, and where it fails (a host
     /// Cranelift does not support, or `RISK_RULES_JIT=0`), [`evaluate`](Self::evaluate)
     /// runs the branch-program interpreter, with the same results. It takes several
-    /// times as long as [`compile`](Self::compile) (BENCHMARKS.md): [`RuleScorer`]
-    /// (crate::RuleScorer) runs it in the background after each swap, so a set serves
+    /// times as long as [`compile`](Self::compile) (BENCHMARKS.md):
+    /// [`RuleScorer`](crate::RuleScorer) runs it in the background after each swap, so a set serves
     /// from the moment it is compiled and turns native a few milliseconds later.
     pub fn native(&self) -> Result<(), String> {
         #[cfg(feature = "jit")]

@@ -54,6 +54,17 @@ pub enum Cmp {
 }
 
 impl Cmp {
+    /// The operator with its operands swapped: `k < x` is `x > k`.
+    pub fn flip(self) -> Cmp {
+        match self {
+            Cmp::Lt => Cmp::Gt,
+            Cmp::Le => Cmp::Ge,
+            Cmp::Gt => Cmp::Lt,
+            Cmp::Ge => Cmp::Le,
+            o => o,
+        }
+    }
+
     /// `a op b` with the missing-value rule: false if either is `NaN`.
     #[inline(always)]
     pub fn apply(self, a: f32, b: f32) -> bool {

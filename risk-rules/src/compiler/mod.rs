@@ -1,13 +1,15 @@
-//! Compiler: typed tree → flat stack program over feature slots.
+//! Compiler: typed tree → flat stack program over feature slots. Rule conditions run as
+//! branch programs ([`crate::branch`]); this stack program serves
+//! [`crate::Expression`] and the leaves a branch program has no typed test for.
 //!
 //! Comparisons of a slot with a constant, and membership of a slot in a constant set,
 //! compile to single fused instructions (the common shape of rule conditions). `&&` and
 //! `||` short-circuit with conditional jumps. The maximum stack depth is computed here and
 //! bounded, so the evaluator runs on a fixed array without allocating.
 
-use crate::checker::{Arith, Cmp, Func, TExpr};
+use crate::checker::{Arith, Func, TExpr};
 use crate::error::{err, ErrorKind, Result, Span};
-use crate::vm::{Atom, Op};
+use crate::vm::Op;
 
 /// Deepest evaluation stack a compiled expression may need.
 pub const MAX_STACK: usize = 64;
@@ -44,45 +46,6 @@ impl Emitter {
         Ok((start as u32, self.code.len() as u32))
     }
 
-    /// If `e` is a conjunction of slot-vs-constant tests, appends its atoms to `out`
-    /// (in source order, so short-circuiting is unchanged) and returns true; otherwise
-    /// leaves `out` as it was and returns false.
-    pub fn atoms(&mut self, e: &TExpr, out: &mut Vec<Atom>) -> bool {
-        let mark = (out.len(), self.sets.len());
-        if self.collect_atoms(e, out) {
-            return true;
-        }
-        out.truncate(mark.0);
-        self.sets.truncate(mark.1);
-        false
-    }
-
-    fn collect_atoms(&mut self, e: &TExpr, out: &mut Vec<Atom>) -> bool {
-        match e {
-            TExpr::And(a, b) => self.collect_atoms(a, out) && self.collect_atoms(b, out),
-            TExpr::Cmp(op, a, b) => match (&**a, &**b) {
-                (TExpr::Slot(s), TExpr::Num(k)) => {
-                    out.push(Atom::cmp(s.0, *op, *k));
-                    true
-                }
-                (TExpr::Num(k), TExpr::Slot(s)) => {
-                    out.push(Atom::cmp(s.0, flip(*op), *k));
-                    true
-                }
-                _ => false,
-            },
-            TExpr::In(a, set) => match &**a {
-                TExpr::Slot(s) => {
-                    let id = self.set(set);
-                    out.push(Atom::In(s.0, id));
-                    true
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-
     fn push(&mut self, op: Op, depth: &mut usize, max: &mut usize, delta: isize) {
         self.code.push(op);
         *depth = (*depth as isize + delta) as usize;
@@ -113,7 +76,7 @@ impl Emitter {
                 (TExpr::Num(k), TExpr::Slot(s)) => self.push(
                     Op::CmpK {
                         slot: s.0,
-                        op: flip(*op),
+                        op: op.flip(),
                         k: *k,
                     },
                     d,
@@ -194,15 +157,5 @@ impl Emitter {
                 self.push(op, d, m, delta);
             }
         }
-    }
-}
-
-fn flip(op: Cmp) -> Cmp {
-    match op {
-        Cmp::Lt => Cmp::Gt,
-        Cmp::Le => Cmp::Ge,
-        Cmp::Gt => Cmp::Lt,
-        Cmp::Ge => Cmp::Le,
-        o => o,
     }
 }

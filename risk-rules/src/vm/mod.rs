@@ -72,65 +72,6 @@ pub enum Op {
     Jump(u32),
 }
 
-/// One test of a conjunction-only condition: a slot against a constant or a set.
-/// Conditions made only of these joined by `&&` (the common shape of rules) run as a
-/// flat loop with early exit instead of through the stack machine.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Atom {
-    /// `slot < k`
-    Lt(u32, f32),
-    /// `slot <= k`
-    Le(u32, f32),
-    /// `slot > k`
-    Gt(u32, f32),
-    /// `slot >= k`
-    Ge(u32, f32),
-    /// `slot == k`
-    Eq(u32, f32),
-    /// `slot != k` (false when missing)
-    Ne(u32, f32),
-    /// `slot in set`
-    In(u32, u32),
-}
-
-impl Atom {
-    /// The atom for `slot op k`.
-    pub fn cmp(slot: u32, op: Cmp, k: f32) -> Self {
-        match op {
-            Cmp::Lt => Atom::Lt(slot, k),
-            Cmp::Le => Atom::Le(slot, k),
-            Cmp::Gt => Atom::Gt(slot, k),
-            Cmp::Ge => Atom::Ge(slot, k),
-            Cmp::Eq => Atom::Eq(slot, k),
-            Cmp::Ne => Atom::Ne(slot, k),
-        }
-    }
-}
-
-/// Whether every atom holds. IEEE comparisons are already false for `NaN` except `!=`,
-/// which checks explicitly.
-#[inline]
-pub fn all_atoms(atoms: &[Atom], sets: &[Box<[f32]>], x: &[f32]) -> bool {
-    for a in atoms {
-        let ok = match *a {
-            Atom::Lt(s, k) => x[s as usize] < k,
-            Atom::Le(s, k) => x[s as usize] <= k,
-            Atom::Gt(s, k) => x[s as usize] > k,
-            Atom::Ge(s, k) => x[s as usize] >= k,
-            Atom::Eq(s, k) => x[s as usize] == k,
-            Atom::Ne(s, k) => {
-                let v = x[s as usize];
-                !v.is_nan() && v != k
-            }
-            Atom::In(s, set) => contains(&sets[set as usize], x[s as usize]),
-        };
-        if !ok {
-            return false;
-        }
-    }
-    true
-}
-
 /// Membership with the missing-value rule; `set` is sorted and normalised (no `-0.0`).
 #[inline(always)]
 pub fn contains(set: &[f32], v: f32) -> bool {
