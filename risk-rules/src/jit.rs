@@ -187,6 +187,13 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
     // The hit counters live in a stack slot, not in SSA variables: a variable defined
     // in hit blocks and read after them would become a parameter of every join block.
     let counts = f.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 16, 3));
+    // Only `x` stays in a register: the other arguments are read from a stack slot where
+    // used (hit nodes, call-backs), so the register allocator does not carry six values
+    // through every block (and around every call).
+    let args = f.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 40, 3));
+    for (v, off) in [(out, 0), (sout, 8), (bctx, 16), (cb, 24), (len, 32)] {
+        f.ins().stack_store(v, args, off);
+    }
     let zero = f.ins().iconst(types::I64, 0);
     f.ins().stack_store(zero, counts, 0);
     f.ins().stack_store(zero, counts, 8);
@@ -196,18 +203,16 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
     let env = Env {
         ptr,
         x,
-        ctx: bctx,
-        cb,
-        len,
+        args,
         slow: slow_ref,
     };
     for (k, n) in b.nodes.iter().enumerate() {
         f.switch_to_block(blocks[k]);
         if let Test::Hit(rule) | Test::Shadow(rule) = n.test {
             let (at_count, buf) = if matches!(n.test, Test::Hit(_)) {
-                (0, out)
+                (0, f.ins().stack_load(ptr, args, 0))
             } else {
-                (8, sout)
+                (8, f.ins().stack_load(ptr, args, 8))
             };
             let c = f.ins().stack_load(types::I64, counts, at_count);
             let off = f.ins().imul_imm(c, 4);
@@ -262,9 +267,8 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
 struct Env {
     ptr: types::Type,
     x: Value,
-    ctx: Value,
-    cb: Value,
-    len: Value,
+    /// `out`, `shadow_out`, `ctx`, `slow`, `len` at offsets 0, 8, 16, 24, 32.
+    args: cranelift_codegen::ir::StackSlot,
     slow: cranelift_codegen::ir::SigRef,
 }
 
@@ -277,7 +281,6 @@ fn emit_test(
     min_len: &mut usize,
 ) -> Option<Value> {
     let (x, trusted) = (e.x, MemFlags::trusted());
-    let (slow_ref, cb, bctx, len) = (e.slow, e.cb, e.ctx, e.len);
     let n = &b.nodes[k];
     let mut load = |f: &mut FunctionBuilder<'_>, s: u32| -> Value {
         *min_len = (*min_len).max(s as usize + 1);
@@ -361,7 +364,7 @@ fn emit_test(
                 let r = term(f, &ac.r);
                 Some(f.ins().fcmp(cc(ac.op), l, r))
             }
-            _ => Some(call_slow(f, slow_ref, cb, bctx, k, x, len)),
+            _ => Some(call_slow(f, e, k)),
         },
         Test::Missing(s) => {
             let v = load(f, s);
@@ -371,7 +374,7 @@ fn emit_test(
             Some(p) => Some(cat(f, p, op, e, min_len)),
             None => Some(f.ins().iconst(types::I8, 0)),
         },
-        Test::Set { .. } | Test::Code(..) => Some(call_slow(f, slow_ref, cb, bctx, k, x, len)),
+        Test::Set { .. } | Test::Code(..) => Some(call_slow(f, e, k)),
         Test::Hit(_) | Test::Shadow(_) => None,
     }
 }
@@ -447,16 +450,11 @@ fn native_arith(a: &ArithCmp) -> bool {
         .all(|t| !matches!(t.op, Some((Arith::Rem, _))))
 }
 
-fn call_slow(
-    f: &mut FunctionBuilder<'_>,
-    sig: cranelift_codegen::ir::SigRef,
-    cb: Value,
-    ctx: Value,
-    node: usize,
-    x: Value,
-    len: Value,
-) -> Value {
+fn call_slow(f: &mut FunctionBuilder<'_>, e: &Env, node: usize) -> Value {
+    let ctx = f.ins().stack_load(e.ptr, e.args, 16);
+    let cb = f.ins().stack_load(e.ptr, e.args, 24);
+    let len = f.ins().stack_load(e.ptr, e.args, 32);
     let n = f.ins().iconst(types::I32, node as i64);
-    let call = f.ins().call_indirect(sig, cb, &[ctx, n, x, len]);
+    let call = f.ins().call_indirect(e.slow, cb, &[ctx, n, e.x, len]);
     f.inst_results(call)[0]
 }
