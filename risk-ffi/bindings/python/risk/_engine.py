@@ -672,10 +672,11 @@ class Subscription(_Handle):
 
 # Imported here, not at the top: the mixins use the helpers defined above.
 from ._observe import ObserveMixin  # noqa: E402
+from ._rules import RulesMixin  # noqa: E402
 from ._state import StateMixin  # noqa: E402
 
 
-class RiskEngine(ObserveMixin, StateMixin, _Handle):
+class RiskEngine(ObserveMixin, StateMixin, RulesMixin, _Handle):
     """An engine built from a ``risk.toml``. Thread-safe: share one across threads.
 
     Besides deciding: :meth:`metrics`, the model lifecycle (:meth:`deploy` ...), the

@@ -297,6 +297,10 @@ _PROTOTYPES = {
     "risk_engine_lists_reload": (risk_result, [risk_engine_p]),
     "risk_engine_state_snapshot": (risk_result, [risk_engine_p, c_char_p]),
     "risk_engine_state_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_rules_json": (risk_result, [risk_engine_p, c_char_p, c_size_t, POINTER(c_size_t)]),
+    "risk_engine_rules_rollback": (risk_result, [risk_engine_p, c_char_p]),
+    "risk_engine_rules_explain": (
+        risk_result, [risk_engine_p, POINTER(risk_txn), c_char_p, c_size_t, POINTER(c_size_t)]),
 }
 
 LIB_NAME = "librisk_ffi.so" if sys.platform.startswith("linux") else (
