@@ -177,6 +177,32 @@ pub fn evaluate(c: &mut Criterion) {
             black_box(risk_core::Scorer::score(&scorer, black_box(&rows[i])).unwrap())
         })
     });
+    // The same with ten shadow rules added: what shadow evaluation and recording cost.
+    let mut shadowed = DEFAULT_RULES.to_owned();
+    for i in 0..10 {
+        shadowed += &format!(
+            "rule S_SHADOW_{i} {{ when amount > {} && txn_count_1h >= {} score 0.1 shadow }}\n",
+            50 * (i + 1),
+            i % 3
+        );
+    }
+    let shadow_scorer = risk_rules::RuleScorer::new(
+        RuleSet::compile(&shadowed, "default+shadow.rules", &s).unwrap(),
+        s.clone(),
+    );
+    shadow_scorer
+        .current()
+        .native()
+        .expect("native code on this host");
+    g.bench_function(
+        "rule_scorer_default_set_63_plus_10_shadow_varied_rows",
+        |b| {
+            b.iter(|| {
+                i = (i + 1) % rows.len();
+                black_box(risk_core::Scorer::score(&shadow_scorer, black_box(&rows[i])).unwrap())
+            })
+        },
+    );
     let src = rule_file(&conds);
     g.bench_function("compile_100_rules", |b| {
         b.iter(|| black_box(RuleSet::compile(black_box(&src), "bench.rules", &s).unwrap()))
