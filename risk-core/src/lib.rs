@@ -43,6 +43,7 @@ pub mod config;
 pub mod decision;
 pub mod deploy;
 mod engine;
+pub mod ensemble;
 pub mod error;
 pub mod metrics;
 pub mod monitor;
@@ -52,6 +53,7 @@ pub mod scorer;
 pub mod state;
 #[cfg(feature = "synth")]
 pub mod synth;
+pub mod text;
 pub mod txn;
 pub mod version;
 
@@ -74,6 +76,7 @@ pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};
 pub use policy::Policy;
 pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
 pub use scorer::{FiredRules, Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
+pub use text::TextFields;
 pub use txn::{Channel, Country, Currency, DeviceId, EntityKey, Transaction, TxnId};
 pub use version::{VersionId, Versions};
 

@@ -8,6 +8,7 @@
 
 use crate::error::DecideError;
 use crate::schema::{FeatureSchema, Features, FieldKind, Fnv};
+use crate::text::TextFields;
 use std::fmt;
 use std::sync::Arc;
 
@@ -215,6 +216,8 @@ pub struct Transaction {
     pub email: u64,
     /// Every feature the tiers read, in schema order.
     pub features: Features,
+    /// Free-text fields (merchant descriptor, user agent, ...), read by text tiers.
+    pub text: TextFields,
 }
 
 impl Transaction {
@@ -235,6 +238,7 @@ impl Transaction {
                 ip: 0,
                 email: 0,
                 features: schema.features(),
+                text: TextFields::new(),
             },
             err: None,
             set: [false; 4],
@@ -292,6 +296,7 @@ impl Transaction {
         self.ip = other.ip;
         self.email = other.email;
         self.features.copy_from(&other.features);
+        self.text.copy_from(&other.text);
     }
 }
 
@@ -395,6 +400,12 @@ impl TransactionBuilder {
             .features
             .set_missing(name)
             .map_err(DecideError::Features);
+        self.keep(r);
+        self
+    }
+    /// A free-text field (see [`TextFields`] for the limits).
+    pub fn text(mut self, name: &str, value: &str) -> Self {
+        let r = self.txn.text.set(name, value);
         self.keep(r);
         self
     }

@@ -57,7 +57,13 @@ struct TxnJson<'a> {
     email: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "key::features")]
     features: Features<'a>,
+    #[serde(default, borrow, deserialize_with = "key::text")]
+    text: Texts<'a>,
 }
+
+/// `text`: free-text field name to string, in document order.
+#[derive(Debug, Default)]
+struct Texts<'a>(Vec<(Cow<'a, str>, Cow<'a, str>)>);
 
 /// `features`: name to value, in document order.
 #[derive(Debug, Default)]
@@ -74,7 +80,7 @@ enum Feature<'a> {
 /// The `deserialize_with` helper of each key of [`TxnJson`]: reads the key's type (into
 /// the field, or `Some` of it) with the key's name in the error.
 mod key {
-    use super::{Cow, Deserializer, Features, Typed};
+    use super::{Cow, Deserializer, Features, Texts, Typed};
 
     macro_rules! keys {
         ($($key:ident: $ty:ty,)*) => {$(
@@ -102,6 +108,7 @@ mod key {
         ip: Cow<'de, str>,
         email: Cow<'de, str>,
         features: Features<'de>,
+        text: Texts<'de>,
     }
 }
 
@@ -225,6 +232,31 @@ impl<'de> Visitor<'de> for Expect<Features<'de>> {
     }
 }
 
+impl<'de> Typed<'de> for Texts<'de> {
+    fn read<D: Deserializer<'de>>(d: D, key: &'static str) -> Result<Self, D::Error> {
+        d.deserialize_map(expect::<Texts<'de>>(key))
+    }
+}
+
+impl<'de> Visitor<'de> for Expect<Texts<'de>> {
+    type Value = Texts<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "an object of text field names to strings for `{}`",
+            self.key
+        )
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut v = Vec::with_capacity(map.size_hint().unwrap_or(0).min(16));
+        while let Some(name) = map.next_key_seed(expect::<Cow<'de, str>>("text"))? {
+            let value = map.next_value_seed(expect::<Cow<'de, str>>("text"))?;
+            v.push((name, value));
+        }
+        Ok(Texts(v))
+    }
+}
+
 /// Reads the value of feature `name`: a number, a string (categorical) or null (missing).
 struct FeatureSeed<'n> {
     name: &'n str,
@@ -311,6 +343,7 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
         ip,
         email,
         features,
+        text: texts,
     } = t;
     let mut names: Vec<&str> = features.0.iter().map(|(k, _)| &**k).collect();
     names.sort_unstable();
@@ -352,6 +385,17 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
     if let Some(x) = email {
         b = b.email(&x);
     }
+    let mut text_names: Vec<&str> = texts.0.iter().map(|(k, _)| &**k).collect();
+    text_names.sort_unstable();
+    if let Some(w) = text_names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(fail(
+            RISK_ERR_JSON,
+            format!("transaction JSON: `text.{}` is given twice", w[0]),
+        ));
+    }
+    for (k, v) in &texts.0 {
+        b = b.text(k, v);
+    }
     for (k, v) in &features.0 {
         b = match v {
             Feature::Number(x) => b.numeric(k, to_f32(k, *x)?),
@@ -364,7 +408,7 @@ pub(crate) fn json_txn(e: &Engine, text: &str) -> Result<Transaction, risk_resul
 
 /// Decides a transaction given as JSON: `{"id", "entity", "timestamp_ms", "amount",
 /// "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email", "features": {name: number | string |
-/// null}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
+/// null}, "text": {name: string}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
 /// only as a feature value, meaning missing). `RISK_ERR_JSON` when the text is not such an
 /// object (the message names the key), `RISK_ERR_TRANSACTION` when the transaction rejects
 /// a value.

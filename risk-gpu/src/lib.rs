@@ -3,6 +3,7 @@
 //! Model backends of **risk**, each implementing [`risk_core::Scorer`]:
 //! - [`trees`]: native XGBoost JSON scoring (branch-free padded layout) with exact TreeSHAP;
 //! - [`onnx`]: any ONNX classifier through ONNX Runtime, with deadline cancellation;
+//! - [`bert`]: the BERT-class text fast tier (candle f32/INT8 or ONNX Runtime), issue [13];
 //! - [`llm`]: the Llama-family deep tier with a shared-prefix KV cache (issue [4]; the prefix
 //!   cache store and prompt templates are here, the model follows);
 //! - [`quant`]: per-layer FP16 / INT8 / AWQ-INT4 plans, AWQ calibrated in Rust, AutoAWQ
@@ -16,6 +17,7 @@
 // prefetch in `trees::shap_table`), one SAFETY comment per block.
 #![deny(unsafe_code)]
 
+pub mod bert;
 pub mod llm;
 pub mod onnx;
 pub mod quant;

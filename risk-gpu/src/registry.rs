@@ -31,15 +31,30 @@
 //! cache_mb = 512
 //! device = "cpu"                   # or "cuda", "cuda:N" (built with --features cuda)
 //!
+//! [fast.scorer]                    # BERT-class text tier (issue [13])
+//! kind = "bert"
+//! model = "models/all-MiniLM-L6-v2"  # config.json, model.safetensors, tokenizer.json
+//! head = "models/text_head.safetensors"  # + text_head.json sidecar (encoder identity)
+//! template = "prompts/bert_text.txt"
+//! max_tokens = 128                  # token budget (default 128)
+//! backend = "candle"                # or "onnx"
+//! precision = "f32"                 # candle: f32 or int8
+//! onnx = "models/minilm.int8.onnx"  # backend "onnx": the exported encoder
+//! sessions = 2                      # onnx: parallel sessions (default 2)
+//! intra_threads = 1                 # onnx: threads per run (default 1)
+//! runtime = "/path/libonnxruntime.so"  # onnx: optional, else ORT_DYLIB_PATH
+//! device = "cpu"                    # candle: or "cuda", "cuda:N"
+//!
 //! [deep.scorer.quant]              # optional precision plan applied at load
 //! "layers.0-7" = "f16"             # f32 f16 bf16 int8 rtn_int4[_g32|_g64|_g128]
 //! "layers.8-27" = "rtn_int4_g64"   # awq_int4 needs a calibrated checkpoint: `model` = the
 //! "layers.28-29" = "f16"           # directory `quant_report --save` wrote
 //! ```
 
+use crate::bert::{BertBackend, BertFiles, BertScorer};
 use crate::llm::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{OnnxConfig, OnnxScorer};
-use crate::quant::QuantPlan;
+use crate::quant::{Precision, QuantPlan};
 use crate::trees::{XgbModel, XgbScorer};
 use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;
@@ -131,7 +146,102 @@ fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
     DeepScorer::load(&files, spec.schema.clone(), opts).map_err(|e| scorer_err(spec, e))
 }
 
-/// Registers `xgboost`, `onnx` and `llm`.
+const BERT_KEYS: [&str; 12] = [
+    "kind",
+    "model",
+    "head",
+    "template",
+    "max_tokens",
+    "backend",
+    "precision",
+    "onnx",
+    "sessions",
+    "intra_threads",
+    "runtime",
+    "device",
+];
+
+fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
+    if let Some(k) = spec.table.keys().find(|k| !BERT_KEYS.contains(&k.as_str())) {
+        return Err(ConfigError::invalid(
+            format!("{}.{k}", spec.key),
+            format!("unknown key (known: {})", BERT_KEYS.join(", ")),
+        ));
+    }
+    let mut files = BertFiles::new(
+        spec.path("model")?,
+        spec.path("head")?,
+        spec.path("template")?,
+    );
+    files.max_tokens = count(spec, "max_tokens", 128)?;
+    let backend = if spec.table.contains_key("backend") {
+        spec.str("backend")?
+    } else {
+        "candle"
+    };
+    let only = |k: &str, b: &str| -> Result<(), ConfigError> {
+        if spec.table.contains_key(k) {
+            return Err(ConfigError::invalid(
+                format!("{}.{k}", spec.key),
+                format!("only for backend = \"{b}\""),
+            ));
+        }
+        Ok(())
+    };
+    files.backend = match backend {
+        "candle" => {
+            for k in ["onnx", "sessions", "intra_threads", "runtime"] {
+                only(k, "onnx")?;
+            }
+            let precision = match spec
+                .table
+                .get("precision")
+                .map(|_| spec.str("precision"))
+                .transpose()?
+            {
+                None | Some("f32") => Precision::F32,
+                Some("int8") => Precision::Int8,
+                Some(o) => {
+                    return Err(ConfigError::invalid(
+                        format!("{}.precision", spec.key),
+                        format!("{o:?} (f32, int8)"),
+                    ))
+                }
+            };
+            if spec.table.contains_key("device") {
+                files.device = spec
+                    .str("device")?
+                    .parse()
+                    .map_err(|e: String| ConfigError::invalid(format!("{}.device", spec.key), e))?;
+            }
+            BertBackend::Candle { precision }
+        }
+        "onnx" => {
+            for k in ["precision", "device"] {
+                only(k, "candle")?;
+            }
+            BertBackend::Onnx {
+                model: spec.path("onnx")?,
+                runtime: if spec.table.contains_key("runtime") {
+                    Some(spec.path("runtime")?)
+                } else {
+                    None
+                },
+                sessions: count(spec, "sessions", 2)?.max(1),
+                intra_threads: count(spec, "intra_threads", 1)?.max(1),
+            }
+        }
+        o => {
+            return Err(ConfigError::invalid(
+                format!("{}.backend", spec.key),
+                format!("{o:?} (candle, onnx)"),
+            ))
+        }
+    };
+    BertScorer::load(&files, spec.schema.clone()).map_err(|e| scorer_err(spec, e))
+}
+
+/// Registers `xgboost`, `onnx`, `bert` and `llm`.
 pub fn register(r: &mut ScorerRegistry) {
     r.register("xgboost", |spec| {
         let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
@@ -161,4 +271,5 @@ pub fn register(r: &mut ScorerRegistry) {
         Ok(Arc::new(scorer))
     });
     r.register("llm", |spec| Ok(Arc::new(llm(spec)?)));
+    r.register("bert", |spec| Ok(Arc::new(bert(spec)?)));
 }

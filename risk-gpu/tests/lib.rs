@@ -1,6 +1,7 @@
 //! Integration tests of the model backends against reference outputs written by
 //! `tools/train_xgboost.py` (xgboost 3.x) and the committed ONNX models.
 
+mod bert;
 mod common;
 mod config_file;
 mod fuzz_seeds;

@@ -400,7 +400,22 @@ impl ScorerRegistry {
         self.kinds.insert(kind.to_owned(), Arc::new(f));
     }
 
-    /// Builds the scorer a spec describes.
+    /// Builds the scorer a spec describes. The kind `ensemble` is built here from its
+    /// `members` (see [`crate::ensemble`]):
+    ///
+    /// ```toml
+    /// [fast.scorer]
+    /// kind = "ensemble"
+    /// [[fast.scorer.members]]
+    /// kind = "xgboost"
+    /// path = "models/xgb_fraud.json"
+    /// weight = 0.6                     # default 1
+    /// [[fast.scorer.members]]
+    /// kind = "bert"
+    /// model = "..."
+    /// weight = 0.4
+    /// calibration = "bert.cal.json"    # optional, risk_core::calibrate JSON
+    /// ```
     pub fn build(&self, spec: &ScorerSpec) -> Result<Arc<dyn Scorer>, ConfigError> {
         let key = format!("{}.kind", spec.key);
         let kind = spec
@@ -408,6 +423,9 @@ impl ScorerRegistry {
             .get("kind")
             .and_then(|k| k.as_str())
             .ok_or_else(|| ConfigError::invalid(&key, "missing string"))?;
+        if kind == "ensemble" {
+            return self.ensemble(spec);
+        }
         let f = self
             .kinds
             .get(kind)
@@ -417,6 +435,88 @@ impl ScorerRegistry {
                 known: self.kinds.keys().cloned().collect::<Vec<_>>().join(", "),
             })?;
         f(spec)
+    }
+}
+
+impl ScorerRegistry {
+    fn ensemble(&self, spec: &ScorerSpec) -> Result<Arc<dyn Scorer>, ConfigError> {
+        if let Some(k) = spec
+            .table
+            .keys()
+            .find(|k| !["kind", "members"].contains(&k.as_str()))
+        {
+            return Err(ConfigError::invalid(
+                format!("{}.{k}", spec.key),
+                "unknown key (known: kind, members)",
+            ));
+        }
+        let list = spec
+            .table
+            .get("members")
+            .and_then(|m| m.as_array())
+            .ok_or_else(|| {
+                ConfigError::invalid(format!("{}.members", spec.key), "missing array of tables")
+            })?;
+        let mut members = Vec::with_capacity(list.len());
+        for (i, m) in list.iter().enumerate() {
+            let key = format!("{}.members[{i}]", spec.key);
+            let mut table = m
+                .as_table()
+                .ok_or_else(|| ConfigError::invalid(&key, "expected a table"))?
+                .clone();
+            if table.get("kind").and_then(|k| k.as_str()) == Some("ensemble") {
+                return Err(ConfigError::invalid(
+                    format!("{key}.kind"),
+                    "an ensemble member cannot be an ensemble",
+                ));
+            }
+            let weight = match table.remove("weight") {
+                None => 1.0,
+                Some(v) => v
+                    .as_float()
+                    .or_else(|| v.as_integer().map(|i| i as f64))
+                    .ok_or_else(|| {
+                        ConfigError::invalid(format!("{key}.weight"), "must be a number")
+                    })?,
+            };
+            let calibration = match table.remove("calibration") {
+                None => None,
+                Some(v) => {
+                    let ckey = format!("{key}.calibration");
+                    let p = v
+                        .as_str()
+                        .ok_or_else(|| ConfigError::invalid(&ckey, "expected a path"))?;
+                    let p = if Path::new(p).is_absolute() {
+                        PathBuf::from(p)
+                    } else {
+                        spec.base_dir.join(p)
+                    };
+                    let text = std::fs::read_to_string(&p).map_err(|e| {
+                        ConfigError::invalid(&ckey, format!("{}: {e}", p.display()))
+                    })?;
+                    Some(
+                        crate::calibrate::Calibration::from_json(&text).map_err(|e| {
+                            ConfigError::invalid(&ckey, format!("{}: {e}", p.display()))
+                        })?,
+                    )
+                }
+            };
+            let member_spec = ScorerSpec {
+                key: key.clone(),
+                table,
+                schema: spec.schema.clone(),
+                base_dir: spec.base_dir.clone(),
+            };
+            let scorer = self.build(&member_spec)?;
+            members.push(crate::ensemble::Member {
+                scorer,
+                weight: weight as f32,
+                calibration,
+            });
+        }
+        let e = crate::ensemble::EnsembleScorer::new(members)
+            .map_err(|m| ConfigError::invalid(format!("{}.members", spec.key), m))?;
+        Ok(Arc::new(e))
     }
 }
 

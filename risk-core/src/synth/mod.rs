@@ -23,6 +23,18 @@
 //!
 //! About 2% of transactions are fraud by default ([`SynthConfig::fraud_rate`]).
 //!
+//! ## Text fields (for text tiers: `Transaction::text`)
+//! Every transaction carries a **`merchant_descriptor`** (statement text: optional
+//! facilitator prefix such as `SQ *`, a name typical of its MCC, a store number, a city);
+//! online ones (e-commerce, in-app) also carry a **`user_agent`** (the card's usual
+//! browser or app) and an **`email_domain`** (the account's provider). The signal is one
+//! trees over the numeric features cannot see: fraud rows use a cash-out merchant
+//! descriptor (gift cards, crypto top-ups, money transfer) 35% of the time against 0.6%
+//! for legitimate ones, and online fraud comes from an automation / emulator / stale user
+//! agent 40% of the time (1% legitimately) and from a disposable e-mail domain 40% of the
+//! time (1.5%). Text is drawn from its own random stream, so every other value is what it
+//! was before text existed.
+//!
 //! ## Features (see [`schema`])
 //! The generator emits **raw** transactions ([`generate_raw`]): typed fields (card,
 //! merchant terminal, device, time, amount, country, channel) and the context a caller
@@ -37,9 +49,11 @@
 //! `NaN`.
 
 mod rng;
+mod text;
 mod wide;
 
 pub use rng::Rng;
+pub use text::{EMAIL_DOMAIN, MERCHANT_DESCRIPTOR, USER_AGENT};
 pub use wide::{wide_rows, wide_schema, DEVICE_OS, WIDE_NUMERIC};
 
 use crate::schema::FeatureSchema;
@@ -580,11 +594,22 @@ fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled
                 "high_risk_country",
                 HIGH_RISK_COUNTRIES.contains(&country) as u8 as f32,
             );
-        let b = if device_new.is_nan() {
+        let mut b = if device_new.is_nan() {
             b
         } else {
             b.numeric("device_new", device_new)
         };
+        for (name, value) in text::text_fields(&text::TextInput {
+            seed: cfg.seed,
+            row: i as u64,
+            card: e.card as u64,
+            merchant: e.merchant,
+            mcc: e.mcc,
+            channel: e.channel,
+            scenario: e.scenario,
+        }) {
+            b = b.text(name, &value);
+        }
         let txn = b.build().expect("generated transactions are valid");
         out.push(Labeled {
             txn,

@@ -16,6 +16,7 @@
 //!
 //! Placeholders: `amount`, `currency`, `mcc`, `country`, `channel`, `f:<schema field>`
 //! (numbers printed compactly, categories as their value, missing as `unknown`),
+//! `t:<text field>` (the transaction's free-text field, `unknown` when not set),
 //! `history` (the `[history]` line once per recent transaction, newest first; nothing
 //! when there is none) and, in the history line only, `ago`. Unknown placeholders and
 //! unknown fields are errors at parse time, with the line.
@@ -43,6 +44,7 @@ enum Part {
     Country,
     Channel,
     Field(Slot),
+    TextField(String),
     History,
     Ago,
 }
@@ -83,6 +85,10 @@ fn parse_parts(
             "channel" => Part::Channel,
             "history" if !in_history => Part::History,
             "ago" if in_history => Part::Ago,
+            n if n.starts_with("t:") => {
+                risk_core::TextFields::check_name(&n[2..]).map_err(|e| err(e.to_string()))?;
+                Part::TextField(n[2..].to_owned())
+            }
             n if n.starts_with("f:") => Part::Field(
                 schema
                     .slot(&n[2..])
@@ -161,6 +167,40 @@ impl PromptTemplate {
         })
     }
 
+    /// Parses a template without sections: the whole text is the per-transaction part
+    /// (no system prompt, no history). The BERT fast tier renders its input with this.
+    pub fn parse_body(
+        text: &str,
+        schema: std::sync::Arc<FeatureSchema>,
+    ) -> Result<Self, TemplateError> {
+        let body = text.trim_end_matches('\n');
+        if body.trim().is_empty() {
+            return Err(TemplateError {
+                line: 1,
+                message: "empty template".into(),
+            });
+        }
+        let transaction = parse_parts(body, 1, &schema, false)?;
+        if transaction.contains(&Part::History) {
+            return Err(TemplateError {
+                line: 1,
+                message: "{{history}} needs a [history] section (a sectioned template)".into(),
+            });
+        }
+        Ok(Self {
+            system: String::new(),
+            transaction,
+            history: Vec::new(),
+            schema,
+        })
+    }
+
+    /// Renders the per-transaction part into `out` (cleared first), reusing its buffer.
+    pub fn render_into(&self, t: &Transaction, history: &[Transaction], out: &mut String) {
+        out.clear();
+        self.render_parts(&self.transaction, t, None, history, out);
+    }
+
     /// The system prompt (the cached prefix).
     pub fn system(&self) -> &str {
         &self.system
@@ -199,6 +239,7 @@ impl PromptTemplate {
                 Part::Country => out.push_str(t.country.as_str()),
                 Part::Channel => out.push_str(t.channel.as_str()),
                 Part::Field(s) => self.field(t, *s, out),
+                Part::TextField(name) => out.push_str(t.text.get(name).unwrap_or("unknown")),
                 Part::Ago => {
                     let mins = ago.unwrap_or(0).max(0) / 60_000;
                     let _ = match mins {

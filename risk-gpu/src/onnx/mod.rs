@@ -11,7 +11,7 @@
 //! With `--features cuda`, the CUDA execution provider is registered when available; if
 //! not, the session runs on the CPU and [`OnnxScorer::placement`] says why.
 
-mod watchdog;
+pub(crate) mod watchdog;
 
 use ort::session::{RunOptions, Session};
 use ort::value::{TensorElementType, TensorRef, ValueType};
@@ -87,7 +87,7 @@ impl OnnxConfig {
     }
 }
 
-fn environment(
+pub(crate) fn environment(
     runtime: Option<&Path>,
 ) -> Result<&'static ort::environment::Environment, OnnxError> {
     static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
@@ -147,7 +147,7 @@ impl std::fmt::Debug for OnnxScorer {
     }
 }
 
-fn builder(
+pub(crate) fn builder(
     env: &ort::environment::Environment,
     threads: usize,
 ) -> Result<(ort::session::builder::SessionBuilder, String), String> {

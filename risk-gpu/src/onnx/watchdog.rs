@@ -25,12 +25,12 @@ struct Shared {
 }
 
 /// The watchdog (one thread per scorer).
-pub(super) struct Watchdog {
+pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
 
 /// Disarms on drop.
-pub(super) struct Armed<'a> {
+pub(crate) struct Armed<'a> {
     dog: &'a Watchdog,
     key: Entry,
 }
@@ -42,7 +42,7 @@ impl Drop for Armed<'_> {
 }
 
 impl Watchdog {
-    pub(super) fn start() -> std::io::Result<Self> {
+    pub(crate) fn start() -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -54,7 +54,7 @@ impl Watchdog {
         Ok(Self { shared })
     }
 
-    pub(super) fn arm(&self, opts: Arc<RunOptions>, budget: Duration) -> Armed<'_> {
+    pub(crate) fn arm(&self, opts: Arc<RunOptions>, budget: Duration) -> Armed<'_> {
         let deadline = Instant::now()
             .checked_add(budget)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400 * 365));
