@@ -287,3 +287,143 @@ impl Scorer for EnsembleScorer {
             .find_map(|(m, _, _)| m.scorer.schema_fingerprint())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ConstantScorer, ScorerRegistry, ScorerSpec};
+    use crate::schema::FeatureSchema;
+
+    struct Fails(ScoreError);
+    impl Scorer for Fails {
+        fn info(&self) -> ScorerInfo {
+            ScorerInfo::new("fails", "1", Latency::Unbounded)
+        }
+        fn score(&self, _: &Transaction) -> Result<Score, ScoreError> {
+            Err(self.0.clone())
+        }
+    }
+    struct Panics;
+    impl Scorer for Panics {
+        fn info(&self) -> ScorerInfo {
+            ScorerInfo::new("panics", "1", Latency::Unbounded)
+        }
+        fn score(&self, _: &Transaction) -> Result<Score, ScoreError> {
+            panic!("member bug")
+        }
+    }
+
+    fn schema() -> Arc<FeatureSchema> {
+        FeatureSchema::builder().numeric("amount").build().unwrap()
+    }
+
+    fn txn() -> Transaction {
+        Transaction::builder(&schema())
+            .amount(5.0, "USD")
+            .build()
+            .unwrap()
+    }
+
+    fn c(p: f32) -> Arc<dyn Scorer> {
+        Arc::new(ConstantScorer::new(p))
+    }
+
+    #[test]
+    fn weighted_average_of_calibrated_members() {
+        let e =
+            EnsembleScorer::new(vec![Member::new(c(0.2), 3.0), Member::new(c(0.6), 1.0)]).unwrap();
+        let p = e.score(&txn()).unwrap().probability;
+        assert!((p - 0.3).abs() < 1e-6, "{p}");
+        assert_eq!(e.info().latency, Latency::Bounded);
+        let cal = crate::calibrate::Calibration::Platt { a: 2.0, b: -0.5 };
+        let want = (cal.apply(0.6) + 0.2 * 3.0) / 4.0;
+        let e = EnsembleScorer::new(vec![
+            Member::new(c(0.2), 3.0),
+            Member::new(c(0.6), 1.0).calibrated(cal),
+        ])
+        .unwrap();
+        assert!((e.score(&txn()).unwrap().probability - want).abs() < 1e-6);
+        assert!(EnsembleScorer::new(vec![]).is_err());
+        assert!(EnsembleScorer::new(vec![Member::new(c(0.2), f32::NAN)]).is_err());
+        assert!(EnsembleScorer::new(vec![Member::new(c(0.2), 0.0)]).is_err());
+    }
+
+    #[test]
+    fn failing_members_are_dropped_and_counted() {
+        let e = EnsembleScorer::new(vec![
+            Member::new(Arc::new(Fails(ScoreError::Failed("down".into()))), 5.0),
+            Member::new(Arc::new(Panics), 5.0),
+            Member::new(Arc::new(Fails(ScoreError::Cancelled)), 5.0),
+            Member::new(c(f32::NAN), 5.0),
+            Member::new(c(0.4), 1.0),
+        ])
+        .unwrap();
+        for _ in 0..3 {
+            let p = e
+                .score_within(&txn(), Duration::from_secs(60))
+                .unwrap()
+                .probability;
+            assert_eq!(p, 0.4, "only the healthy member counts");
+        }
+        let s = e.stats();
+        let by = |n: &str| {
+            s.iter().filter(|m| m.name == n).fold((0, 0, 0), |a, m| {
+                (a.0 + m.error, a.1 + m.timeout, a.2 + m.panic)
+            })
+        };
+        // Bounded members (constants) run first.
+        assert_eq!(s[0].name, "constant");
+        assert_eq!(by("fails"), (3, 3, 0));
+        assert_eq!(by("panics"), (0, 0, 3));
+        assert_eq!(s.iter().map(|m| m.invalid).sum::<u64>(), 3);
+        assert_eq!(s.iter().map(|m| m.scored).sum::<u64>(), 3);
+        // Every member down: the tier fails (and the rules decide).
+        let all = EnsembleScorer::new(vec![
+            Member::new(Arc::new(Fails(ScoreError::Failed("down".into()))), 1.0),
+            Member::new(Arc::new(Panics), 1.0),
+        ])
+        .unwrap();
+        let err = all.score(&txn()).unwrap_err();
+        assert!(
+            err.to_string().contains("every ensemble member failed"),
+            "{err}"
+        );
+        // No budget left: every member is dropped as a timeout.
+        let e = EnsembleScorer::new(vec![Member::new(c(0.4), 1.0)]).unwrap();
+        assert!(e.score_within(&txn(), Duration::ZERO).is_err());
+        assert_eq!(e.stats()[0].timeout, 1);
+    }
+
+    #[test]
+    fn config_builds_an_ensemble() {
+        let reg = ScorerRegistry::default();
+        let spec = |text: &str| ScorerSpec {
+            key: "fast.scorer".into(),
+            table: text.parse::<toml::Table>().unwrap(),
+            schema: schema(),
+            base_dir: std::env::temp_dir(),
+        };
+        let s = reg
+            .build(&spec(
+                "kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\nweight = 1\n[[members]]\nkind = \"constant\"\nprobability = 0.5\nweight = 3.0\n",
+            ))
+            .unwrap();
+        assert!((s.score(&txn()).unwrap().probability - 0.4).abs() < 1e-6);
+        assert!(
+            s.info().version.contains("constant=0.1@1+constant=0.5@3"),
+            "{}",
+            s.info().version
+        );
+        for (bad, what) in [
+            ("kind = \"ensemble\"\n", "members"),
+            ("kind = \"ensemble\"\nmembers = []\n", "1 to 8"),
+            ("kind = \"ensemble\"\n[[members]]\nkind = \"ensemble\"\n", "cannot be an ensemble"),
+            ("kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\nweight = \"x\"\n", "weight"),
+            ("kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\ncalibration = \"nope.json\"\n", "nope.json"),
+            ("kind = \"ensemble\"\nextra = 1\n[[members]]\nkind = \"constant\"\nprobability = 0.1\n", "unknown key"),
+        ] {
+            let e = reg.build(&spec(bad)).err().unwrap_or_else(|| panic!("{bad} built"));
+            assert!(e.to_string().contains(what), "{bad}: {e}");
+        }
+    }
+}
