@@ -4,6 +4,7 @@
 use criterion::{criterion_group, criterion_main};
 
 mod audit;
+mod bert;
 mod deploy;
 mod engine;
 mod ffi;
@@ -48,4 +49,9 @@ criterion_group!(
     config = engine::config();
     targets = state::redis
 );
-criterion_main!(benches, deep, audit, lifecycle, state, state_redis);
+criterion_group!(
+    name = text;
+    config = engine::config();
+    targets = bert::encode, bert::decide
+);
+criterion_main!(benches, deep, audit, lifecycle, state, state_redis, text);

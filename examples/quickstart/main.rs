@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example quickstart            # 100k transactions
 //! cargo run --release --example quickstart -- 20000   # fewer
+//! cargo run --release --example quickstart -- --bert  # fast tier XGBoost + BERT (2k rows)
 //! ```
 //!
 //! Tiers:
@@ -27,6 +28,7 @@
 //! model deployed through gate → shadow → canary → promote, a wrong model refused at the
 //! gate, and a model that degrades on live traffic rolled back automatically.
 
+mod bert;
 mod lifecycle;
 
 use risk_core::audit::{LogOptions, Query, SegmentLog};
@@ -44,11 +46,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let with_bert = std::env::args().skip(1).any(|a| a == "--bert");
     let n: usize = std::env::args()
-        .nth(1)
+        .skip(1)
+        .find(|a| a != "--bert")
         .map(|a| a.parse())
         .transpose()?
-        .unwrap_or(100_000);
+        .unwrap_or(if with_bert {
+            bert::DEFAULT_ROWS
+        } else {
+            100_000
+        });
     let schema = schema();
 
     // ----- data and stand-in models -----
@@ -82,6 +90,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         xgb.ensemble().max_depth(),
         t.elapsed()
     );
+    let text = if with_bert {
+        Some(bert::fast_tier(&schema, fast.clone())?)
+    } else {
+        None
+    };
+    let fast: Arc<dyn Scorer> = match &text {
+        Some((ens, _)) => ens.clone(),
+        None => fast,
+    };
     let (deep, llm, deep_cfg) = deep_tier(&schema, &train)?;
 
     // ----- the engine, embedded defaults -----
@@ -101,7 +118,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/quickstart-audit");
     let _ = std::fs::remove_dir_all(&audit_dir);
     let audit = Arc::new(SegmentLog::open(LogOptions::new(&audit_dir))?);
-    let engine = Engine::builder(schema.clone())
+    let mut builder = Engine::builder(schema.clone());
+    if with_bert {
+        builder = builder.fast_deadline(bert::DEADLINE);
+    }
+    let engine = builder
         .rules(rules.clone())
         .fast(fast.clone())
         .deep(deep.clone())
@@ -238,6 +259,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             esc,
             reasons.join(" ")
         );
+    }
+
+    if let Some((ens, b)) = &text {
+        bert::report(ens, b);
+        return Ok(());
     }
 
     // ----- the deep tier up close -----

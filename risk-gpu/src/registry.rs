@@ -36,7 +36,7 @@
 //! model = "models/all-MiniLM-L6-v2"  # config.json, model.safetensors, tokenizer.json
 //! head = "models/text_head.safetensors"  # + text_head.json sidecar (encoder identity)
 //! template = "prompts/bert_text.txt"
-//! max_tokens = 128                  # token budget (default 128)
+//! max_tokens = 64                   # token budget (default 64)
 //! backend = "candle"                # or "onnx"
 //! precision = "f32"                 # candle: f32 or int8
 //! onnx = "models/minilm.int8.onnx"  # backend "onnx": the exported encoder
@@ -173,7 +173,7 @@ fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
         spec.path("head")?,
         spec.path("template")?,
     );
-    files.max_tokens = count(spec, "max_tokens", 128)?;
+    files.max_tokens = count(spec, "max_tokens", files.max_tokens)?;
     let backend = if spec.table.contains_key("backend") {
         spec.str("backend")?
     } else {

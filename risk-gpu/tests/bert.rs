@@ -477,3 +477,69 @@ fn a_slow_encoder_stops_at_the_budget() {
     assert_eq!(*seen.lock().unwrap(), (0..6).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_engine_deadline_holds_with_a_slow_encoder() {
+    use risk_core::{CircuitConfig, ConstantScorer, Engine, FallbackCause, PoolConfig};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let dir = tmp("engine");
+    let s = schema();
+    let armed = Arc::new(AtomicBool::new(false));
+    let (release, wait) = std::sync::mpsc::channel::<()>();
+    let wait = Mutex::new(wait);
+    let armed2 = armed.clone();
+    // Once armed, the encoder blocks before its first layer until the test releases it.
+    let hook = Arc::new(move |layer: usize| {
+        if layer == 0 && armed2.load(Ordering::SeqCst) {
+            let _ = wait.lock().unwrap().recv();
+        }
+    });
+    let bert = Arc::new(
+        BertScorer::load(
+            &files(
+                &dir,
+                BertBackend::Candle {
+                    precision: Precision::F32,
+                },
+            ),
+            s.clone(),
+        )
+        .unwrap()
+        .with_layer_hook(hook),
+    );
+    let engine = Engine::builder(s.clone())
+        .rules(Arc::new(ConstantScorer::new(0.2)))
+        .fast(bert.clone())
+        .fast_deadline(Duration::from_millis(50))
+        .pool_config(PoolConfig {
+            fast_workers: 1,
+            spin: Duration::ZERO,
+            async_workers: 1,
+            ..Default::default()
+        })
+        .circuit(CircuitConfig {
+            min_calls: 1_000,
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let rows = risk_core::synth::generate(&risk_core::synth::SynthConfig::new(4, 3));
+    armed.store(true, Ordering::SeqCst);
+    let d = engine.decide(&rows[1].txn).unwrap();
+    assert_eq!(d.fallback, Some(FallbackCause::Timeout));
+    // Released after the deadline, the run stops before its first layer instead of
+    // finishing unread, and frees the worker.
+    armed.store(false, Ordering::SeqCst);
+    release.send(()).unwrap();
+    let start = Instant::now();
+    while bert.stats().stopped == 0 || engine.metrics().fast_workers_busy > 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the late run did not stop"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(bert.stats().stopped, 1);
+    assert_eq!(bert.stats().scored, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}

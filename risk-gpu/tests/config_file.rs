@@ -25,3 +25,46 @@ fn the_example_config_builds_a_working_engine() {
     }
     assert!(fast > 300, "{fast}");
 }
+
+/// `examples/risk.toml` with its `[fast.scorer]` table replaced by `fast`.
+fn with_fast(fast: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/risk.toml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let start = text.find("[fast.scorer]").unwrap();
+    let end = start + text[start..].find("\n[thresholds]").unwrap();
+    format!("{}{fast}\n{}", &text[..start], &text[end..])
+}
+
+#[test]
+fn risk_toml_names_a_bert_tier_alone_or_in_an_ensemble() {
+    let mut reg = ScorerRegistry::default();
+    risk_rules::register(&mut reg);
+    risk_gpu::register(&mut reg);
+    let model = crate::bert::minilm();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let bert = format!(
+        "kind = \"bert\"\nmodel = {:?}\nhead = \"../testdata/bert/text_head.safetensors\"\ntemplate = \"../risk-gpu/prompts/bert_text.txt\"\nmax_tokens = 96\n",
+        model.display().to_string()
+    );
+    let alone = with_fast(&format!("[fast.scorer]\n{bert}"));
+    let ensemble = with_fast(&format!(
+        "[fast.scorer]\nkind = \"ensemble\"\n[[fast.scorer.members]]\nkind = \"xgboost\"\npath = \"../testdata/models/xgb_fraud.json\"\nweight = 0.5\n[[fast.scorer.members]]\n{bert}weight = 0.5\nprecision = \"int8\"\n"
+    ));
+    let origin = root.join("examples/risk.toml");
+    let rows = generate(&SynthConfig::new(3, 20));
+    for (text, name) in [(&alone, "bert:"), (&ensemble, "ensemble")] {
+        let e = Engine::from_toml_str(text, &root.join("examples"), &origin, &reg)
+            .unwrap_or_else(|err| panic!("{err}"));
+        let fast = e.versions().fast.unwrap();
+        assert!(fast.name().starts_with(name), "{fast}");
+        let d = e.decide(&rows[0].txn).unwrap();
+        assert!(d.model_score.is_some() || d.fallback.is_some());
+    }
+    // Typed errors name the key.
+    let bad = with_fast(&format!("[fast.scorer]\n{bert}precision = \"int4\"\n"));
+    let err = Engine::from_toml_str(&bad, &root.join("examples"), &origin, &reg).unwrap_err();
+    assert!(err.to_string().contains("fast.scorer.precision"), "{err}");
+    let bad = with_fast(&format!("[fast.scorer]\n{bert}sessions = 2\n"));
+    let err = Engine::from_toml_str(&bad, &root.join("examples"), &origin, &reg).unwrap_err();
+    assert!(err.to_string().contains("only for backend"), "{err}");
+}

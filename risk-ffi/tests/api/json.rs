@@ -54,6 +54,8 @@ fn every_key_is_read() {
         r#"{"amount": 1, "currency": "U\u0053D", "features": {}}"#,
         r#"{"amount": 1, "currency": "USD", "features": {"hour": null, "segment": "\u0061"}}"#,
         r#"{"amount": 1, "currency": "USD", "features": {"hour": -3, "segment": null}}"#,
+        r#"{"amount": 1, "currency": "USD", "text": {"merchant_descriptor": "SQ *JOES PIZZA", "memo": ""}}"#,
+        r#"{"amount": 1, "currency": "USD", "text": {}}"#,
         " \n{\"amount\": 1.5e1, \"currency\": \"USD\"}\t",
     ] {
         let (r, _) = decide_json(e, ok);
@@ -85,6 +87,28 @@ fn unknown_and_repeated_keys_are_refused() {
         r#"{"amount": 1, "currency": "USD", "features": {"hour": 1, "hour": 2}}"#,
         "features.hour",
     );
+    check_key(
+        e,
+        r#"{"amount": 1, "currency": "USD", "text": {"memo": "a", "memo": "b"}}"#,
+        "text.memo",
+    );
+    // Text fields the transaction rejects (bad name, control character, too long).
+    for (bad, what) in [
+        (r#""text": {"Memo": "a"}"#, "Memo"),
+        (r#""text": {"memo": "a\nb"}"#, "control character"),
+    ] {
+        check(
+            e,
+            &format!(r#"{{"amount": 1, "currency": "USD", {bad}}}"#),
+            RISK_ERR_TRANSACTION,
+            what,
+        );
+    }
+    let long = format!(
+        r#"{{"amount": 1, "currency": "USD", "text": {{"memo": "{}"}}}}"#,
+        "x".repeat(5000)
+    );
+    check(e, &long, RISK_ERR_TRANSACTION, "at most 4096");
     // A feature the schema does not have is the transaction's error, named.
     check(
         e,
@@ -125,6 +149,9 @@ fn wrong_types_are_refused_naming_the_key() {
         (r#""features": {"hour": [1]}"#, "features.hour"),
         (r#""features": {"hour": true}"#, "features.hour"),
         (r#""features": {"segment": {}}"#, "features.segment"),
+        (r#""text": []"#, "text"),
+        (r#""text": {"memo": 1}"#, "text"),
+        (r#""text": {"memo": null}"#, "text"),
     ] {
         check_key(e, &format!("{{{base}, {extra}}}"), key);
     }

@@ -103,7 +103,7 @@ impl Weights {
     fn dense(&self, name: &str, out: usize, inp: usize, p: Precision) -> Result<Dense, BertError> {
         let w = self.get(&format!("{name}.weight"), &[out, inp])?;
         Ok(Dense {
-            w: QLinear::quantize(name, &w, p)?,
+            w: QLinear::quantize(name, &w, p)?.with_dynamic_int8(),
             b: self.get(&format!("{name}.bias"), &[out])?,
         })
     }
@@ -111,8 +111,10 @@ impl Weights {
 
 impl BertEncoder {
     /// Loads `model.safetensors` for `config`, storing every linear layer at
-    /// `precision` (`F32` or `Int8`; embeddings and norms stay f32). The file's size
-    /// is checked against the configuration before it is read.
+    /// `precision` (`F32` or `Int8`; embeddings and norms stay f32). INT8 layers on the
+    /// CPU are dynamic: activations are quantized per token and multiplied in integers
+    /// ([`crate::quant::int8_gemm`]). The file's size is checked against the
+    /// configuration before it is read.
     pub fn load(
         config: BertConfig,
         weights: &Path,
@@ -167,7 +169,8 @@ impl BertEncoder {
             let qkv_b = Tensor::cat(&[&qb, &kb, &vb], 0).map_err(terr)?;
             layers.push(Layer {
                 qkv: Dense {
-                    w: QLinear::quantize(&format!("{att}.qkv"), &qkv, precision)?,
+                    w: QLinear::quantize(&format!("{att}.qkv"), &qkv, precision)?
+                        .with_dynamic_int8(),
                     b: qkv_b,
                 },
                 out: w.dense(&format!("{p}.attention.output.dense"), h, h, precision)?,

@@ -17,6 +17,7 @@ pub mod awq;
 pub mod checkpoint;
 pub mod eval;
 pub mod format;
+pub mod int8_gemm;
 pub mod linear;
 pub mod plan;
 
