@@ -111,46 +111,49 @@ pub fn matmul(x: &[f32], n: usize, w: &WideInt8, simd: bool) -> Vec<f32> {
     let (qx, sx) = quantize_rows(x, n, w.inp, w.pad);
     let rows = sx.len();
     let simd = simd && avx2();
-    // Transposed result: each block of output channels is a contiguous chunk.
-    let mut yt = vec![0f32; w.out * rows];
-    yt.par_chunks_mut(BLOCK * rows)
+    // Rows are split into one chunk per thread (at most 64 rows, a multiple of the
+    // tile): each chunk writes its own rows of `y`, and inside it every block of output
+    // channels (its widened weights stay in L1/L2) is used by all of the chunk's tiles.
+    let threads = rayon::current_num_threads().max(1);
+    let per = rows.div_ceil(threads).div_ceil(TM).clamp(1, 64 / TM) * TM;
+    let mut y = vec![0f32; rows * w.out];
+    y.par_chunks_mut(per * w.out)
         .enumerate()
-        .for_each(|(b, chunk)| {
-            let o0 = b * BLOCK;
-            let outs = chunk.len() / rows;
-            for t0 in (0..rows).step_by(TM) {
-                let mut o = 0;
-                while o < outs {
-                    let pair = (outs - o).min(2);
-                    let mut acc = [[0i32; 2]; TM];
-                    let wr = |j: usize| &w.w[(o0 + o + j.min(pair - 1)) * w.pad..][..w.pad];
-                    let xr = |i: usize| &qx[(t0 + i) * w.pad..][..w.pad];
-                    if simd {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: AVX2 was detected at run time (`avx2()`); every row slice
-                        // is `pad` long, a multiple of 16 `i16`s, as the kernel reads.
-                        unsafe {
-                            tile_avx2([xr(0), xr(1), xr(2), xr(3)], [wr(0), wr(1)], &mut acc)
-                        };
-                    } else {
-                        tile_scalar([xr(0), xr(1), xr(2), xr(3)], [wr(0), wr(1)], &mut acc);
-                    }
-                    for j in 0..pair {
-                        let sw = w.scales[o0 + o + j];
-                        for (i, a) in acc.iter().enumerate() {
-                            chunk[(o + j) * rows + t0 + i] = a[j] as f32 * sx[t0 + i] * sw;
+        .for_each(|(c, ychunk)| {
+            let r0 = c * per;
+            let nr = ychunk.len() / w.out;
+            for o0 in (0..w.out).step_by(BLOCK) {
+                let o1 = (o0 + BLOCK).min(w.out);
+                for t0 in (0..nr).step_by(TM) {
+                    let xr = |i: usize| &qx[(r0 + t0 + i) * w.pad..][..w.pad];
+                    let mut o = o0;
+                    while o < o1 {
+                        let pair = (o1 - o).min(2);
+                        let wr = |j: usize| &w.w[(o + j.min(pair - 1)) * w.pad..][..w.pad];
+                        let mut acc = [[0i32; 2]; TM];
+                        if simd {
+                            #[cfg(target_arch = "x86_64")]
+                            // SAFETY: AVX2 was detected at run time (`avx2()`); every row
+                            // slice is `pad` long, a multiple of 16 `i16`s, as the kernel reads.
+                            unsafe {
+                                tile_avx2([xr(0), xr(1), xr(2), xr(3)], [wr(0), wr(1)], &mut acc)
+                            };
+                        } else {
+                            tile_scalar([xr(0), xr(1), xr(2), xr(3)], [wr(0), wr(1)], &mut acc);
                         }
+                        for (i, a) in acc.iter().enumerate() {
+                            let sx_i = sx[r0 + t0 + i];
+                            let yrow = &mut ychunk[(t0 + i) * w.out..][..w.out];
+                            for j in 0..pair {
+                                yrow[o + j] = a[j] as f32 * sx_i * w.scales[o + j];
+                            }
+                        }
+                        o += pair;
                     }
-                    o += pair;
                 }
             }
         });
-    let mut y = vec![0f32; n * w.out];
-    for (o, col) in yt.chunks_exact(rows).enumerate() {
-        for (t, v) in col.iter().take(n).enumerate() {
-            y[t * w.out + o] = *v;
-        }
-    }
+    y.truncate(n * w.out);
     y
 }
 
