@@ -34,7 +34,13 @@ pub fn fast_tier(
         root.join("risk-gpu/prompts/bert_text.txt"),
     );
     let bert = Arc::new(BertScorer::load(&files, schema.clone())?);
-    let ens = EnsembleScorer::new(vec![Member::new(xgb, 0.5), Member::new(bert.clone(), 0.5)])?;
+    let cal = Calibration::from_json(&std::fs::read_to_string(
+        root.join("testdata/bert/text_head.cal.json"),
+    )?)?;
+    let ens = EnsembleScorer::new(vec![
+        Member::new(xgb, 0.95),
+        Member::new(bert.clone(), 0.05).calibrated(cal),
+    ])?;
     println!(
         "fast tier (--bert): ensemble {} loaded in {:.2?}, deadline {:?}",
         ens.info().version,
