@@ -337,7 +337,7 @@ risk_result risk_engine_shutdown(const struct risk_engine *e,
 
 // Decides a transaction given as JSON: `{"id", "entity", "timestamp_ms", "amount",
 // "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email", "features": {name: number | string |
-// null}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
+// null}, "text": {name: string}}` (`amount` and `currency` required; unknown or repeated keys rejected; `null`
 // only as a feature value, meaning missing). `RISK_ERR_JSON` when the text is not such an
 // object (the message names the key), `RISK_ERR_TRANSACTION` when the transaction rejects
 // a value.

@@ -101,6 +101,21 @@ def test_decide_json(shared_engine):
         assert d.entity == 5
 
 
+def test_decide_json_carries_text_fields(shared_engine):
+    # Free-text fields (for a BERT text tier) travel in the JSON document's "text" object.
+    doc = {"id": 10, "amount": 12.5, "currency": "GBP",
+           "text": {"merchant_descriptor": "SQ *JOES PIZZA", "email_domain": "gmail.com"}}
+    assert_sane(shared_engine.decide_json(doc), 10)
+    for bad, what in (({"Memo": "x"}, "Memo"), ({"memo": "a\nb"}, "control character"),
+                      ({"memo": "x" * 5000}, "at most 4096")):
+        with pytest.raises(risk.RiskError) as ei:
+            shared_engine.decide_json({"amount": 1, "currency": "USD", "text": bad})
+        assert ei.value.code == 5 and what in str(ei.value), str(ei.value)
+    with pytest.raises(risk.RiskError) as ei:
+        shared_engine.decide_json({"amount": 1, "currency": "USD", "text": {"memo": 1}})
+    assert "`text`" in str(ei.value)
+
+
 def test_json_and_struct_paths_agree(shared_engine):
     t = base_txn(11)
     a = shared_engine.decide(t)
