@@ -8,13 +8,12 @@
 
 use super::BertError;
 use crate::onnx::watchdog::Watchdog;
-use ort::session::{RunOptions, Session};
+use ort::session::Session;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 use parking_lot::Mutex;
 use risk_core::ScoreError;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// What the ONNX encoder returns for a batch.
@@ -153,24 +152,21 @@ impl OrtEncoder {
             let types_t = TensorRef::from_array_view(([b, t], &types[..])).map_err(fail)?;
             inputs.push(("token_type_ids".into(), types_t.into()));
         }
-        let opts = match budget {
-            Some(_) => Some(Arc::new(RunOptions::new().map_err(fail)?)),
-            None => None,
-        };
-        let _armed = match (&opts, budget) {
-            (Some(o), Some(d)) => Some(self.watchdog.arm(Arc::clone(o), d)),
-            _ => None,
-        };
         let mut session = crate::onnx::pick_session(&self.sessions, &self.next);
-        let result = match &opts {
-            None => session.run(inputs),
-            Some(o) => session.run_with_options(inputs, &**o),
-        };
-        let out = match result {
-            Ok(o) => o,
-            Err(e) if e.to_string().contains("terminate") => return Err(ScoreError::Cancelled),
-            Err(e) => return Err(fail(e)),
-        };
+        self.watchdog
+            .run_within(&mut session, inputs, budget, |out| {
+                self.read(out, b, t, hidden)
+            })
+    }
+
+    fn read(
+        &self,
+        out: &ort::session::SessionOutputs<'_>,
+        b: usize,
+        t: usize,
+        hidden: usize,
+    ) -> Result<EncoderOutput, ScoreError> {
+        let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
         let v = out
             .get(&self.output)
             .ok_or_else(|| ScoreError::Failed(format!("output {:?} missing", self.output)))?;

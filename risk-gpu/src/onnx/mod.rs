@@ -13,13 +13,13 @@
 
 pub(crate) mod watchdog;
 
-use ort::session::{RunOptions, Session};
+use ort::session::Session;
 use ort::value::{TensorElementType, TensorRef, ValueType};
 use parking_lot::Mutex;
 use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 use watchdog::Watchdog;
 
@@ -345,24 +345,16 @@ impl OnnxScorer {
         let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
         let tensor = TensorRef::from_array_view(([rows, self.slots.len()], data)).map_err(fail)?;
         let inputs = ort::inputs![self.input.as_str() => tensor];
-        // Only a bounded run needs its own RunOptions (to be terminated).
-        let opts = match budget {
-            Some(_) => Some(Arc::new(RunOptions::new().map_err(fail)?)),
-            None => None,
-        };
-        let _armed = match (&opts, budget) {
-            (Some(o), Some(b)) => Some(self.watchdog.arm(Arc::clone(o), b)),
-            _ => None,
-        };
-        let result = match &opts {
-            None => session.run(inputs),
-            Some(o) => session.run_with_options(inputs, &**o),
-        };
-        let out = match result {
-            Ok(o) => o,
-            Err(e) if e.to_string().contains("terminate") => return Err(ScoreError::Cancelled),
-            Err(e) => return Err(fail(e)),
-        };
+        self.watchdog
+            .run_within(session, inputs, budget, |out| self.read_probs(out, rows))
+    }
+
+    fn read_probs(
+        &self,
+        out: &ort::session::SessionOutputs<'_>,
+        rows: usize,
+    ) -> Result<Vec<f32>, ScoreError> {
+        let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
         let v = out
             .get(&self.output)
             .ok_or_else(|| ScoreError::Failed(format!("output {:?} missing", self.output)))?;

@@ -98,3 +98,43 @@ fn run(s: &Shared) {
         }
     }
 }
+
+/// The inputs of one run, by name (what `ort::inputs![name => value, ...]` builds).
+pub(crate) type Inputs<'i, 'v> = Vec<(
+    std::borrow::Cow<'i, str>,
+    ort::session::SessionInputValue<'v>,
+)>;
+
+impl Watchdog {
+    /// Runs `session` on `inputs`; with a `budget`, the run is terminated when it passes
+    /// ([`risk_core::ScoreError::Cancelled`]). `read` takes what it needs from the
+    /// outputs (they borrow the run's options, so they cannot outlive this call).
+    pub(crate) fn run_within<T>(
+        &self,
+        session: &mut ort::session::Session,
+        inputs: Inputs<'_, '_>,
+        budget: Option<Duration>,
+        read: impl FnOnce(&ort::session::SessionOutputs<'_>) -> Result<T, risk_core::ScoreError>,
+    ) -> Result<T, risk_core::ScoreError> {
+        use risk_core::ScoreError;
+        let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
+        // Only a bounded run needs its own RunOptions (to be terminated).
+        let opts = match budget {
+            Some(_) => Some(Arc::new(RunOptions::new().map_err(fail)?)),
+            None => None,
+        };
+        let _armed = match (&opts, budget) {
+            (Some(o), Some(b)) => Some(self.arm(Arc::clone(o), b)),
+            _ => None,
+        };
+        let result = match &opts {
+            None => session.run(inputs),
+            Some(o) => session.run_with_options(inputs, &**o),
+        };
+        match result {
+            Ok(out) => read(&out),
+            Err(e) if e.to_string().contains("terminate") => Err(ScoreError::Cancelled),
+            Err(e) => Err(fail(e)),
+        }
+    }
+}
