@@ -6,15 +6,12 @@ from __future__ import annotations
 import ctypes
 import json
 import math
-import numbers
-import operator
 import os
 import threading
 import time
 import weakref
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from . import _ffi as F
 
@@ -37,21 +34,6 @@ __all__ = [
     "version",
 ]
 
-TXN_FIELDS = (
-    "id",
-    "entity",
-    "timestamp_ms",
-    "amount",
-    "currency",
-    "mcc",
-    "country",
-    "channel",
-    "device",
-    "merchant",
-    "ip",
-    "email",
-    "features",
-)
 
 FRAME_COLUMNS = [
     "txn",
@@ -68,9 +50,6 @@ FRAME_COLUMNS = [
     "reasons",
 ]
 
-_U64_MAX = (1 << 64) - 1
-_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
-_U32_MAX = (1 << 32) - 1
 
 # Transactions per risk_engine_decide_batch call (see RiskEngine.decide_batch).
 DEFAULT_BATCH_SIZE = 64
@@ -85,459 +64,39 @@ DEPLOY_TARGETS = ("rules", "fast", "deep", "policy")
 _DEPLOY_STATUS_CAP = 4096
 
 
-# ----- errors -----
-
-
-class RiskError(Exception):
-    """A failure reported by the library (or caught before calling it, with the code the
-    library would use). ``code`` is the ``risk_result`` number, ``name`` its C name
-    (``"RISK_ERR_TRANSACTION"``), ``message`` the text of ``risk_last_error()``."""
-
-    def __init__(self, code: int, message: str = ""):
-        self.code = int(code)
-        self.name = F.RESULT_NAMES.get(self.code, f"RISK_ERR_UNKNOWN_{self.code}")
-        self.message = message or F.RESULT_DESCRIPTIONS.get(self.code, "unknown error")
-        super().__init__(self.code, self.message)
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.code}): {self.message}"
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.code}, {self.message!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, RiskError)
-            and (self.code, self.message) == (other.code, other.message)
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.code, self.message))
-
-    def __reduce__(self):
-        return (type(self), (self.code, self.message))
-
-
-class RiskTypeError(RiskError, TypeError):
-    """An argument of the wrong Python type (code ``RISK_ERR_INVALID``); also a TypeError."""
-
-    def __init__(self, message: str, code: int = F.RISK_ERR_INVALID):
-        super().__init__(code, message)
-
-    def __reduce__(self):
-        return (type(self), (self.message, self.code))
-
-
-class RiskValueError(RiskError, ValueError):
-    """An argument out of range for its C type; also a ValueError."""
-
-    def __init__(self, message: str, code: int = F.RISK_ERR_INVALID):
-        super().__init__(code, message)
-
-    def __reduce__(self):
-        return (type(self), (self.message, self.code))
-
-
-class AuditError(RiskError):
-    """``RISK_ERR_AUDIT`` (14): the audit log failed: a flush timed out, the log is closed
-    (the engine was shut down), or a write failed; ``message`` says which. A RiskError
-    like any other (``except RiskError`` catches it too)."""
-
-    def __init__(self, code: int = F.RISK_ERR_AUDIT, message: str = ""):
-        super().__init__(code, message)
-
-
-class DeployError(RiskError):
-    """``RISK_ERR_DEPLOY`` (15): a deploy, promote or rollback was refused; ``message`` says
-    why (the validation gate and which check, the candidate failed to load or warm up, a
-    schema mismatch, a deploy of the target already in progress, nothing to promote or roll
-    back to). What serves is unchanged: a refused candidate never serves. A RiskError like
-    any other (``except RiskError`` catches it too)."""
-
-    def __init__(self, code: int = F.RISK_ERR_DEPLOY, message: str = ""):
-        super().__init__(code, message)
-
-
-class StateError(RiskError):
-    """``RISK_ERR_STATE`` (16): entity state refused the call; ``message`` says why (a
-    label for an unknown or evicted transaction, or dated before it, or with no label
-    feature; an unknown list or a value that cannot be one of its keys; a bad list file,
-    named with its line; a snapshot that could not be written; an engine without a
-    ``[state]`` section). A RiskError like any other (``except RiskError`` catches it too)."""
-
-    def __init__(self, code: int = F.RISK_ERR_STATE, message: str = ""):
-        super().__init__(code, message)
-
-
-# Codes raised as a RiskError subclass (every other code is a plain RiskError).
-_ERROR_CLASSES: dict[int, type] = {
-    F.RISK_ERR_AUDIT: AuditError,
-    F.RISK_ERR_DEPLOY: DeployError,
-    F.RISK_ERR_STATE: StateError,
-}
-
-
-def _error(code: int, message: str = "") -> RiskError:
-    """The exception for ``code``: its subclass where it has one, else RiskError."""
-    return _ERROR_CLASSES.get(code, RiskError)(code, message)
-
-
-def _last_error(code: int) -> RiskError:
-    """The error for ``code`` with the calling thread's last message (read at once: it is
-    valid only until this thread's next call into the library)."""
-    raw = F.lib().risk_last_error()
-    msg = raw.decode("utf-8", "replace") if raw else ""
-    return _error(code, msg)
-
-
-def _check(code: int) -> None:
-    if code != F.RISK_OK:
-        raise _last_error(code)
-
-
-# ----- argument conversion -----
-
-
-def _c_str(value: Any, what: str, *, path: bool = False) -> bytes:
-    """A str as NUL-terminated UTF-8 for a ``const char *`` argument.
-
-    Lone surrogates are passed through as the (invalid) bytes they stand for, so the
-    library itself reports ``RISK_ERR_UTF8``; an embedded NUL would silently cut the
-    string in C, so it is refused here."""
-    if path and isinstance(value, os.PathLike):
-        value = os.fspath(value)
-    if isinstance(value, str):
-        try:
-            b = value.encode("utf-8")
-        except UnicodeEncodeError:
-            # Paths from os.fsdecode carry undecodable bytes as surrogateescape.
-            try:
-                b = value.encode("utf-8", "surrogateescape" if path else "surrogatepass")
-            except UnicodeEncodeError:
-                b = value.encode("utf-8", "surrogatepass")
-    elif path and isinstance(value, bytes):
-        b = value
-    else:
-        raise RiskTypeError(f"{what} must be a str, not {type(value).__name__}")
-    if b"\0" in b:
-        raise RiskValueError(f"{what} contains a NUL character")
-    return b
-
-
-def _c_buf(value: Any, what: str) -> bytes:
-    """str or bytes-like for a ``(const uint8_t *, size_t)`` argument (no NUL needed)."""
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass")
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    raise RiskTypeError(f"{what} must be str or bytes, not {type(value).__name__}")
-
-
-def _is_missing(v: Any) -> bool:
-    if v is None:
-        return True
-    if isinstance(v, float) and math.isnan(v):
-        return True
-    # pandas.NA / NaT and numpy NaN, without importing pandas.
-    try:
-        return bool(v != v)
-    except (TypeError, ValueError):
-        return type(v).__name__ in ("NAType", "NaTType")
-
-
-def _int(v: Any, what: str, lo: int, hi: int, *, lenient_float: bool = False) -> int:
-    if isinstance(v, bool):
-        raise RiskTypeError(f"{what} must be an integer, not bool")
-    try:
-        i = operator.index(v)
-    except TypeError:
-        if lenient_float and isinstance(v, numbers.Real) and float(v).is_integer():
-            i = int(v)
-        else:
-            raise RiskTypeError(f"{what} must be an integer, not {type(v).__name__}") from None
-    if not lo <= i <= hi:
-        raise RiskValueError(f"{what} {i} is out of range [{lo}, {hi}]")
-    return i
-
-
-def _float(v: Any, what: str) -> float:
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        raise RiskTypeError(f"{what} must be a number, not {type(v).__name__}")
-    return float(v)
-
-
-class _TxnArgs:
-    """A risk_txn and the Python objects its pointers borrow from (kept alive with it)."""
-
-    __slots__ = ("txn", "keep")
-
-    def __init__(self) -> None:
-        self.txn = F.risk_txn()
-        self.keep: list = []
-
-
-def _fill_txn(t: F.risk_txn, keep: list, d: Mapping[str, Any], *, lenient: bool = False) -> None:
-    """Fills ``t`` from the mapping ``d`` (fields of TXN_FIELDS). ``lenient`` (DataFrame
-    rows): integral floats are accepted for integer fields and missing values mean unset."""
-    for k in d:
-        if k not in TXN_FIELDS:
-            raise RiskValueError(
-                f"unknown transaction field {k!r} (fields: {', '.join(TXN_FIELDS)}; "
-                "schema features go in 'features')",
-                code=F.RISK_ERR_TRANSACTION,
-            )
-
-    def get(k):
-        v = d.get(k)
-        return None if (lenient and v is not None and _is_missing(v)) else v
-
-    v = get("id")
-    t.id = 0 if v is None else _int(v, "id", 0, _U64_MAX, lenient_float=lenient)
-    v = get("entity")
-    t.entity = 0 if v is None else _int(v, "entity", 0, _U64_MAX, lenient_float=lenient)
-    v = get("timestamp_ms")
-    t.timestamp_ms = 0 if v is None else _int(v, "timestamp_ms", _I64_MIN, _I64_MAX, lenient_float=lenient)
-    v = d.get("amount")  # NaN passes through: the library rejects it and names the field
-    t.amount = math.nan if v is None else _float(v, "amount")
-    v = get("currency")
-    if v is not None:  # NULL: the library answers RISK_ERR_NULL
-        b = _c_str(v, "currency")
-        keep.append(b)
-        t.currency = b
-    v = get("mcc")
-    t.mcc = 0 if v is None else _int(v, "mcc", 0, 0xFFFF, lenient_float=lenient)
-    for k in ("country", "channel", "merchant", "ip", "email"):
-        v = get(k)
-        if v is not None:
-            b = _c_str(v, k)
-            keep.append(b)
-            setattr(t, k, b)
-    v = get("device")
-    t.device = 0 if v is None else _int(v, "device", 0, _U64_MAX, lenient_float=lenient)
-    feats = d.get("features")
-    if feats is not None:
-        if not isinstance(feats, Mapping):
-            raise RiskTypeError(f"features must be a mapping name -> value, not {type(feats).__name__}")
-        n = len(feats)
-        if n:
-            arr = (F.risk_feature * n)()
-            for i, (name, val) in enumerate(feats.items()):
-                nb = _c_str(name, f"feature name {name!r}")
-                keep.append(nb)
-                f = arr[i]
-                f.name = nb
-                if isinstance(val, str):
-                    cb = _c_str(val, f"feature {name!r}")
-                    keep.append(cb)
-                    f.category = cb
-                    f.value = math.nan
-                elif _is_missing(val):
-                    f.value = math.nan
-                elif isinstance(val, numbers.Real) or type(val).__name__ == "bool_":
-                    f.value = float(val)
-                else:
-                    raise RiskTypeError(
-                        f"feature {name!r} must be a number, a str (categorical) or None "
-                        f"(missing), not {type(val).__name__}"
-                    )
-            keep.append(arr)
-            t.features = ctypes.cast(arr, ctypes.POINTER(F.risk_feature))
-            t.n_features = n
-
-
-def _txn_args(txn: Mapping[str, Any] | None, kwargs: Mapping[str, Any]) -> _TxnArgs:
-    if txn is None:
-        d = kwargs
-    elif isinstance(txn, Mapping):
-        d = {**txn, **kwargs} if kwargs else txn
-    else:
-        raise RiskTypeError(f"a transaction is a mapping of {', '.join(TXN_FIELDS)}, not {type(txn).__name__}")
-    a = _TxnArgs()
-    _fill_txn(a.txn, a.keep, d)
-    return a
-
-
-def _read_text(call, cap: int, what: str) -> bytes:
-    """The text of a ``(buf, cap, *len)`` function, ``call(buf, cap, byref(len))``: tries
-    ``cap`` bytes first, then what the library says it needs, with slack (the text can
-    grow between two calls: counters move, a live engine appends to its log)."""
-    n = ctypes.c_size_t(0)
-    for _ in range(16):
-        buf = ctypes.create_string_buffer(cap)
-        r = call(buf, cap, ctypes.byref(n))
-        if r == F.RISK_ERR_BUFFER_TOO_SMALL:
-            cap = n.value + 1 + max(256, n.value // 8)
-            continue
-        _check(r)
-        return buf.raw[: n.value]
-    raise RiskError(F.RISK_ERR_BUFFER_TOO_SMALL, f"{what} kept growing while being read")
-
-
-# ----- results -----
-
-_reason_names: dict[int, str] = {}
-
-
-def reason_name(code: int) -> str:
-    """The name of an interned reason code (``risk_reason_name``), cached."""
-    name = _reason_names.get(code)
-    if name is not None:
-        return name
-    L = F.lib()
-    n = ctypes.c_size_t(0)
-    cap = 64
-    while True:
-        buf = ctypes.create_string_buffer(cap)
-        r = L.risk_reason_name(code, buf, cap, ctypes.byref(n))
-        if r == F.RISK_ERR_BUFFER_TOO_SMALL:
-            cap = n.value + 1
-            continue
-        _check(r)
-        name = buf.raw[: n.value].decode("utf-8", "replace")
-        _reason_names[code] = name
-        return name
-
-
-_fallback_names: dict[int, str] = {}
-
-
-def fallback_name(code: int) -> str:
-    """The name of a ``risk_decision.fallback`` code (``risk_fallback_name``)."""
-    name = _fallback_names.get(code)
-    if name is None:
-        name = F.lib().risk_fallback_name(code).decode("utf-8", "replace")
-        _fallback_names[code] = name
-    return name
-
-
-def version() -> str:
-    """The library version (``risk_version``)."""
-    return F.lib().risk_version().decode()
-
-
-@dataclass(frozen=True, slots=True)
-class Reason:
-    """One reason carried by a decision: its name, interned code and weight."""
-
-    name: str
-    weight: float
-    code: int
-
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """Every field of ``risk_decision``, with names instead of codes.
-
-    ``action``: approve / review / decline; ``tier``: rules / fast / static / unknown;
-    ``fallback``: none / timeout / error / panic / invalid_score / circuit_open / absent /
-    saturated / unknown; ``escalation``: none / enqueued / shed. "unknown" is
-    ``RISK_CODE_UNKNOWN`` (255): a tier or fallback cause newer than this binding. ``rule_score`` and ``model_score``
-    are NaN when that tier gave no valid score. ``state``: what entity state did for the
-    decision: off (no ``[state]``, or no ``timestamp_ms``) / fresh (features computed) /
-    timeout / error / unavailable (the state store failed: the state features are
-    missing); "unknown(<code>)" for a code newer than this binding."""
-
-    txn: int
-    entity: int
-    action: str
-    tier: str
-    fallback: str
-    escalation: str
-    hard_rule: bool
-    state: str
-    ticket: int
-    score: float
-    rule_score: float
-    model_score: float
-    threshold_shift: float
-    rules_ns: int
-    fast_ns: int
-    total_ns: int
-    reasons: tuple[Reason, ...] = field(default=())
-
-    @property
-    def reason_names(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self.reasons)
-
-    @classmethod
-    def _from_c(cls, d: F.risk_decision) -> "Decision":
-        n = min(d.n_reasons, F.RISK_MAX_REASONS)
-        reasons = tuple(
-            Reason(reason_name(r.code), float(r.weight), int(r.code)) for r in d.reasons[:n]
-        )
-        return cls(
-            txn=d.txn,
-            entity=d.entity,
-            action=F.enum_name(F.ACTION_NAMES, d.action),
-            tier=F.enum_name(F.TIER_NAMES, d.tier),
-            fallback=fallback_name(d.fallback),
-            escalation=F.enum_name(F.ESCALATION_NAMES, d.escalation),
-            hard_rule=bool(d.hard_rule),
-            state=F.enum_name(F.STATE_NAMES, d.state),
-            ticket=d.ticket,
-            score=float(d.score),
-            rule_score=float(d.rule_score),
-            model_score=float(d.model_score),
-            threshold_shift=float(d.threshold_shift),
-            rules_ns=d.rules_ns,
-            fast_ns=d.fast_ns,
-            total_ns=d.total_ns,
-            reasons=reasons,
-        )
-
-    def to_row(self) -> dict:
-        """The row of :meth:`RiskEngine.decide_frame` (FRAME_COLUMNS)."""
-        return {
-            "txn": self.txn,
-            "action": self.action,
-            "tier": self.tier,
-            "score": self.score,
-            "rule_score": self.rule_score,
-            "model_score": self.model_score,
-            "fallback": self.fallback,
-            "escalation": self.escalation,
-            "threshold_shift": self.threshold_shift,
-            "hard_rule": self.hard_rule,
-            "total_ns": self.total_ns,
-            "reasons": list(self.reason_names),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """A deep-tier verdict (``risk_verdict``). ``source``: model / cached_average /
-    global_prior / unknown; ``failure``: none / timeout / error / saturated / circuit_open / unknown
-    ("unknown": ``RISK_CODE_UNKNOWN``, a code newer than this binding)."""
-
-    ticket: int
-    txn: int
-    entity: int
-    score: float
-    fast_score: float
-    source: str
-    failure: str
-    latency_ns: int
-
-    @classmethod
-    def _from_c(cls, v: F.risk_verdict) -> "Verdict":
-        return cls(
-            ticket=v.ticket,
-            txn=v.txn,
-            entity=v.entity,
-            score=float(v.score),
-            fast_score=float(v.fast_score),
-            source=F.enum_name(F.VERDICT_SOURCE_NAMES, v.source),
-            failure=F.enum_name(F.VERDICT_FAILURE_NAMES, v.failure),
-            latency_ns=v.latency_ns,
-        )
-
-
-class ShutdownReport(NamedTuple):
-    drained: int
-    abandoned: int
-
-
-# ----- handles -----
+from ._errors import (  # noqa: E402  (re-exported: the mixins import them from here)
+    AuditError,
+    DeployError,
+    RiskError,
+    RiskTypeError,
+    RiskValueError,
+    StateError,
+    _check,
+    _last_error,
+    _read_text,
+)
+from ._txn import (  # noqa: E402
+    _I64_MAX,
+    _I64_MIN,
+    _U32_MAX,
+    _U64_MAX,
+    TXN_FIELDS,
+    _c_buf,
+    _c_str,
+    _fill_txn,
+    _int,
+    _is_missing,
+    _txn_args,
+)
+from ._results import (  # noqa: E402
+    Decision,
+    Reason,
+    ShutdownReport,
+    Verdict,
+    fallback_name,
+    reason_name,
+    version,
+)
 
 
 class _Handle:

@@ -306,10 +306,10 @@ def test_a_closed_or_shut_down_engine():
 
 def test_deploy_error_mapping():
     assert risk.RESULT_NAMES[DEPLOY] == "RISK_ERR_DEPLOY"
-    err = risk._engine._error(DEPLOY, "why")
+    err = risk._errors._error(DEPLOY, "why")
     assert type(err) is risk.DeployError and err.message == "why"
-    assert type(risk._engine._error(risk.RISK_ERR_AUDIT)) is risk.AuditError
-    assert type(risk._engine._error(risk.RISK_ERR_STATE)) is risk.StateError
-    assert type(risk._engine._error(17)) is risk.RiskError  # a code newer than this binding
+    assert type(risk._errors._error(risk.RISK_ERR_AUDIT)) is risk.AuditError
+    assert type(risk._errors._error(risk.RISK_ERR_STATE)) is risk.StateError
+    assert type(risk._errors._error(17)) is risk.RiskError  # a code newer than this binding
     assert risk.RiskError(17).name == "RISK_ERR_UNKNOWN_17"
     assert "refused" in risk.DeployError().message  # the description when there is no message
