@@ -55,3 +55,22 @@ else
   mv "$INT8.tmp" "$INT8"
   echo "exported $OUT and $INT8"
 fi
+# MLServer 1.7.1 with its XGBoost runtime (PyPI), for the remote-tier tests (issue [14]):
+# tools/servers.sh start mlserver serves testdata/models/xgb_fraud.json from this venv.
+MLS_VENV=target/mlserver-venv
+MLS_PINS=(mlserver==1.7.1 mlserver-xgboost==1.7.1 xgboost==3.2.0)
+if [ -x "$MLS_VENV/bin/mlserver" ] && "$MLS_VENV/bin/python" - "${MLS_PINS[@]}" <<'PY'
+import sys
+from importlib.metadata import PackageNotFoundError, version
+try:
+    sys.exit(0 if all(version(n) == v for n, v in (p.split("==") for p in sys.argv[1:])) else 1)
+except PackageNotFoundError:
+    sys.exit(1)
+PY
+then
+  echo "$MLS_VENV present"
+else
+  [ -x "$MLS_VENV/bin/python" ] || python3 -m venv "$MLS_VENV"
+  "$MLS_VENV/bin/pip" install --quiet --no-cache-dir "${MLS_PINS[@]}"
+  echo "installed ${MLS_PINS[*]} into $MLS_VENV"
+fi

@@ -5,7 +5,7 @@
 #   tools/servers.sh stop   [NAME...]   stop what start started here (idempotent)
 #   tools/servers.sh status [NAME...]   one line per server; exit 0 when all run, 3 when not
 #
-# NAME defaults to all of: kafka prometheus redis. Servers:
+# NAME defaults to all of: kafka prometheus redis mlserver. Servers:
 #   kafka       Kafka 4.4.0 KRaft broker on 127.0.0.1:9092 (controller 127.0.0.1:9093), data under
 #               $RISK_SERVERS_DIR/kafka; topics risk-audit (3 partitions), risk-audit-test (1).
 #               Tests find it through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092.
@@ -21,6 +21,15 @@
 #               redis-server) on 127.0.0.1:6390, no persistence, log under $RISK_SERVERS_DIR/redis.
 #               Tests find it through RISK_REDIS_URL=redis://127.0.0.1:6390/ (the entity-state
 #               store); the kill-mid-run test starts a redis-server of its own on another port.
+#   mlserver    MLServer 1.7.1 + its XGBoost runtime (venv target/mlserver-venv, made by
+#               tools/fetch_test_deps.sh; RISK_MLSERVER_VENV overrides) on 127.0.0.1:8085 (gRPC
+#               8086, metrics 8087), serving testdata/models/xgb_fraud.json as model "xgb-fraud"
+#               (re-saved through xgboost.XGBClassifier so predict_proba is served; inputs
+#               "input-0" FP32 [-1, 18], outputs predict_proba FP32 [-1, 2] declared). Model
+#               repository and mlserver.log under $RISK_SERVERS_DIR/mlserver. Tests find it
+#               through RISK_MLSERVER_URL=http://127.0.0.1:8085; the kill-mid-run test starts an
+#               MLServer of its own from RISK_MLSERVER_VENV on the repository's model directory
+#               (RISK_MLSERVER_REPO, default $RISK_SERVERS_DIR/mlserver/repo).
 #
 # Environment: RISK_SERVERS_DIR (default <repo>/target/servers), RISK_KAFKA_LIBS (jar directory,
 # default <repo>/target/kafka/libs; see tools/kafka/broker.sh), RISK_PROMETHEUS_START_TIMEOUT
@@ -36,7 +45,7 @@ repo=$(cd "$here/.." && pwd)
 servers_dir=${RISK_SERVERS_DIR:-$repo/target/servers}
 broker=$here/kafka/broker.sh
 
-all_servers=(kafka prometheus redis)
+all_servers=(kafka prometheus redis mlserver)
 
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -255,6 +264,86 @@ prometheus_status() {
     echo "prometheus: something answers on 127.0.0.1:$prometheus_port (not started by servers.sh)"
   else
     echo "prometheus: not running"
+    return 1
+  fi
+}
+
+# ---- mlserver -------------------------------------------------------------------------------
+mlserver_port=8085
+mlserver_dir=$servers_dir/mlserver
+mlserver_venv=${RISK_MLSERVER_VENV:-$repo/target/mlserver-venv}
+mlserver_ready() { curl -sf -o /dev/null "http://127.0.0.1:$mlserver_port/v2/models/xgb-fraud/ready"; }
+mlserver_pid() {
+  [[ -f $mlserver_dir/mlserver.pid ]] || return 0
+  local pid
+  pid=$(<"$mlserver_dir/mlserver.pid")
+  if kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+}
+mlserver_start() {
+  [[ -x $mlserver_venv/bin/mlserver ]] \
+    || { echo "servers.sh: mlserver: $mlserver_venv/bin/mlserver missing (run tools/fetch_test_deps.sh)" >&2; return 1; }
+  command -v curl >/dev/null || { echo "servers.sh: mlserver: curl not found" >&2; return 1; }
+  if mlserver_ready; then
+    echo "mlserver: already serving xgb-fraud on 127.0.0.1:$mlserver_port"
+    return 0
+  fi
+  local model=$mlserver_dir/repo/xgb-fraud
+  mkdir -p "$model"
+  # XGBClassifier.save_model records the estimator type, so MLServer serves predict_proba.
+  "$mlserver_venv/bin/python" - "$repo/testdata/models/xgb_fraud.json" "$model/model.json" <<'PY'
+import sys, xgboost
+c = xgboost.XGBClassifier()
+c.load_model(sys.argv[1])
+c.save_model(sys.argv[2])
+PY
+  cat > "$model/model-settings.json" <<'JSON'
+{"name": "xgb-fraud", "implementation": "mlserver_xgboost.XGBoostModel",
+ "parameters": {"uri": "./model.json", "version": "1"},
+ "inputs": [{"name": "input-0", "datatype": "FP32", "shape": [-1, 18]}],
+ "outputs": [{"name": "predict_proba", "datatype": "FP32", "shape": [-1, 2]}]}
+JSON
+  cat > "$mlserver_dir/repo/settings.json" <<JSON
+{"host": "127.0.0.1", "http_port": $mlserver_port, "grpc_port": $((mlserver_port + 1)),
+ "metrics_port": $((mlserver_port + 2)), "parallel_workers": 0, "debug": false}
+JSON
+  # fd 8 closed (see redis_start); a plain cd, then `cmd &`, so $! is mlserver itself.
+  cd "$mlserver_dir/repo"
+  "$mlserver_venv/bin/mlserver" start . >"$mlserver_dir/mlserver.log" 2>&1 8>&- &
+  echo $! >"$mlserver_dir/mlserver.pid"
+  cd "$repo"
+  local deadline=$((SECONDS + 60))
+  until mlserver_ready; do
+    if [[ -z $(mlserver_pid) ]] || (( SECONDS >= deadline )); then
+      echo "servers.sh: mlserver: xgb-fraud not ready on 127.0.0.1:$mlserver_port; $mlserver_dir/mlserver.log:" >&2
+      tail -n 30 "$mlserver_dir/mlserver.log" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "mlserver: ready on 127.0.0.1:$mlserver_port (pid $(<"$mlserver_dir/mlserver.pid"), $mlserver_dir)"
+}
+mlserver_stop() {
+  local pid
+  pid=$(mlserver_pid)
+  if [[ -n $pid ]]; then
+    kill -TERM "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + 20))
+    while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.05; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$mlserver_dir/mlserver.pid"
+    echo "mlserver: stopped (pid $pid)"
+  else
+    rm -f "$mlserver_dir/mlserver.pid"
+    echo "mlserver: not running (none started here)"
+  fi
+}
+mlserver_status() {
+  local pid
+  pid=$(mlserver_pid)
+  if mlserver_ready; then
+    echo "mlserver: serving xgb-fraud on 127.0.0.1:$mlserver_port${pid:+ (pid $pid)}"
+  else
+    echo "mlserver: not running"
     return 1
   fi
 }

@@ -6,6 +6,9 @@
 //! - [`bert`]: the BERT-class text fast tier (candle f32/INT8 or ONNX Runtime), issue [13];
 //! - [`llm`]: the Llama-family deep tier with a shared-prefix KV cache (issue [4]; the prefix
 //!   cache store and prompt templates are here, the model follows);
+//! - [`remote`] (feature `kserve`, default): any model on a KServe V2 / Open Inference
+//!   Protocol server (MLServer, KServe, Triton), pooled, deadline-bound, hedged and
+//!   breaker-guarded, issue [14];
 //! - [`quant`]: per-layer FP16 / INT8 / AWQ-INT4 plans, AWQ calibrated in Rust, AutoAWQ
 //!   checkpoints (issue [5]).
 //!
@@ -22,6 +25,8 @@ pub mod llm;
 pub mod onnx;
 pub mod quant;
 mod registry;
+#[cfg(feature = "kserve")]
+pub mod remote;
 pub mod trees;
 
 pub use registry::register;

@@ -45,6 +45,12 @@
 //! runtime = "/path/libonnxruntime.so"  # onnx: optional, else ORT_DYLIB_PATH
 //! device = "cpu"                    # candle: or "cuda", "cuda:N"
 //!
+//! [fast.scorer]                    # a model on a KServe V2 server (issue [14]);
+//! kind = "kserve"                   # every key: risk_gpu::remote, module `toml`
+//! endpoints = ["http://127.0.0.1:8085"]
+//! model = "xgb-fraud"
+//! output = "predict_proba"
+//!
 //! [deep.scorer.quant]              # optional precision plan applied at load
 //! "layers.0-7" = "f16"             # f32 f16 bf16 int8 rtn_int4[_g32|_g64|_g128]
 //! "layers.8-27" = "rtn_int4_g64"   # awq_int4 needs a calibrated checkpoint: `model` = the
@@ -241,7 +247,8 @@ fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
     BertScorer::load(&files, spec.schema.clone()).map_err(|e| scorer_err(spec, e))
 }
 
-/// Registers `xgboost`, `onnx`, `bert` and `llm`.
+/// Registers `xgboost`, `onnx`, `bert`, `llm` and (feature `kserve`, on by default)
+/// `kserve`.
 pub fn register(r: &mut ScorerRegistry) {
     r.register("xgboost", |spec| {
         let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
@@ -272,4 +279,8 @@ pub fn register(r: &mut ScorerRegistry) {
     });
     r.register("llm", |spec| Ok(Arc::new(llm(spec)?)));
     r.register("bert", |spec| Ok(Arc::new(bert(spec)?)));
+    #[cfg(feature = "kserve")]
+    r.register("kserve", |spec| {
+        Ok(Arc::new(crate::remote::scorer_from_spec(spec)?))
+    });
 }

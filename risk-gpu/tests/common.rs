@@ -93,3 +93,16 @@ pub fn kernel_runs(name: &str, test: &str) -> bool {
     }
     runs
 }
+
+/// A transaction of the synthetic schema whose features are reference row `i`.
+pub fn ref_txn(r: &Reference, i: usize) -> risk_core::Transaction {
+    let s = risk_core::synth::schema();
+    let mut t = risk_core::Transaction::builder(&s)
+        .amount(1.0, "USD")
+        .build()
+        .unwrap();
+    t.features
+        .values_mut()
+        .copy_from_slice(&r.x[i * r.features..(i + 1) * r.features]);
+    t
+}

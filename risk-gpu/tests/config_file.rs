@@ -27,7 +27,7 @@ fn the_example_config_builds_a_working_engine() {
 }
 
 /// `examples/risk.toml` with its `[fast.scorer]` table replaced by `fast`.
-fn with_fast(fast: &str) -> String {
+pub(crate) fn with_fast(fast: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/risk.toml");
     let text = std::fs::read_to_string(path).unwrap();
     let start = text.find("[fast.scorer]").unwrap();

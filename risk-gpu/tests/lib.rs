@@ -9,5 +9,6 @@ mod llm;
 mod llm_limits;
 mod onnx;
 mod quant;
+mod remote;
 mod trees;
 mod trees_bad_input;

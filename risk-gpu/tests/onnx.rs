@@ -22,12 +22,7 @@ fn slow() -> OnnxScorer {
 }
 
 fn txn(r: &Reference, i: usize) -> Transaction {
-    let s = schema();
-    let mut t = Transaction::builder(&s).amount(1.0, "USD").build().unwrap();
-    t.features
-        .values_mut()
-        .copy_from_slice(&r.x[i * r.features..(i + 1) * r.features]);
-    t
+    ref_txn(r, i)
 }
 
 #[test]

@@ -1,0 +1,354 @@
+//! One call: attempts on endpoints, a hedge after the latency percentile, retries within
+//! the budget, the first answer wins and the others are aborted (their connections are
+//! dropped, which is how HTTP/1.1 cancels).
+
+use super::config::{HedgeConfig, RetryConfig};
+use super::endpoint::{pick, Endpoint, HedgeBudget, LatencyWindow};
+use super::stats::Counters;
+use super::v2::{self, DecodeError, Want, HEADER_LENGTH};
+use bytes::Bytes;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinSet;
+
+/// Why one attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AttemptError {
+    /// Connecting, sending, or the connection closed before a response.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The attempt ran out of the call's budget.
+    #[error("timed out")]
+    Timeout,
+    /// The server answered with a non-2xx status.
+    #[error("HTTP {status}: {message}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The server's error text (at most 200 characters).
+        message: String,
+    },
+    /// The response body broke off (truncated, reset).
+    #[error("response body: {0}")]
+    Body(String),
+    /// The body was not the protocol's JSON.
+    #[error("malformed response: {0}")]
+    Malformed(String),
+    /// The body did not hold the expected tensor.
+    #[error("unexpected response: {0}")]
+    Shape(String),
+    /// The body was larger than `max_response_bytes`.
+    #[error("response of {0} bytes or more exceeds the limit")]
+    TooLarge(usize),
+}
+
+impl AttemptError {
+    /// Whether another attempt could succeed: not for a 4xx other than 408 and 429 (the
+    /// same request fails again) nor for a response the model itself shaped wrong.
+    pub fn retryable(&self) -> bool {
+        match self {
+            AttemptError::Status { status, .. } => {
+                *status >= 500 || *status == 408 || *status == 429
+            }
+            AttemptError::Shape(_) | AttemptError::TooLarge(_) => false,
+            _ => true,
+        }
+    }
+
+    fn from_reqwest(e: reqwest::Error) -> Self {
+        if e.is_timeout() {
+            AttemptError::Timeout
+        } else if e.is_body() || e.is_decode() {
+            AttemptError::Body(chain(&e))
+        } else {
+            AttemptError::Transport(chain(&e))
+        }
+    }
+}
+
+/// An error with its sources (reqwest's own text is only "error sending request").
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        src = c.source();
+    }
+    s
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CallError {
+    /// The budget ran out with attempts still out.
+    Deadline,
+    /// Every endpoint's breaker is open.
+    NoEndpoint,
+    /// The last attempt's failure, with its endpoint.
+    Attempt(String, AttemptError),
+}
+
+/// What the attempts of every call share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub client: reqwest::Client,
+    pub endpoints: Vec<Endpoint>,
+    pub window: LatencyWindow,
+    pub hedge_budget: HedgeBudget,
+    pub hedge: Option<HedgeConfig>,
+    pub retry: RetryConfig,
+    pub max_response_bytes: usize,
+    pub output: Option<String>,
+    pub positive: usize,
+    pub counters: Counters,
+    pub next: AtomicUsize,
+}
+
+/// Decrements the endpoint's in-flight count however the attempt ends, and hands a
+/// half-open probe slot back when the attempt was aborted before an outcome.
+struct Flight<'a> {
+    ep: &'a Endpoint,
+    settled: bool,
+}
+
+impl Drop for Flight<'_> {
+    fn drop(&mut self) {
+        self.ep.in_flight.fetch_sub(1, Ordering::Relaxed);
+        if !self.settled {
+            self.ep.breaker.release();
+        }
+    }
+}
+
+/// One request to endpoint `ep`. Records its outcome on the endpoint (breaker, latency)
+/// and, when `record` (not for warm-up), in the tier's counters and in the latency
+/// window the hedge delay comes from.
+pub(crate) async fn attempt(
+    sh: Arc<Shared>,
+    ep: usize,
+    body: Bytes,
+    header_len: Option<usize>,
+    id: u64,
+    rows: usize,
+    deadline: Instant,
+    record: bool,
+) -> Result<Vec<f32>, AttemptError> {
+    let e = &sh.endpoints[ep];
+    e.attempts.fetch_add(1, Ordering::Relaxed);
+    if record {
+        sh.counters.attempts.fetch_add(1, Ordering::Relaxed);
+    }
+    e.in_flight.fetch_add(1, Ordering::Relaxed);
+    let mut flight = Flight {
+        ep: e,
+        settled: false,
+    };
+    let start = Instant::now();
+    let r = send(&sh, e, body, header_len, id, rows, deadline).await;
+    flight.settled = true;
+    let took = start.elapsed();
+    match &r {
+        Ok(_) => {
+            e.breaker.success();
+            e.observe(took);
+            if record {
+                sh.window.record(took);
+            }
+        }
+        Err(err) => {
+            e.failures.fetch_add(1, Ordering::Relaxed);
+            e.breaker.failure(Instant::now());
+            if record {
+                sh.counters.failure(err);
+            }
+        }
+    }
+    r
+}
+
+async fn send(
+    sh: &Shared,
+    e: &Endpoint,
+    body: Bytes,
+    header_len: Option<usize>,
+    id: u64,
+    rows: usize,
+    deadline: Instant,
+) -> Result<Vec<f32>, AttemptError> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(AttemptError::Timeout);
+    }
+    // The call's own deadline aborts attempts in `call`; this bound (a little later, so
+    // that one is the one that fires there) is for attempts outside a call (warm-up).
+    let mut rb = sh
+        .client
+        .post(&e.infer_url)
+        .timeout(left + GRACE)
+        .body(body);
+    rb = match header_len {
+        Some(n) => rb
+            .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+            .header(HEADER_LENGTH, n),
+        None => rb.header(reqwest::header::CONTENT_TYPE, "application/json"),
+    };
+    let mut resp = rb.send().await.map_err(AttemptError::from_reqwest)?;
+    let status = resp.status();
+    let resp_header = match resp.headers().get(HEADER_LENGTH) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .ok_or_else(|| {
+                    AttemptError::Malformed(format!("{HEADER_LENGTH}: {v:?} is not a length"))
+                })?,
+        ),
+    };
+    let max = sh.max_response_bytes;
+    let expect = resp.content_length().unwrap_or(0) as usize;
+    if expect > max {
+        return Err(AttemptError::TooLarge(expect));
+    }
+    let mut buf = Vec::with_capacity(expect.max(256));
+    while let Some(chunk) = resp.chunk().await.map_err(AttemptError::from_reqwest)? {
+        if buf.len() + chunk.len() > max {
+            return Err(AttemptError::TooLarge(buf.len() + chunk.len()));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    if !status.is_success() {
+        return Err(AttemptError::Status {
+            status: status.as_u16(),
+            message: v2::error_text(&buf),
+        });
+    }
+    let want = Want {
+        id,
+        output: sh.output.as_deref(),
+        rows,
+        positive: sh.positive,
+    };
+    v2::decode(&buf, resp_header, &want).map_err(|d| match d {
+        DecodeError::Malformed(m) => AttemptError::Malformed(m),
+        DecodeError::Shape(m) => AttemptError::Shape(m),
+    })
+}
+
+const GRACE: Duration = Duration::from_millis(20);
+
+/// Scores `rows` rows encoded in `body` within `budget`.
+pub(crate) async fn call(
+    sh: Arc<Shared>,
+    body: Bytes,
+    header_len: Option<usize>,
+    id: u64,
+    rows: usize,
+    budget: Duration,
+) -> Result<Vec<f32>, CallError> {
+    let start = Instant::now();
+    let deadline = start + budget;
+    let c = &sh.counters;
+    sh.hedge_budget.on_call();
+    let eps = &sh.endpoints;
+    let rr = sh.next.fetch_add(1, Ordering::Relaxed);
+    let Some(first) = pick(eps, rr, None, start) else {
+        c.no_endpoint.fetch_add(1, Ordering::Relaxed);
+        return Err(CallError::NoEndpoint);
+    };
+    let mut set: JoinSet<(usize, bool, Result<Vec<f32>, AttemptError>)> = JoinSet::new();
+    let spawn = |set: &mut JoinSet<_>, ep: usize, hedge: bool| {
+        let sh2 = sh.clone();
+        let body = body.clone();
+        set.spawn(async move {
+            let r = attempt(sh2, ep, body, header_len, id, rows, deadline, true).await;
+            (ep, hedge, r)
+        });
+    };
+    spawn(&mut set, first, false);
+    let mut flight = vec![first];
+    let hedge_at = sh.hedge.as_ref().and_then(|h| {
+        sh.window
+            .get(h.min_samples)
+            .map(|p| start + p.max(h.min_delay))
+    });
+    let mut hedge_pending = hedge_at.is_some_and(|t| t < deadline);
+    let mut retries_left = sh.retry.max;
+    let mut last: Option<(usize, AttemptError)> = None;
+    let to_tokio = tokio::time::Instant::from_std;
+    loop {
+        if set.is_empty() {
+            let (ep, err) = last.take().expect("an attempt ended");
+            let left = deadline.saturating_duration_since(Instant::now());
+            if err == AttemptError::Timeout {
+                c.deadline.fetch_add(1, Ordering::Relaxed);
+                return Err(CallError::Deadline);
+            }
+            if retries_left > 0 && err.retryable() && left >= sh.retry.min_left {
+                if let Some(next) = pick(eps, rr + 1, Some(ep), Instant::now()) {
+                    retries_left -= 1;
+                    c.retries.fetch_add(1, Ordering::Relaxed);
+                    spawn(&mut set, next, false);
+                    flight.push(next);
+                    continue;
+                }
+            }
+            return Err(CallError::Attempt(eps[ep].base.clone(), err));
+        }
+        tokio::select! {
+            biased;
+            joined = set.join_next() => {
+                let (ep, hedge, r) = match joined.expect("set is not empty") {
+                    Ok(v) => v,
+                    // An attempt's task panicked (a bug): its endpoint is unknown here.
+                    Err(j) => {
+                        let ep = flight.pop().expect("one per task");
+                        last = Some((ep, AttemptError::Transport(format!("attempt task: {j}"))));
+                        continue;
+                    }
+                };
+                if let Some(k) = flight.iter().position(|&f| f == ep) {
+                    flight.swap_remove(k);
+                }
+                match r {
+                    Ok(p) => {
+                        if hedge {
+                            c.hedge_wins.fetch_add(1, Ordering::Relaxed);
+                        }
+                        c.cancelled.fetch_add(set.len() as u64, Ordering::Relaxed);
+                        set.abort_all();
+                        return Ok(p);
+                    }
+                    Err(e) => last = Some((ep, e)),
+                }
+            }
+            _ = tokio::time::sleep_until(to_tokio(hedge_at.unwrap_or(deadline))), if hedge_pending => {
+                hedge_pending = false;
+                if sh.hedge_budget.try_take() {
+                    if let Some(ep) = pick(eps, rr + 1, Some(first), Instant::now()) {
+                        c.hedges.fetch_add(1, Ordering::Relaxed);
+                        spawn(&mut set, ep, true);
+                        flight.push(ep);
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(to_tokio(deadline)) => {
+                c.deadline.fetch_add(1, Ordering::Relaxed);
+                c.cancelled.fetch_add(set.len() as u64, Ordering::Relaxed);
+                set.abort_all();
+                // What was out ran past the budget: a failure of its endpoint (a slow
+                // replica must open its breaker, not just lose races).
+                let now = Instant::now();
+                for ep in flight {
+                    eps[ep].failures.fetch_add(1, Ordering::Relaxed);
+                    eps[ep].breaker.failure(now);
+                    c.failure(&AttemptError::Timeout);
+                }
+                return Err(CallError::Deadline);
+            }
+        }
+    }
+}
