@@ -107,6 +107,19 @@ pub(crate) struct Shared {
     pub next: AtomicUsize,
 }
 
+/// One encoded infer request (cheap to clone: the body is shared).
+#[derive(Debug, Clone)]
+pub(crate) struct Req {
+    /// The body.
+    pub body: Bytes,
+    /// Its JSON part's length when it carries binary tensor data.
+    pub header_len: Option<usize>,
+    /// The request id the response must echo.
+    pub id: u64,
+    /// Rows in the input tensor.
+    pub rows: usize,
+}
+
 /// Decrements the endpoint's in-flight count however the attempt ends, and hands a
 /// half-open probe slot back when the attempt was aborted before an outcome.
 struct Flight<'a> {
@@ -129,10 +142,7 @@ impl Drop for Flight<'_> {
 pub(crate) async fn attempt(
     sh: Arc<Shared>,
     ep: usize,
-    body: Bytes,
-    header_len: Option<usize>,
-    id: u64,
-    rows: usize,
+    req: Req,
     deadline: Instant,
     record: bool,
 ) -> Result<Vec<f32>, AttemptError> {
@@ -147,7 +157,7 @@ pub(crate) async fn attempt(
         settled: false,
     };
     let start = Instant::now();
-    let r = send(&sh, e, body, header_len, id, rows, deadline).await;
+    let r = send(&sh, e, req, deadline).await;
     flight.settled = true;
     let took = start.elapsed();
     match &r {
@@ -172,12 +182,15 @@ pub(crate) async fn attempt(
 async fn send(
     sh: &Shared,
     e: &Endpoint,
-    body: Bytes,
-    header_len: Option<usize>,
-    id: u64,
-    rows: usize,
+    req: Req,
     deadline: Instant,
 ) -> Result<Vec<f32>, AttemptError> {
+    let Req {
+        body,
+        header_len,
+        id,
+        rows,
+    } = req;
     let left = deadline.saturating_duration_since(Instant::now());
     if left.is_zero() {
         return Err(AttemptError::Timeout);
@@ -240,13 +253,10 @@ async fn send(
 
 const GRACE: Duration = Duration::from_millis(20);
 
-/// Scores `rows` rows encoded in `body` within `budget`.
+/// Scores the rows of `req` within `budget`.
 pub(crate) async fn call(
     sh: Arc<Shared>,
-    body: Bytes,
-    header_len: Option<usize>,
-    id: u64,
-    rows: usize,
+    req: Req,
     budget: Duration,
 ) -> Result<Vec<f32>, CallError> {
     let start = Instant::now();
@@ -262,9 +272,9 @@ pub(crate) async fn call(
     let mut set: JoinSet<(usize, bool, Result<Vec<f32>, AttemptError>)> = JoinSet::new();
     let spawn = |set: &mut JoinSet<_>, ep: usize, hedge: bool| {
         let sh2 = sh.clone();
-        let body = body.clone();
+        let req = req.clone();
         set.spawn(async move {
-            let r = attempt(sh2, ep, body, header_len, id, rows, deadline, true).await;
+            let r = attempt(sh2, ep, req, deadline, true).await;
             (ep, hedge, r)
         });
     };

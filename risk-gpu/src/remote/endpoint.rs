@@ -171,7 +171,7 @@ impl LatencyWindow {
             r.values[i] = us;
             r.next = (i + 1) % WINDOW;
         }
-        if n % RECOMPUTE == 0 || n <= RECOMPUTE {
+        if n.is_multiple_of(RECOMPUTE) || n <= RECOMPUTE {
             let Ring {
                 values, scratch, ..
             } = &mut *r;

@@ -1,6 +1,6 @@
 //! [`RemoteScorer`]: a model on a KServe V2 server as a tier.
 
-use super::call::{attempt, call, CallError, Shared};
+use super::call::{attempt, call, CallError, Req, Shared};
 use super::config::{Datatype, KServeConfig, Wire};
 use super::endpoint::{Endpoint, HedgeBudget, LatencyWindow};
 use super::stats::{Counters, EndpointStatus, RemoteStats};
@@ -378,7 +378,7 @@ impl RemoteScorer {
             .unwrap_or_else(|_| Err(ScoreError::Failed("remote call task ended".into())))
     }
 
-    fn encode(&self, rows: &[f32], n: usize, id: u64) -> (Bytes, Option<usize>) {
+    fn encode(&self, rows: &[f32], n: usize, id: u64) -> Req {
         let mut buf = Vec::with_capacity(64 + rows.len() * 12);
         let hl = v2::encode(
             &v2::Request {
@@ -393,7 +393,12 @@ impl RemoteScorer {
             },
             &mut buf,
         );
-        (Bytes::from(buf), hl)
+        Req {
+            body: Bytes::from(buf),
+            header_len: hl,
+            id,
+            rows: n,
+        }
     }
 
     fn gather(&self, t: &Transaction, out: &mut Vec<f32>) {
@@ -406,18 +411,16 @@ impl RemoteScorer {
         c.calls.fetch_add(1, Ordering::Relaxed);
         c.rows.fetch_add(n as u64, Ordering::Relaxed);
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (body, hl) = self.encode(rows, n, id);
+        let req = self.encode(rows, n, id);
         let sh = self.shared.clone();
         let r = self.wait(async move {
-            call(sh, body, hl, id, n, budget)
-                .await
-                .map_err(|e| match e {
-                    CallError::Deadline => ScoreError::Cancelled,
-                    CallError::NoEndpoint => ScoreError::Failed(
-                        "kserve: every endpoint's circuit breaker is open".into(),
-                    ),
-                    CallError::Attempt(ep, e) => ScoreError::Failed(format!("kserve {ep}: {e}")),
-                })
+            call(sh, req, budget).await.map_err(|e| match e {
+                CallError::Deadline => ScoreError::Cancelled,
+                CallError::NoEndpoint => {
+                    ScoreError::Failed("kserve: every endpoint's circuit breaker is open".into())
+                }
+                CallError::Attempt(ep, e) => ScoreError::Failed(format!("kserve {ep}: {e}")),
+            })
         });
         match &r {
             Ok(_) => c.ok.fetch_add(1, Ordering::Relaxed),
@@ -508,9 +511,9 @@ impl Scorer for RemoteScorer {
             let jobs: Vec<_> = (0..n)
                 .map(|_| {
                     let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-                    let (body, hl) = self.encode(&row, 1, id);
+                    let req = self.encode(&row, 1, id);
                     let deadline = Instant::now() + self.default_budget;
-                    attempt(self.shared.clone(), i, body, hl, id, 1, deadline, false)
+                    attempt(self.shared.clone(), i, req, deadline, false)
                 })
                 .collect();
             let results = self.wait(async move {
