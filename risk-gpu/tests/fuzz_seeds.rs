@@ -40,3 +40,55 @@ fn gguf_header_fuzz_seeds_load_or_fail_typed() {
     assert!(n >= 5, "seed corpus missing in {}", seeds.display());
     assert_eq!(loaded, vec!["tiny_llama_f32.gguf".to_string()]);
 }
+
+/// Replays the `kserve_response` fuzz seeds (`fuzz/seeds/kserve_response/`, framed as in
+/// `fuzz/fuzz_targets/kserve_response.rs`): probabilities or a typed error, never a panic.
+#[test]
+fn kserve_response_fuzz_seeds_parse_or_fail_typed() {
+    use risk_gpu::remote::v2::parse_response;
+    let seeds = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/kserve_response");
+    let mut parsed = std::collections::BTreeMap::new();
+    for e in std::fs::read_dir(&seeds).unwrap() {
+        let p = e.unwrap().path();
+        let data = std::fs::read(&p).unwrap();
+        let [mode, rows, rest @ ..] = data.as_slice() else {
+            panic!("{}: shorter than its frame", p.display())
+        };
+        let rows = (*rows as usize % 8) + 1;
+        let (header_len, body) = if mode & 1 == 1 {
+            let [a, b, body @ ..] = rest else {
+                panic!("{}", p.display())
+            };
+            (Some(u16::from_le_bytes([*a, *b]) as usize), body)
+        } else {
+            (None, rest)
+        };
+        let output = if mode & 2 == 2 {
+            None
+        } else {
+            Some("predict_proba")
+        };
+        let r = parse_response(body, header_len, output, rows, (mode >> 2) as usize % 3, 7);
+        if let Ok(v) = &r {
+            assert_eq!(v.len(), rows);
+        }
+        parsed.insert(p.file_name().unwrap().to_string_lossy().into_owned(), r);
+    }
+    assert!(
+        parsed.len() >= 4,
+        "seed corpus missing in {}",
+        seeds.display()
+    );
+    assert_eq!(
+        parsed["mlserver_one_row.json"],
+        Ok(vec![0.045790430158376694f32])
+    );
+    assert_eq!(parsed["binary_one_row.bin"], Ok(vec![0.75]));
+    let nested = parsed["nested_null.json"].as_ref().unwrap();
+    assert_eq!(nested[0], 0.25);
+    assert!(nested[1].is_nan());
+    assert!(parsed["error_body.json"]
+        .as_ref()
+        .unwrap_err()
+        .starts_with("malformed"));
+}

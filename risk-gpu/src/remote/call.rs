@@ -7,10 +7,12 @@ use super::endpoint::{pick, Endpoint, HedgeBudget, LatencyWindow};
 use super::stats::Counters;
 use super::v2::{self, DecodeError, Want, HEADER_LENGTH};
 use bytes::Bytes;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::task::JoinSet;
 
 /// Why one attempt failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -253,7 +255,11 @@ async fn send(
 
 const GRACE: Duration = Duration::from_millis(20);
 
-/// Scores the rows of `req` within `budget`.
+type Flying = Pin<Box<dyn Future<Output = (usize, bool, Result<Vec<f32>, AttemptError>)> + Send>>;
+
+/// Scores the rows of `req` within `budget`. The attempts are futures polled by this one
+/// (not tasks): no hand-off to the runtime's thread and back, which cost ~90 µs a call on
+/// 2 cores shared with the server (BENCHMARKS.md [14]); dropping them aborts them.
 pub(crate) async fn call(
     sh: Arc<Shared>,
     req: Req,
@@ -269,14 +275,14 @@ pub(crate) async fn call(
         c.no_endpoint.fetch_add(1, Ordering::Relaxed);
         return Err(CallError::NoEndpoint);
     };
-    let mut set: JoinSet<(usize, bool, Result<Vec<f32>, AttemptError>)> = JoinSet::new();
-    let spawn = |set: &mut JoinSet<_>, ep: usize, hedge: bool| {
+    let mut set: FuturesUnordered<Flying> = FuturesUnordered::new();
+    let spawn = |set: &mut FuturesUnordered<Flying>, ep: usize, hedge: bool| {
         let sh2 = sh.clone();
         let req = req.clone();
-        set.spawn(async move {
+        set.push(Box::pin(async move {
             let r = attempt(sh2, ep, req, deadline, true).await;
             (ep, hedge, r)
-        });
+        }));
     };
     spawn(&mut set, first, false);
     let mut flight = vec![first];
@@ -310,16 +316,8 @@ pub(crate) async fn call(
         }
         tokio::select! {
             biased;
-            joined = set.join_next() => {
-                let (ep, hedge, r) = match joined.expect("set is not empty") {
-                    Ok(v) => v,
-                    // An attempt's task panicked (a bug): its endpoint is unknown here.
-                    Err(j) => {
-                        let ep = flight.pop().expect("one per task");
-                        last = Some((ep, AttemptError::Transport(format!("attempt task: {j}"))));
-                        continue;
-                    }
-                };
+            joined = set.next() => {
+                let (ep, hedge, r) = joined.expect("set is not empty");
                 if let Some(k) = flight.iter().position(|&f| f == ep) {
                     flight.swap_remove(k);
                 }
@@ -328,8 +326,8 @@ pub(crate) async fn call(
                         if hedge {
                             c.hedge_wins.fetch_add(1, Ordering::Relaxed);
                         }
+                        // Returning drops (aborts) the others.
                         c.cancelled.fetch_add(set.len() as u64, Ordering::Relaxed);
-                        set.abort_all();
                         return Ok(p);
                     }
                     Err(e) => last = Some((ep, e)),
@@ -348,7 +346,7 @@ pub(crate) async fn call(
             _ = tokio::time::sleep_until(to_tokio(deadline)) => {
                 c.deadline.fetch_add(1, Ordering::Relaxed);
                 c.cancelled.fetch_add(set.len() as u64, Ordering::Relaxed);
-                set.abort_all();
+                drop(set);
                 // What was out ran past the budget: a failure of its endpoint (a slow
                 // replica must open its breaker, not just lose races).
                 let now = Instant::now();

@@ -381,6 +381,31 @@ pub(crate) fn decode(
     Ok(probs)
 }
 
+/// Reads the probabilities of `rows` rows from an infer response body, as the tier does:
+/// `output` (`None`: `predict_proba`, else the first), column `positive` of an `[N, K]`
+/// output, `header_len` the `Inference-Header-Content-Length` of a binary response, `id`
+/// the request id a response may echo. `Err` says what is wrong. Public for fuzzing
+/// (`fuzz/fuzz_targets/kserve_response.rs`) and for tools that read saved responses.
+pub fn parse_response(
+    body: &[u8],
+    header_len: Option<usize>,
+    output: Option<&str>,
+    rows: usize,
+    positive: usize,
+    id: u64,
+) -> Result<Vec<f32>, String> {
+    let want = Want {
+        id,
+        output,
+        rows,
+        positive,
+    };
+    decode(body, header_len, &want).map_err(|e| match e {
+        DecodeError::Malformed(m) => format!("malformed: {m}"),
+        DecodeError::Shape(m) => format!("shape: {m}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
