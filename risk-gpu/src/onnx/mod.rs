@@ -239,18 +239,8 @@ impl OnnxScorer {
                 )))
             }
         };
-        let names: Vec<String> = match &cfg.features {
-            Some(f) => f.clone(),
-            None => schema.fields().iter().map(|f| f.name.clone()).collect(),
-        };
-        let slots = names
-            .iter()
-            .map(|n| {
-                schema
-                    .slot(n)
-                    .ok_or_else(|| OnnxError::Model(format!("feature {n:?} is not in the schema")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let slots =
+            crate::feature_slots(schema, cfg.features.as_deref()).map_err(OnnxError::Model)?;
         if width >= 0 && width as usize != slots.len() {
             return Err(OnnxError::Model(format!(
                 "model input has {width} features, {} are mapped from the schema",

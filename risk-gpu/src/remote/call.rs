@@ -71,7 +71,7 @@ impl AttemptError {
 }
 
 /// An error with its sources (reqwest's own text is only "error sending request").
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(c) = src {

@@ -1,6 +1,6 @@
 //! [`RemoteScorer`]: a model on a KServe V2 server as a tier.
 
-use super::call::{attempt, call, CallError, Req, Shared};
+use super::call::{attempt, call, chain, CallError, Req, Shared};
 use super::config::{Datatype, KServeConfig, Wire};
 use super::endpoint::{Endpoint, HedgeBudget, LatencyWindow};
 use super::stats::{Counters, EndpointStatus, RemoteStats};
@@ -67,17 +67,6 @@ async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<V
         ));
     }
     Ok(body.to_vec())
-}
-
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
 }
 
 /// What one endpoint said at load.
@@ -183,18 +172,8 @@ impl RemoteScorer {
                 field: field.to_string(),
                 reason,
             })?;
-        let names: Vec<String> = match &cfg.features {
-            Some(f) => f.clone(),
-            None => schema.fields().iter().map(|f| f.name.clone()).collect(),
-        };
-        let slots = names
-            .iter()
-            .map(|n| {
-                schema
-                    .slot(n)
-                    .ok_or_else(|| RemoteError::Feature(format!("{n:?} is not in the schema")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let slots =
+            crate::feature_slots(schema, cfg.features.as_deref()).map_err(RemoteError::Feature)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("risk-kserve")
