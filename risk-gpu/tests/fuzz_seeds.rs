@@ -81,7 +81,7 @@ fn kserve_response_fuzz_seeds_parse_or_fail_typed() {
     );
     assert_eq!(
         parsed["mlserver_one_row.json"],
-        Ok(vec![0.045790430158376694f32])
+        Ok(vec![0.045790430158376694f64 as f32])
     );
     assert_eq!(parsed["binary_one_row.bin"], Ok(vec![0.75]));
     let nested = parsed["nested_null.json"].as_ref().unwrap();

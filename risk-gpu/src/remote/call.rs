@@ -257,9 +257,9 @@ const GRACE: Duration = Duration::from_millis(20);
 
 type Flying = Pin<Box<dyn Future<Output = (usize, bool, Result<Vec<f32>, AttemptError>)> + Send>>;
 
-/// Scores the rows of `req` within `budget`. The attempts are futures polled by this one
-/// (not tasks): no hand-off to the runtime's thread and back, which cost ~90 µs a call on
-/// 2 cores shared with the server (BENCHMARKS.md [14]); dropping them aborts them.
+/// Scores the rows of `req` within `budget`. The attempts are futures polled by this one,
+/// not spawned tasks (no hand-off to the runtime's thread per attempt; it measured the same,
+/// BENCHMARKS.md [14]); dropping one aborts it and closes its connection.
 pub(crate) async fn call(
     sh: Arc<Shared>,
     req: Req,
