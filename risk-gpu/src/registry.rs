@@ -16,6 +16,8 @@
 //! sessions = 2                     # optional
 //! intra_threads = 1                # optional
 //! runtime = "/path/libonnxruntime.so"  # optional, else ORT_DYLIB_PATH
+//! device = "cuda"                  # optional: "cpu", "cuda", "cuda:N" (strict); default:
+//!                                  # CUDA when built with --features cuda and it loads
 //!
 //! [deep.scorer]
 //! kind = "llm"
@@ -273,6 +275,11 @@ pub fn register(r: &mut ScorerRegistry) {
         cfg.intra_threads = count(spec, "intra_threads", 1)?.max(1);
         if spec.table.contains_key("runtime") {
             cfg.runtime = Some(spec.path("runtime")?);
+        }
+        if spec.table.contains_key("device") {
+            cfg.device = Some(spec.str("device")?.parse().map_err(|e: String| {
+                ConfigError::invalid(format!("{}.device", spec.key), e)
+            })?);
         }
         let scorer = OnnxScorer::load(&cfg, &spec.schema).map_err(|e| scorer_err(spec, e))?;
         Ok(Arc::new(scorer))

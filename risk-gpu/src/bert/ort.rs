@@ -65,7 +65,7 @@ impl OrtEncoder {
         let mut list = Vec::new();
         let mut placement = String::new();
         for _ in 0..sessions.max(1) {
-            let (mut b, p) = crate::onnx::builder(env, intra_threads).map_err(&err)?;
+            let (mut b, p) = crate::onnx::builder(env, intra_threads, None).map_err(&err)?;
             placement = p;
             list.push(
                 b.commit_from_memory(&bytes)

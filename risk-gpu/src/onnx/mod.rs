@@ -67,6 +67,11 @@ pub struct OnnxConfig {
     pub warmup: bool,
     /// Longest a warm-up run may take before it is terminated and the load fails.
     pub warmup_budget: Duration,
+    /// Where sessions run. `None` (the default): CUDA device 0 when built with
+    /// `--features cuda` and its execution provider loads, else the CPU (the placement
+    /// says which). `Some(Cpu)`: the CPU only. `Some(Cuda(i))`: CUDA device `i`, and the
+    /// load fails when its execution provider cannot be registered.
+    pub device: Option<crate::Device>,
 }
 
 impl OnnxConfig {
@@ -83,6 +88,7 @@ impl OnnxConfig {
             runtime: None,
             warmup: true,
             warmup_budget: Duration::from_secs(30),
+            device: None,
         }
     }
 }
@@ -165,6 +171,7 @@ impl std::fmt::Debug for OnnxScorer {
 pub(crate) fn builder(
     env: &ort::environment::Environment,
     threads: usize,
+    device: Option<crate::Device>,
 ) -> Result<(ort::session::builder::SessionBuilder, String), String> {
     let b = Session::builder(env).map_err(|e| e.to_string())?;
     let b = b
@@ -176,18 +183,42 @@ pub(crate) fn builder(
     let b = b
         .with_log_level(ort::logging::LogLevel::Fatal)
         .map_err(|e| e.to_string())?;
-    #[cfg(feature = "cuda")]
-    let placed = {
-        use ort::ep::ExecutionProvider;
-        let mut b = b;
-        match ort::ep::CUDA::default().register(&mut b) {
-            Ok(()) => (b, "cuda:0".to_string()),
-            Err(e) => (b, format!("cpu (CUDA execution provider unavailable: {e})")),
-        }
-    };
-    #[cfg(not(feature = "cuda"))]
-    let placed = (b, "cpu (built without the cuda feature)".to_string());
-    Ok(placed)
+    match device {
+        Some(crate::Device::Cpu) => Ok((b, "cpu".to_string())),
+        Some(crate::Device::Cuda(i)) => cuda_provider(b, i, true),
+        None => cuda_provider(b, 0, false),
+    }
+}
+
+/// Registers the CUDA execution provider for device `i`; `strict`: its failure fails
+/// the load, else the session stays on the CPU and the placement says why.
+#[cfg(feature = "cuda")]
+fn cuda_provider(
+    mut b: ort::session::builder::SessionBuilder,
+    i: usize,
+    strict: bool,
+) -> Result<(ort::session::builder::SessionBuilder, String), String> {
+    use ort::ep::ExecutionProvider;
+    let id = i32::try_from(i).map_err(|_| format!("cuda:{i}: device index out of range"))?;
+    match ort::ep::CUDA::default().with_device_id(id).register(&mut b) {
+        Ok(()) => Ok((b, format!("cuda:{i}"))),
+        Err(e) if strict => Err(format!("cuda:{i}: CUDA execution provider unavailable: {e}")),
+        Err(e) => Ok((b, format!("cpu (CUDA execution provider unavailable: {e})"))),
+    }
+}
+
+/// Without the `cuda` feature: the CPU, or a typed refusal when CUDA was asked for.
+#[cfg(not(feature = "cuda"))]
+fn cuda_provider(
+    b: ort::session::builder::SessionBuilder,
+    i: usize,
+    strict: bool,
+) -> Result<(ort::session::builder::SessionBuilder, String), String> {
+    if strict {
+        Err(format!("cuda:{i}: risk-gpu was built without the cuda feature"))
+    } else {
+        Ok((b, "cpu (built without the cuda feature)".to_string()))
+    }
 }
 
 impl OnnxScorer {
@@ -203,7 +234,7 @@ impl OnnxScorer {
         let mut sessions = Vec::new();
         let mut placement = String::new();
         for _ in 0..cfg.sessions.max(1) {
-            let (mut b, p) = builder(env, cfg.intra_threads).map_err(&load)?;
+            let (mut b, p) = builder(env, cfg.intra_threads, cfg.device).map_err(&load)?;
             placement = p;
             let s = b
                 .commit_from_memory(&bytes)
