@@ -40,6 +40,34 @@ STEPS=(info quant llm bert onnx)
 
 die() { echo "device_check.sh: $*" >&2; exit 1; }
 
+# link_stubs CUDA_HOME: candle 0.11 builds cudarc with `dynamic-linking`, so the binary is
+# linked against libcuda, libnvrtc, libcurand, libcublas and libcublasLt. Only their names
+# matter at link time (the device's own libraries are loaded at run time), so link stubs
+# carrying the real SONAMEs and exporting every entry point cudarc declares are generated
+# into CUDA_HOME/lib/stubs (a folder cudarc's build script searches) instead of
+# downloading ~1 GB of wheels. libcudart is the real one (the nvidia-cuda-runtime wheel):
+# candle's compiled kernels use its private registration entry points.
+link_stubs() {
+  local cu=$1 dir=$1/lib/stubs src
+  src=$(cargo metadata --format-version 1 --features risk-examples/cuda 2>/dev/null | python3 -c '
+import json, os, sys
+m = json.load(sys.stdin)
+print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"] == "cudarc"))')
+  [ -d "$src/src/driver/sys" ] || die "cudarc sources not found (cargo fetch first)"
+  mkdir -p "$dir"
+  local lib soname sys
+  for spec in cuda:libcuda.so.1:driver nvrtc:libnvrtc.so.13:nvrtc curand:libcurand.so.10:curand \
+              cublas:libcublas.so.13:cublas cublasLt:libcublasLt.so.13:cublaslt; do
+    IFS=: read -r lib soname sys <<<"$spec"
+    grep -o 'load::<_F>("[A-Za-z0-9_]*")' "$src/src/$sys/sys/mod.rs" | sed 's/.*("\(.*\)")/\1/' | sort -u \
+      | awk '{printf "int %s(void) { return 999; }\n", $1}' > "$dir/$lib.c"
+    gcc -shared -fPIC -Wl,-soname,"$soname" -o "$dir/lib$lib.so" "$dir/$lib.c"
+    rm "$dir/$lib.c"
+  done
+  ln -sf ../libcudart.so.13 "$dir/libcudart.so"
+  echo "link stubs in $dir: $(cd "$dir" && echo lib*.so)"
+}
+
 pack() {
   local venv=target/cuda-venv bundle=target/device-bundle
   [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
@@ -48,6 +76,7 @@ pack() {
   local cu
   cu=$("$venv/bin/python" -c "import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], 'cu13'))")
   "$cu/bin/nvcc" --version | tail -1
+  link_stubs "$cu"
   echo "==> cargo build --release -p risk-examples --example device_check --features cuda"
   PATH=$cu/bin:$PATH CUDA_HOME=$cu CUDARC_CUDA_VERSION=13000 CUDA_COMPUTE_CAP=90 \
     cargo build --release -p risk-examples --example device_check --features cuda
@@ -77,6 +106,20 @@ pack() {
     readelf -d "$f" | awk '/NEEDED/{gsub(/[\[\]]/,"",$5); printf " %s", $5}'
     echo
   done
+  echo "==> self-check here: the packed binary loads against the link stubs, runs on the CPU,"
+  echo "    and a CUDA request without a GPU fails loudly"
+  local fake=target/device-fake-libs
+  rm -rf "$fake" && mkdir -p "$fake"
+  for spec in cuda:1 curand:10 cublas:13 cublasLt:13 nvrtc:13; do
+    ln -s "$cu/lib/stubs/lib${spec%%:*}.so" "$fake/lib${spec%%:*}.so.${spec##*:}"
+  done
+  ln -s "$cu/lib/libcudart.so.13" "$fake/"
+  LD_LIBRARY_PATH=$fake "$bundle/bin/device_check" info --device cpu >/dev/null \
+    || die "the packed binary failed on the CPU here"
+  if LD_LIBRARY_PATH=$fake "$bundle/bin/device_check" info --device cuda >/dev/null 2>&1; then
+    die "the packed binary reported a CUDA device on link stubs"
+  fi
+  echo "    ok"
   echo "    (CUDA libraries are opened at run time: libcuda from the driver; libcublas,"
   echo "     libcublasLt, libcurand, libcudart, libcufft, libcudnn from the image's nvidia-* packages)"
   du -sh "$bundle"/*

@@ -53,7 +53,12 @@ fn llm_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
     } else {
         Llama::from_gguf(&path, &dev).map_err(|e| e.to_string())?
     };
-    r.figure("load_f32", ms(t.elapsed()), "ms", "GGUF read, dequantized to f32, on the device");
+    r.figure(
+        "load_f32",
+        ms(t.elapsed()),
+        "ms",
+        "GGUF read, dequantized to f32, on the device",
+    );
     let layers = cpu.config().layers;
     let (np, ns) = if o.quick { (48, 16) } else { (500, 100) };
     let all = tokens(np + ns, 1);
@@ -63,8 +68,18 @@ fn llm_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
     // Cold: the first forward after loading (kernel modules, handles, allocations).
     let t = Instant::now();
     let first = logits(&gpu, &all)?;
-    r.figure("cold_prefill_f32", ms(t.elapsed()), "ms", &format!("first forward of {} tokens after load", all.len()));
-    r.check("logits_f32", rel_max(&reference, &first), 1e-3, "last-token logits, max |Δ| / max |CPU f32|");
+    r.figure(
+        "cold_prefill_f32",
+        ms(t.elapsed()),
+        "ms",
+        &format!("first forward of {} tokens after load", all.len()),
+    );
+    r.check(
+        "logits_f32",
+        rel_max(&reference, &first),
+        1e-3,
+        "last-token logits, max |Δ| / max |CPU f32|",
+    );
 
     let plans = [
         ("f32", None),
@@ -88,16 +103,37 @@ fn llm_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
             }
         };
         let (full, out) = median(o.reps(), || logits(&m, &all))?;
-        r.check(&format!("logits_{name}"), rel_max(&cpu_ref, &out), 1e-2, "max |Δ| / max |CPU|, warmed run");
+        r.check(
+            &format!("logits_{name}"),
+            rel_max(&cpu_ref, &out),
+            1e-2,
+            "max |Δ| / max |CPU|, warmed run",
+        );
         let toks = all.len() as f64;
-        r.figure(&format!("prefill_{name}_full"), toks / full.as_secs_f64(), "tok/s", &format!("{} tokens from an empty cache ({:.2} ms)", all.len(), ms(full)));
+        r.figure(
+            &format!("prefill_{name}_full"),
+            toks / full.as_secs_f64(),
+            "tok/s",
+            &format!(
+                "{} tokens from an empty cache ({:.2} ms)",
+                all.len(),
+                ms(full)
+            ),
+        );
         let mut cache = KvCache::default();
         m.forward(prefix, &mut cache).map_err(|e| e.to_string())?;
         let (cached, out) = median(o.reps(), || {
-            let l = m.forward(suffix, &mut cache.clone()).map_err(|e| e.to_string())?;
+            let l = m
+                .forward(suffix, &mut cache.clone())
+                .map_err(|e| e.to_string())?;
             host(&l)
         })?;
-        r.check(&format!("cached_prefix_{name}"), rel_max(&out_full(&m, &all)?, &out), 1e-3, "suffix on the cached prefix vs the full forward, same device");
+        r.check(
+            &format!("cached_prefix_{name}"),
+            rel_max(&out_full(&m, &all)?, &out),
+            1e-3,
+            "suffix on the cached prefix vs the full forward, same device",
+        );
         r.figure(&format!("prefill_{name}_cached"), ns as f64 / cached.as_secs_f64(), "tok/s", &format!("{ns} suffix tokens on a cached {np}-token prefix ({:.2} ms, {:.1}x faster than full)", ms(cached), full.as_secs_f64() / cached.as_secs_f64()));
     }
 
@@ -105,20 +141,55 @@ fn llm_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
     // into one forward vs one forward each.
     let mut cache = KvCache::default();
     gpu.forward(prefix, &mut cache).map_err(|e| e.to_string())?;
-    let lens: Vec<usize> = (0..8).map(|i| if o.quick { 6 + i } else { 40 + 10 * i }).collect();
-    let seqs: Vec<Vec<u32>> = lens.iter().enumerate().map(|(i, &n)| tokens(n, 10 + i as u32)).collect();
+    let lens: Vec<usize> = (0..8)
+        .map(|i| if o.quick { 6 + i } else { 40 + 10 * i })
+        .collect();
+    let seqs: Vec<Vec<u32>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| tokens(n, 10 + i as u32))
+        .collect();
     let refs: Vec<&[u32]> = seqs.iter().map(Vec::as_slice).collect();
-    let (packed, hp) = median(o.reps(), || host(&gpu.forward_packed(&cache, &refs).map_err(|e| e.to_string())?))?;
+    let (packed, hp) = median(o.reps(), || {
+        host(
+            &gpu.forward_packed(&cache, &refs)
+                .map_err(|e| e.to_string())?,
+        )
+    })?;
     let (single, h1) = median(o.reps(), || {
         let mut v = Vec::new();
         for s in &refs {
-            v.extend(host(&gpu.forward_hidden(s, &mut cache.clone()).map_err(|e| e.to_string())?)?);
+            v.extend(host(
+                &gpu.forward_hidden(s, &mut cache.clone())
+                    .map_err(|e| e.to_string())?,
+            )?);
         }
         Ok(v)
     })?;
-    r.check("batch8_packed_vs_single", rel_max(&h1, &hp), 1e-3, "final hidden states, packed vs one by one");
-    r.figure("batch8_packed", ms(packed), "ms", &format!("8 suffixes ({} tokens) packed on a {np}-token prefix", lens.iter().sum::<usize>()));
-    r.figure("batch8_single", ms(single), "ms", &format!("the same one by one ({:.2}x the packed time)", single.as_secs_f64() / packed.as_secs_f64()));
+    r.check(
+        "batch8_packed_vs_single",
+        rel_max(&h1, &hp),
+        1e-3,
+        "final hidden states, packed vs one by one",
+    );
+    r.figure(
+        "batch8_packed",
+        ms(packed),
+        "ms",
+        &format!(
+            "8 suffixes ({} tokens) packed on a {np}-token prefix",
+            lens.iter().sum::<usize>()
+        ),
+    );
+    r.figure(
+        "batch8_single",
+        ms(single),
+        "ms",
+        &format!(
+            "the same one by one ({:.2}x the packed time)",
+            single.as_secs_f64() / packed.as_secs_f64()
+        ),
+    );
     Ok(())
 }
 
@@ -163,11 +234,16 @@ fn quant_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
         let wc = Tensor::from_vec(w, (out, inp), &Device::Cpu).map_err(ce)?;
         let wd = wc.to_device(&dev).map_err(ce)?;
         let mut f16_time = Vec::new();
-        for p in [Precision::F16, Precision::Int8, Precision::AwqInt4 { group: 64 }] {
+        for p in [
+            Precision::F16,
+            Precision::Int8,
+            Precision::AwqInt4 { group: 64 },
+        ] {
             let qc = QLinear::quantize("w", &wc, p).map_err(|e| e.to_string())?;
             let qd = QLinear::quantize("w", &wd, p).map_err(|e| e.to_string())?;
             for (k, &n) in ns.iter().enumerate() {
-                let x = Tensor::from_vec(weights(n, inp, 7 + n as u64), (n, inp), &Device::Cpu).map_err(ce)?;
+                let x = Tensor::from_vec(weights(n, inp, 7 + n as u64), (n, inp), &Device::Cpu)
+                    .map_err(ce)?;
                 let xd = x.to_device(&dev).map_err(ce)?;
                 let reference = host(&qc.forward(&x).map_err(ce)?)?;
                 let run = || -> Result<Vec<f32>, String> {
@@ -183,16 +259,32 @@ fn quant_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
                 let cold_t = t.elapsed();
                 let (warm, y) = median(o.reps(), run)?;
                 let name = format!("{p}_{out}x{inp}_n{n}");
-                r.check(&name, rel_l2(&reference, &y).max(rel_l2(&reference, &cold)), 1e-2, "‖Δ‖/‖CPU‖ of y = x·Wᵀ, same quantized weights");
+                r.check(
+                    &name,
+                    rel_l2(&reference, &y).max(rel_l2(&reference, &cold)),
+                    1e-2,
+                    "‖Δ‖/‖CPU‖ of y = x·Wᵀ, same quantized weights",
+                );
                 let gflops = 2.0 * (n * out * inp) as f64 / warm.as_secs_f64() / 1e9;
                 let vs = match p {
                     Precision::F16 => {
                         f16_time.push(warm);
                         String::new()
                     }
-                    _ => format!(", {:.2}x the f16 time", warm.as_secs_f64() / f16_time[k].as_secs_f64()),
+                    _ => format!(
+                        ", {:.2}x the f16 time",
+                        warm.as_secs_f64() / f16_time[k].as_secs_f64()
+                    ),
                 };
-                r.figure(&format!("{name}"), ms(warm) * 1e3, "us", &format!("{gflops:.1} GFLOP/s (dequantize + GEMM){vs}; cold {:.1} us", ms(cold_t) * 1e3));
+                r.figure(
+                    &name,
+                    ms(warm) * 1e3,
+                    "us",
+                    &format!(
+                        "{gflops:.1} GFLOP/s (dequantize + GEMM){vs}; cold {:.1} us",
+                        ms(cold_t) * 1e3
+                    ),
+                );
             }
         }
     }

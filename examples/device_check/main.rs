@@ -28,6 +28,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// What one step found.
+#[derive(Debug)]
 pub struct Report {
     step: String,
     lines: Vec<serde_json::Value>,
@@ -92,6 +93,7 @@ impl Report {
 }
 
 /// Run options shared by the steps.
+#[derive(Debug)]
 pub struct Opts {
     /// The device under test.
     pub device: risk_gpu::Device,
@@ -171,19 +173,28 @@ fn info(r: &mut Report, o: &Opts) {
             r.info("candle_device", &format!("{d:?}"));
             // One small GEMM proves the device computes, and that it agrees.
             let run = || -> candle_core::Result<Vec<f32>> {
-                let a: Vec<f32> = (0..64 * 64).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+                let a: Vec<f32> = (0..64 * 64)
+                    .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+                    .collect();
                 let ta = candle_core::Tensor::from_vec(a, (64, 64), &d)?;
                 ta.matmul(&ta.t()?)?.flatten_all()?.to_vec1::<f32>()
             };
             let cpu = || -> candle_core::Result<Vec<f32>> {
-                let a: Vec<f32> = (0..64 * 64).map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0).collect();
+                let a: Vec<f32> = (0..64 * 64)
+                    .map(|i| ((i * 37) % 101) as f32 / 50.0 - 1.0)
+                    .collect();
                 let ta = candle_core::Tensor::from_vec(a, (64, 64), &candle_core::Device::Cpu)?;
                 ta.matmul(&ta.t()?)?.flatten_all()?.to_vec1::<f32>()
             };
             match (cpu(), run()) {
                 (Ok(c), Ok(g)) => {
                     let (d, m) = max_abs_diff(&c, &g);
-                    r.check("gemm_64", d / m.max(1.0), 1e-3, "64×64 f32 GEMM, max |Δ| / max |ref|");
+                    r.check(
+                        "gemm_64",
+                        d / m.max(1.0),
+                        1e-3,
+                        "64×64 f32 GEMM, max |Δ| / max |ref|",
+                    );
                 }
                 (_, Err(e)) | (Err(e), _) => r.fail("gemm_64", &e.to_string()),
             }
@@ -221,7 +232,12 @@ fn main() {
         "onnx" => tiers::onnx(&mut r, &o),
         _ => usage(&format!("unknown step {step:?}")),
     }
-    r.figure("step_wall", ms(t.elapsed()), "ms", "the whole step, loads included");
+    r.figure(
+        "step_wall",
+        ms(t.elapsed()),
+        "ms",
+        "the whole step, loads included",
+    );
     if let Some(dir) = out {
         let write = || -> std::io::Result<()> {
             std::fs::create_dir_all(&dir)?;

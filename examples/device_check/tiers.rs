@@ -49,7 +49,12 @@ fn bert_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
     let cpu = bert_scorer(risk_gpu::Device::Cpu)?;
     let t = Instant::now();
     let dev = bert_scorer(o.device)?;
-    r.figure("load", ms(t.elapsed()), "ms", "encoder and head onto the device");
+    r.figure(
+        "load",
+        ms(t.elapsed()),
+        "ms",
+        "encoder and head onto the device",
+    );
     let embed = |s: &BertScorer, b: &[&str]| -> Result<Vec<f32>, String> {
         Ok(s.embed(b, None).map_err(|e| e.to_string())?.concat())
     };
@@ -62,10 +67,29 @@ fn bert_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
         let (warm, out) = median(o.reps(), || embed(&dev, b))?;
         let (d, _) = max_abs_diff(&reference, &out);
         let (dc, _) = max_abs_diff(&reference, &cold);
-        r.check(&format!("embeddings_b{batch}"), d.max(dc), 1e-3, "normalised mean-pooled embeddings, max |Δ| vs CPU f32");
-        r.figure(&format!("embed_b{batch}"), ms(warm), "ms", &format!("tokenize + forward + pool, {:.0} texts/s; cold {:.2} ms", batch as f64 / warm.as_secs_f64(), ms(cold_t)));
+        r.check(
+            &format!("embeddings_b{batch}"),
+            d.max(dc),
+            1e-3,
+            "normalised mean-pooled embeddings, max |Δ| vs CPU f32",
+        );
+        r.figure(
+            &format!("embed_b{batch}"),
+            ms(warm),
+            "ms",
+            &format!(
+                "tokenize + forward + pool, {:.0} texts/s; cold {:.2} ms",
+                batch as f64 / warm.as_secs_f64(),
+                ms(cold_t)
+            ),
+        );
         let (cpu_t, _) = median(o.reps(), || embed(&cpu, b))?;
-        r.figure(&format!("embed_b{batch}_cpu"), ms(cpu_t), "ms", "the same on this machine's CPU");
+        r.figure(
+            &format!("embed_b{batch}_cpu"),
+            ms(cpu_t),
+            "ms",
+            "the same on this machine's CPU",
+        );
     }
     Ok(())
 }
@@ -95,7 +119,12 @@ fn onnx_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
     let cpu = onnx_scorer(risk_gpu::Device::Cpu)?;
     let t = Instant::now();
     let dev = onnx_scorer(o.device)?;
-    r.figure("load", ms(t.elapsed()), "ms", "session created on the device's provider");
+    r.figure(
+        "load",
+        ms(t.elapsed()),
+        "ms",
+        "session created on the device's provider",
+    );
     r.info("placement", dev.placement());
     let score = |s: &OnnxScorer, b: &[&Transaction]| -> Result<Vec<f32>, String> {
         let mut out = Vec::new();
@@ -111,10 +140,32 @@ fn onnx_inner(r: &mut Report, o: &Opts) -> Result<(), String> {
         let (warm, out) = median(o.reps() * 5, || score(&dev, &b))?;
         let (d, _) = max_abs_diff(&reference, &out);
         let (dc, _) = max_abs_diff(&reference, &cold);
-        r.check(&format!("probabilities_b{batch}"), d.max(dc), 1e-5, "fraud probability, max |Δ| vs the CPU provider");
+        r.check(
+            &format!("probabilities_b{batch}"),
+            d.max(dc),
+            1e-5,
+            "fraud probability, max |Δ| vs the CPU provider",
+        );
         let (cpu_t, _) = median(o.reps() * 5, || score(&cpu, &b))?;
-        r.figure(&format!("score_b{batch}"), ms(warm) * 1e3, "us", &format!("{:.0} rows/s; cold {:.1} us", batch as f64 / warm.as_secs_f64(), ms(cold_t) * 1e3));
-        r.figure(&format!("score_b{batch}_cpu"), ms(cpu_t) * 1e3, "us", &format!("CPU provider ({:.2}x the device time)", cpu_t.as_secs_f64() / warm.as_secs_f64()));
+        r.figure(
+            &format!("score_b{batch}"),
+            ms(warm) * 1e3,
+            "us",
+            &format!(
+                "{:.0} rows/s; cold {:.1} us",
+                batch as f64 / warm.as_secs_f64(),
+                ms(cold_t) * 1e3
+            ),
+        );
+        r.figure(
+            &format!("score_b{batch}_cpu"),
+            ms(cpu_t) * 1e3,
+            "us",
+            &format!(
+                "CPU provider ({:.2}x the device time)",
+                cpu_t.as_secs_f64() / warm.as_secs_f64()
+            ),
+        );
     }
     Ok(())
 }

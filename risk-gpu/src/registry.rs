@@ -277,9 +277,10 @@ pub fn register(r: &mut ScorerRegistry) {
             cfg.runtime = Some(spec.path("runtime")?);
         }
         if spec.table.contains_key("device") {
-            cfg.device = Some(spec.str("device")?.parse().map_err(|e: String| {
-                ConfigError::invalid(format!("{}.device", spec.key), e)
-            })?);
+            cfg.device =
+                Some(spec.str("device")?.parse().map_err(|e: String| {
+                    ConfigError::invalid(format!("{}.device", spec.key), e)
+                })?);
         }
         let scorer = OnnxScorer::load(&cfg, &spec.schema).map_err(|e| scorer_err(spec, e))?;
         Ok(Arc::new(scorer))

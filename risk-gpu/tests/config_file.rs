@@ -79,3 +79,33 @@ fn risk_toml_names_a_bert_tier_alone_or_in_an_ensemble() {
     let err = Engine::from_toml_str(&bad, &root.join("examples"), &origin, &reg).unwrap_err();
     assert!(err.to_string().contains("only for backend"), "{err}");
 }
+
+#[test]
+fn risk_toml_places_an_onnx_tier_and_refuses_an_unknown_device() {
+    let mut reg = ScorerRegistry::default();
+    risk_rules::register(&mut reg);
+    risk_gpu::register(&mut reg);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let origin = root.join("examples/risk.toml");
+    let onnx = format!(
+        "[fast.scorer]\nkind = \"onnx\"\npath = \"../testdata/models/xgb_fraud.onnx\"\nruntime = {:?}\n",
+        crate::common::onnxruntime().display().to_string()
+    );
+    let e = Engine::from_toml_str(
+        &with_fast(&format!("{onnx}device = \"cpu\"\n")),
+        &root.join("examples"),
+        &origin,
+        &reg,
+    )
+    .unwrap_or_else(|err| panic!("{err}"));
+    let row = &generate(&SynthConfig::new(3, 1))[0];
+    assert_eq!(e.decide(&row.txn).unwrap().fallback, None);
+    for (device, want) in [
+        ("tpu", "fast.scorer.device"),
+        ("cuda:x", "fast.scorer.device"),
+    ] {
+        let bad = with_fast(&format!("{onnx}device = \"{device}\"\n"));
+        let err = Engine::from_toml_str(&bad, &root.join("examples"), &origin, &reg).unwrap_err();
+        assert!(err.to_string().contains(want), "{device}: {err}");
+    }
+}

@@ -142,3 +142,24 @@ fn bad_models_are_typed_errors() {
     let e = OnnxScorer::load(&c, &s).unwrap_err();
     assert!(e.to_string().contains("18 features, 1 are mapped"), "{e}");
 }
+
+/// `device`: `Cpu` stays on the CPU whatever the build; `Cuda` is strict, so a build or
+/// machine that cannot place the session there refuses the load instead of silently
+/// serving from the CPU.
+#[test]
+fn an_explicit_device_places_the_session_or_refuses_the_load() {
+    let mut c = cfg("xgb_fraud.onnx");
+    c.device = Some(risk_gpu::Device::Cpu);
+    let m = OnnxScorer::load(&c, &schema()).unwrap();
+    assert_eq!(m.placement(), "cpu");
+    c.device = Some(risk_gpu::Device::Cuda(0));
+    match OnnxScorer::load(&c, &schema()) {
+        // Only a CUDA build on a machine with a GPU and the CUDA provider gets here.
+        Ok(m) => assert_eq!(m.placement(), "cuda:0"),
+        Err(e) => {
+            let msg = e.to_string();
+            assert!(matches!(e, OnnxError::Load { .. }), "{msg}");
+            assert!(msg.contains("cuda:0"), "{msg}");
+        }
+    }
+}

@@ -202,7 +202,9 @@ fn cuda_provider(
     let id = i32::try_from(i).map_err(|_| format!("cuda:{i}: device index out of range"))?;
     match ort::ep::CUDA::default().with_device_id(id).register(&mut b) {
         Ok(()) => Ok((b, format!("cuda:{i}"))),
-        Err(e) if strict => Err(format!("cuda:{i}: CUDA execution provider unavailable: {e}")),
+        Err(e) if strict => Err(format!(
+            "cuda:{i}: CUDA execution provider unavailable: {e}"
+        )),
         Err(e) => Ok((b, format!("cpu (CUDA execution provider unavailable: {e})"))),
     }
 }
@@ -215,7 +217,9 @@ fn cuda_provider(
     strict: bool,
 ) -> Result<(ort::session::builder::SessionBuilder, String), String> {
     if strict {
-        Err(format!("cuda:{i}: risk-gpu was built without the cuda feature"))
+        Err(format!(
+            "cuda:{i}: risk-gpu was built without the cuda feature"
+        ))
     } else {
         Ok((b, "cpu (built without the cuda feature)".to_string()))
     }
