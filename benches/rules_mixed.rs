@@ -10,7 +10,7 @@ use crate::rules::zen_context_of;
 use crate::rules_mixed_ifchain::mixed_100;
 use criterion::{black_box, Criterion};
 use risk_core::synth::{wide_rows, wide_schema};
-use risk_rules::{Hits, RuleSet};
+use risk_rules::{Hits, NativeBackend, RuleSet};
 use zen_expression::vm::VM;
 use zen_expression::{Isolate, Scope, Variable};
 
@@ -24,6 +24,16 @@ pub fn evaluate(c: &mut Criterion) {
     let interpreted =
         RuleSet::compile(RULES, "mixed_100.rules", &s).expect("the mixed set compiles");
     set.native().expect("native code on this host");
+    // The other code generator in the same run (the x86-64 templates are the default
+    // on x86-64 System V; elsewhere both are Cranelift).
+    let cranelift = RuleSet::compile(RULES, "mixed_100.rules", &s).expect("compiles");
+    cranelift
+        .native_with(NativeBackend::Cranelift)
+        .expect("Cranelift on this host");
+    println!(
+        "rules_mixed: native backend {:?}",
+        set.native_backend().unwrap_or("none")
+    );
     let rows = wide_rows(3, ROWS);
     let zen: Vec<_> = ZEN
         .lines()
@@ -55,6 +65,12 @@ pub fn evaluate(c: &mut Criterion) {
             interp.indices(),
             "native and interpreter disagree"
         );
+        cranelift.evaluate(f, &mut interp);
+        assert_eq!(
+            hits.indices(),
+            interp.indices(),
+            "the two code generators disagree"
+        );
         hand.clear();
         mixed_100(&slots(f), &mut hand);
         zen_hits(&mut vm, scope, &mut z);
@@ -78,6 +94,12 @@ pub fn evaluate(c: &mut Criterion) {
         b.iter(|| {
             i = (i + 1) % ROWS;
             black_box(set.evaluate(black_box(&rows[i]), &mut hits))
+        })
+    });
+    g.bench_function("risk_rules_100_mixed_varied_rows_cranelift", |b| {
+        b.iter(|| {
+            i = (i + 1) % ROWS;
+            black_box(cranelift.evaluate(black_box(&rows[i]), &mut hits))
         })
     });
     g.bench_function("risk_rules_100_mixed_varied_rows_interpreter", |b| {
@@ -108,6 +130,13 @@ pub fn evaluate(c: &mut Criterion) {
         b.iter(|| {
             let set = RuleSet::compile(black_box(RULES), "mixed_100.rules", &s).unwrap();
             set.native().unwrap();
+            black_box(set)
+        })
+    });
+    g.bench_function("compile_100_mixed_rules_and_cranelift", |b| {
+        b.iter(|| {
+            let set = RuleSet::compile(black_box(RULES), "mixed_100.rules", &s).unwrap();
+            set.native_with(NativeBackend::Cranelift).unwrap();
             black_box(set)
         })
     });

@@ -1,4 +1,8 @@
-//! Native code for a linked rule program, with Cranelift (feature `jit`).
+//! Native code for a linked rule program (feature `jit`): the entry point, and the
+//! Cranelift generator. On x86-64 System V, [`compile`] uses the templates of
+//! [`crate::jit_x64`] instead (same edges, same semantics, ~8x faster to emit for the
+//! mixed set and faster to run, BENCHMARKS.md [12]); Cranelift serves every other host
+//! and `RISK_RULES_JIT=cranelift`.
 //!
 //! Why: the branch-program interpreter ([`crate::branch`]) dispatches every test through
 //! one `match` and picks every successor at one branch site, so on varied rows the
@@ -50,10 +54,21 @@ extern "C" fn slow(ctx: *const Branches, node: u32, x: *const f32, len: usize) -
     .unwrap_or(0)
 }
 
+/// The memory holding a program's code, per backend.
+enum Mem {
+    /// Cranelift's module (freed explicitly on drop; boxed: it is large).
+    Cranelift(Box<JITModule>),
+    /// The x86-64 templates' buffer (unmapped when dropped).
+    #[cfg(all(target_arch = "x86_64", unix))]
+    X64(#[allow(dead_code)] dynasmrt::ExecutableBuffer),
+}
+
 /// A compiled rule program.
 pub struct Native {
-    module: Option<JITModule>,
+    module: Option<Mem>,
     entry: Entry,
+    /// Which backend emitted it: `"x64"` or `"cranelift"`.
+    pub backend: &'static str,
     /// Slots read: rows shorter than this run on the interpreter.
     pub min_len: usize,
 }
@@ -76,7 +91,7 @@ impl std::fmt::Debug for Native {
 
 impl Drop for Native {
     fn drop(&mut self) {
-        if let Some(m) = self.module.take() {
+        if let Some(Mem::Cranelift(m)) = self.module.take() {
             // SAFETY: `&mut self`: no call into the code is in flight, and `entry`
             // is never used after this.
             unsafe { m.free_memory() };
@@ -143,9 +158,32 @@ fn cc(op: Cmp) -> FloatCC {
     }
 }
 
-/// Compiles the linked program `b` entered at `start`. `Err`: the host is not
-/// supported or Cranelift refused (the caller interprets instead).
+/// Compiles the linked program `b` entered at `start`: with the x86-64 templates
+/// ([`crate::jit_x64`]) on x86-64 System V hosts, else (or with
+/// `RISK_RULES_JIT=cranelift`) with Cranelift. `Err`: the host is not supported or the
+/// backend refused (the caller interprets instead).
 pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
+    #[cfg(all(target_arch = "x86_64", unix))]
+    if !std::env::var("RISK_RULES_JIT").is_ok_and(|v| v == "cranelift") {
+        let c = crate::jit_x64::compile(b, start)?;
+        let code = c.buf.ptr(c.entry);
+        // SAFETY: `code` is the entry of a function emitted by `jit_x64` with
+        // exactly `Entry`'s System V signature (six integer arguments in rdi..r9, a
+        // u64 in rax, callee-saved registers restored, the stack aligned at calls),
+        // and it lives as long as the buffer, which `Native` owns.
+        let entry = unsafe { std::mem::transmute::<*const u8, Entry>(code) };
+        return Ok(Native {
+            module: Some(Mem::X64(c.buf)),
+            entry,
+            backend: "x64",
+            min_len: c.min_len,
+        });
+    }
+    compile_cranelift(b, start)
+}
+
+/// [`compile`] with Cranelift.
+pub fn compile_cranelift(b: &Branches, start: u32) -> Result<Native, String> {
     let mut flags = settings::builder();
     // The verifier (on by default) doubled compile time; the IR is built by this file
     // alone and checked by the property tests against the interpreter instead.
@@ -257,8 +295,9 @@ pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
     let entry = unsafe { std::mem::transmute::<*const u8, Entry>(code) };
     debug_assert!(FALSE > b.nodes.len() as u32);
     Ok(Native {
-        module: Some(module),
+        module: Some(Mem::Cranelift(Box::new(module))),
         entry,
+        backend: "cranelift",
         min_len,
     })
 }

@@ -54,6 +54,8 @@ mod impact;
 #[cfg(feature = "jit")]
 #[allow(unsafe_code)]
 mod jit;
+#[cfg(all(feature = "jit", target_arch = "x86_64", unix))]
+mod jit_x64;
 pub mod lexer;
 mod lint;
 pub mod parser;
@@ -68,7 +70,8 @@ pub use impact::{impact, shadow_impact, ImpactExample, ImpactReport, RuleDelta};
 pub use lint::{RuleWarning, WarningKind};
 pub use parser::file::{HitPolicy, Outcome};
 pub use ruleset::{
-    Expression, Hits, LoadError, Rule, RuleSet, Value, Verdict, MAX_RULES, MAX_SOURCE,
+    Expression, Hits, LoadError, NativeBackend, Rule, RuleSet, Value, Verdict, MAX_RULES,
+    MAX_SOURCE,
 };
 pub use scorer::{register, scorer_from_spec, ReloadError, ReloadStats, RuleScorer, Watcher};
 

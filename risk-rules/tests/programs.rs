@@ -7,7 +7,7 @@
 
 use crate::golden::schema;
 use risk_core::synth::Rng;
-use risk_rules::{Hits, RuleSet};
+use risk_rules::{Hits, NativeBackend, RuleSet};
 
 const NUMS: [&str; 3] = ["amount", "velocity", "ratio"];
 const KS: [&str; 12] = [
@@ -136,17 +136,28 @@ fn native_interpreted_and_reference_agree_on_random_sets() {
         assert_eq!(set.backend(), "interpreter");
         set.native().expect("native code on this host");
         assert_eq!(set.backend(), "native");
-        let (mut a, mut b, mut c) = (Hits::new(), Hits::new(), Hits::new());
+        // Both code generators: the x86-64 templates (the default there) and Cranelift.
+        let cl = RuleSet::compile(&src, "random.rules", &s).unwrap();
+        cl.native_with(NativeBackend::Cranelift).unwrap();
+        assert_eq!(cl.native_backend(), Some("cranelift"));
+        if cfg!(all(target_arch = "x86_64", unix)) {
+            assert_eq!(set.native_backend(), Some("x64"));
+        }
+        let (mut a, mut b, mut c, mut d) = (Hits::new(), Hits::new(), Hits::new(), Hits::new());
         for _ in 0..1_500 {
             let f = row(&mut r, &s);
             let va = set.evaluate(&f, &mut a);
             let vb = set.evaluate_interpreted(&f, &mut b);
             let vc = set.evaluate_reference(&f, &mut c);
+            let vd = cl.evaluate(&f, &mut d);
             assert_eq!(
                 a.indices(),
                 c.indices(),
                 "native vs reference, {policy}, {f:?}"
             );
+            assert_eq!(d.indices(), c.indices(), "cranelift vs reference, {policy}");
+            assert_eq!(d.shadow(), c.shadow());
+            assert_eq!(vd, vc);
             assert_eq!(
                 b.indices(),
                 c.indices(),
