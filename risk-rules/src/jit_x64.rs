@@ -10,9 +10,10 @@
 //!
 //! Registers for the whole function: `rbx` = `x`, `r12` / `r13` = where the next live /
 //! shadow hit is written (bumped by 4 per hit), `r14` = the [`Branches`] context, `r15`
-//! = the call-back, `rbp` = `len`; `[rsp]` / `[rsp + 8]` hold the buffers' starts, so the
-//! counts are pointer differences. All six are callee-saved, so a call-back preserves
-//! them; the stack is 16-byte aligned at each call. Tests use `xmm0`-`xmm3`, `rax`,
+//! = the call-back, `rbp` = the frame (a standard `rbp` chain, so debuggers, profilers
+//! and valgrind unwind through the code); `[rsp]` / `[rsp + 8]` hold the buffers'
+//! starts, so the counts are pointer differences, and `[rsp + 16]` holds `len`. All are
+//! callee-saved, so a call-back preserves them; the stack is 16-byte aligned at each call. Tests use `xmm0`-`xmm3`, `rax`,
 //! `rcx`, `rdx` only within one node.
 //!
 //! Semantics match the interpreter ([`Branches`]'s `test`) exactly: `ucomiss` sets the
@@ -51,10 +52,13 @@ pub fn compile(b: &Branches, start: u32) -> Result<Code, String> {
         min_len: 0,
     };
     let entry = e.ops.offset();
+    // A standard frame (`rbp` chain), so that debuggers, profilers and valgrind unwind
+    // through the generated code to its Rust caller.
     dynasm!(e.ops
         ; .arch x64
-        ; push rbx
         ; push rbp
+        ; mov rbp, rsp
+        ; push rbx
         ; push r12
         ; push r13
         ; push r14
@@ -65,9 +69,9 @@ pub fn compile(b: &Branches, start: u32) -> Result<Code, String> {
         ; mov r13, rdx
         ; mov r14, rcx
         ; mov r15, r8
-        ; mov rbp, r9
         ; mov [rsp], rsi
         ; mov [rsp + 8], rdx
+        ; mov [rsp + 16], r9
     );
     e.jump(start, 0);
     for (k, n) in b.nodes.iter().enumerate() {
@@ -144,8 +148,8 @@ pub fn compile(b: &Branches, start: u32) -> Result<Code, String> {
         ; pop r14
         ; pop r13
         ; pop r12
-        ; pop rbp
         ; pop rbx
+        ; pop rbp
         ; ret
     );
     let min_len = e.min_len;
@@ -381,7 +385,7 @@ impl Emit {
             ; mov rdi, r14
             ; mov esi, n
             ; mov rdx, rbx
-            ; mov rcx, rbp
+            ; mov rcx, [rsp + 16]
             ; call r15
             ; test al, al
             ; jz =>fail
