@@ -482,8 +482,8 @@ fn cat(
     f.ins().band_imm(r, 1)
 }
 
-/// Whether an arithmetic test compiles natively (`%` calls back).
-fn native_arith(a: &ArithCmp) -> bool {
+/// Whether an arithmetic test compiles natively (`%` calls back); both generators.
+pub(crate) fn native_arith(a: &ArithCmp) -> bool {
     [a.l, a.r]
         .iter()
         .all(|t| !matches!(t.op, Some((Arith::Rem, _))))

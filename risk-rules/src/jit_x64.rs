@@ -23,8 +23,9 @@
 //! zero is false whatever the comparison (it yields `NaN`, as [`Arith::apply`] does).
 //! Sets, `%` and stack-VM leaves call back into [`Branches`], as in the Cranelift code.
 
-use crate::branch::{ArithCmp, Branches, Opd, Term, Test};
+use crate::branch::{Branches, Opd, Term, Test};
 use crate::checker::{Arith, CatPair, Cmp};
+use crate::jit::native_arith;
 use dynasmrt::x64::Assembler;
 use dynasmrt::{dynasm, AssemblyOffset, DynamicLabel, DynasmApi, DynasmLabelApi, ExecutableBuffer};
 
@@ -162,13 +163,6 @@ pub fn compile(b: &Branches, start: u32) -> Result<Code, String> {
         entry,
         min_len,
     })
-}
-
-/// Whether an arithmetic test has a template (`%` calls back).
-fn native_arith(a: &ArithCmp) -> bool {
-    [a.l, a.r]
-        .iter()
-        .all(|t| !matches!(t.op, Some((Arith::Rem, _))))
 }
 
 struct Emit {
@@ -341,10 +335,8 @@ impl Emit {
         let b_unknown = self.ops.new_dynamic_label();
         let b_only_a = self.ops.new_dynamic_label();
         let holds = self.ops.new_dynamic_label();
-        // Both sides are checked for presence before either verdict: a missing side
-        // makes the comparison false even when the other is outside its vocabulary.
-        self.load(0, p.b.0);
-        dynasm!(self.ops ; .arch x64 ; ucomiss xmm0, xmm0 ; jp =>fail);
+        // A missing side makes either comparison false: `side` sends it to `fail`, and
+        // every path that can hold reads both sides.
         self.side(p.a.0, &p.map_a, 1, a_unknown, fail);
         // a known (xmm1).
         self.side(p.b.0, &p.map_b, 2, b_only_a, fail);
