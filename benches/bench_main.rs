@@ -5,6 +5,7 @@ use criterion::{criterion_group, criterion_main};
 
 mod audit;
 mod bert;
+mod deadline;
 mod deploy;
 mod engine;
 mod ffi;
@@ -22,7 +23,7 @@ mod trees;
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine::overhead, engine::thread_hop, engine::fallback, rules::evaluate, rules_mixed::evaluate,
+    targets = engine::overhead, engine::thread_hop, engine::fallback, deadline::wait, rules::evaluate, rules_mixed::evaluate,
         trees::native_vs_ort, ffi::overhead
 );
 criterion_group!(

@@ -5,7 +5,13 @@
 //! fault into a known share of its calls (stall past the deadline, panic, NaN, error) and a
 //! deep tier that injects faults into its batches, and reports: every call answered,
 //! lateness past the deadline (p99.9 and max), RSS sampled after warm-up, and the engine's
-//! fallback counters against the faults the scorers injected.
+//! fallback counters against the faults the scorers injected. `-- soak SECONDS THREADS
+//! SPIN_US` sets the caller threads and `pool.deadline_spin` (default 2 and 200 µs).
+//!
+//! Beside the callers, a probe thread makes the same wait as a timed-out caller
+//! ([`Clock::wait_precise`] for the deadline, same margin) on a signal nobody fires, with no
+//! engine involved: its lateness is this machine's wake-up floor at that moment, measured
+//! in the same run, against which the engine's lateness is read.
 //!
 //! `cargo run --release --example soak -- overload SECONDS` measures the deep tier's
 //! capacity, then offers gray-zone work at twice that rate: the decide path's p99 against
@@ -15,8 +21,8 @@
 
 use risk_core::synth::{generate, schema, SynthConfig};
 use risk_core::{
-    CircuitConfig, DeepConfig, Engine, FallbackCause, Histogram, Latency, LatencySummary,
-    PoolConfig, Score, ScoreError, Scorer, ScorerInfo, Shutdown, Transaction,
+    CircuitConfig, Clock, DeepConfig, Engine, FallbackCause, Histogram, Latency, LatencySummary,
+    Notify, PoolConfig, Score, ScoreError, Scorer, ScorerInfo, Shutdown, SystemClock, Transaction,
 };
 use risk_rules::{RuleScorer, RuleSet, DEFAULT_RULES};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -113,7 +119,7 @@ fn rss_kib() -> u64 {
         .map_or(0, |pages| pages * 4)
 }
 
-fn engine(fast: Arc<Faulty>, deep: Arc<Faulty>, queue: usize) -> Engine {
+fn engine(fast: Arc<Faulty>, deep: Arc<Faulty>, queue: usize, deadline_spin: Duration) -> Engine {
     let s = schema();
     let set = RuleSet::compile(DEFAULT_RULES, "default.rules", &s).expect("default rules");
     Engine::builder(s.clone())
@@ -137,6 +143,7 @@ fn engine(fast: Arc<Faulty>, deep: Arc<Faulty>, queue: usize) -> Engine {
         })
         .pool_config(PoolConfig {
             fast_workers: 32,
+            deadline_spin,
             ..Default::default()
         })
         .build()
@@ -205,10 +212,30 @@ fn transactions(n: usize) -> Arc<Vec<Transaction>> {
     Arc::new(v)
 }
 
+/// Waits for the deadline over and over as a timed-out caller does, with no engine: the
+/// machine's own lateness for that wait while the soak runs.
+fn probe(stop: Arc<AtomicBool>, spin: Duration) -> LatencySummary {
+    let clock = SystemClock::new();
+    let never = Notify::new();
+    let h = Histogram::new();
+    while !stop.load(Relaxed) {
+        let deadline = clock.now() + DEADLINE.as_nanos() as u64;
+        let seen = never.seq();
+        while clock.now() < deadline {
+            clock.wait_precise(&never, seen, deadline, spin);
+        }
+        h.record(clock.now() - deadline);
+    }
+    h.snapshot()
+}
+
 fn soak(secs: u64) {
+    let arg = |i: usize| std::env::args().nth(i).and_then(|s| s.parse::<u64>().ok());
+    let threads = arg(3).map_or(THREADS, |t| t as usize);
+    let spin = arg(4).map_or(PoolConfig::default().deadline_spin, Duration::from_micros);
     let fast = Faulty::new(Latency::Unbounded, 5, DEADLINE * 3);
     let deep = Faulty::new(Latency::Unbounded, 20, Duration::from_millis(400));
-    let e = engine(fast.clone(), deep.clone(), 256);
+    let e = engine(fast.clone(), deep.clone(), 256, spin);
     let txns = transactions(50_000);
     std::panic::set_hook(Box::new(|_| {})); // injected panics are caught; keep stderr readable
     let warm = secs.min(60) / 4;
@@ -224,17 +251,16 @@ fn soak(secs: u64) {
         }
         v
     });
-    let threads = std::env::args()
-        .nth(3)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(THREADS);
+    let ps = Arc::clone(&sampler_stop);
+    let prober = std::thread::spawn(move || probe(ps, spin));
     let (n, errs, total, late) = drive(&e, &txns, threads, secs);
     sampler_stop.store(true, Relaxed);
     let rss = sampler.join().expect("sampler");
+    let floor = prober.join().expect("probe");
     let m = e.metrics();
     let (t, l) = (total, late);
     println!(
-        "soak: {secs} s after {warm} s warm-up, {threads} caller threads, deadline {DEADLINE:?}"
+        "soak: {secs} s after {warm} s warm-up, {threads} caller threads, deadline {DEADLINE:?}, deadline spin {spin:?}"
     );
     println!(
         "  decisions {n} (+ warm-up), errors {errs}, answered 100%: {}",
@@ -254,6 +280,20 @@ fn soak(secs: u64) {
         l.p99_ns as f64 / 1e6,
         l.p999_ns as f64 / 1e6,
         l.max_ns as f64 / 1e6
+    );
+    println!(
+        "  probe (the same wait, no engine, same run): {} waits ; lateness p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms",
+        floor.count,
+        floor.p50_ns as f64 / 1e6,
+        floor.p99_ns as f64 / 1e6,
+        floor.p999_ns as f64 / 1e6,
+        floor.max_ns as f64 / 1e6
+    );
+    println!(
+        "  engine lateness over the probe's: p50 {:+.3} ms p99 {:+.3} ms p99.9 {:+.3} ms",
+        (l.p50_ns as f64 - floor.p50_ns as f64) / 1e6,
+        (l.p99_ns as f64 - floor.p99_ns as f64) / 1e6,
+        (l.p999_ns as f64 - floor.p999_ns as f64) / 1e6
     );
     let (lo, hi) = (
         rss.iter().copied().min().unwrap_or(0),
@@ -396,6 +436,8 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("soak") => soak(secs),
         Some("overload") => overload(secs),
-        _ => eprintln!("usage: soak (soak SECONDS [CALLER_THREADS] | overload SECONDS)"),
+        _ => eprintln!(
+            "usage: soak (soak SECONDS [CALLER_THREADS [DEADLINE_SPIN_US]] | overload SECONDS)"
+        ),
     }
 }

@@ -46,6 +46,7 @@ probability = 0.9
 [pool]
 fast_workers = 3
 spin_us = 0
+deadline_spin_us = 750
 async_workers = 1
 
 [circuit]
@@ -103,6 +104,7 @@ fn every_option_maps_onto_the_config() {
         PoolConfig {
             fast_workers: 3,
             spin: Duration::ZERO,
+            deadline_spin: Duration::from_micros(750),
             async_workers: 1,
             async_queue_capacity: 1024,
         }
@@ -171,6 +173,16 @@ fn invalid_values_name_their_key() {
         ),
         ("budget_ms = 250", "budget_ms = 0", "deep.budget_ms"),
         ("max_wait_ms = 1", "max_wait_ms = 300", "deep.max_wait_ms"),
+        (
+            "deadline_spin_us = 750",
+            "deadline_spin_us = 20000",
+            "pool.deadline_spin_us",
+        ),
+        (
+            "deadline_spin_us = 750",
+            "deadline_spin_us = -1",
+            "pool.deadline_spin_us",
+        ),
         (
             "failure_rate = 0.25",
             "failure_rate = 2.0",

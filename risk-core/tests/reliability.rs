@@ -155,6 +155,7 @@ fn decide_async_is_bounded_and_its_deadline_starts_at_the_call() {
             spin: Duration::ZERO,
             async_workers: 1,
             async_queue_capacity: 1,
+            ..Default::default()
         })
         .build()
         .unwrap();

@@ -39,6 +39,7 @@
 //! [pool]
 //! fast_workers = 4
 //! spin_us = 20
+//! deadline_spin_us = 200
 //! async_workers = 2
 //! async_queue_capacity = 1024
 //!
@@ -122,6 +123,12 @@ pub struct PoolConfig {
     /// How long a pool worker spins for new work, and a caller for its result, before
     /// parking. Trades CPU for a cheaper thread hop.
     pub spin: Duration,
+    /// The last stretch before the fast tier's deadline that a waiting caller polls on
+    /// the CPU instead of sleeping, so that a late timer or vCPU wake-up does not make
+    /// the answer late (`pool.deadline_spin_us`, default 200 µs). Costs this much CPU per
+    /// call that runs that close to its deadline; raise it on machines whose wake-ups are
+    /// late by more (RELIABILITY.md "Soak").
+    pub deadline_spin: Duration,
     /// Threads serving [`Engine::decide_async`](crate::Engine::decide_async).
     pub async_workers: usize,
     /// Calls waiting for an async worker; beyond it `decide_async` sheds: the call is
@@ -134,6 +141,7 @@ impl Default for PoolConfig {
         Self {
             fast_workers: 4,
             spin: Duration::from_micros(20),
+            deadline_spin: crate::clock::SPIN_MARGIN,
             async_workers: 2,
             async_queue_capacity: 1024,
         }
@@ -282,6 +290,12 @@ impl EngineConfig {
         if self.pool.spin > Duration::from_millis(10) {
             return Err(ConfigError::invalid(
                 "pool.spin_us",
+                "must be at most 10000",
+            ));
+        }
+        if self.pool.deadline_spin > Duration::from_millis(10) {
+            return Err(ConfigError::invalid(
+                "pool.deadline_spin_us",
                 "must be at most 10000",
             ));
         }

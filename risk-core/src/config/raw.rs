@@ -107,6 +107,7 @@ pub(crate) struct RawDeep {
 pub(crate) struct RawPool {
     pub fast_workers: Option<i64>,
     pub spin_us: Option<f64>,
+    pub deadline_spin_us: Option<f64>,
     pub async_workers: Option<i64>,
     pub async_queue_capacity: Option<i64>,
 }
@@ -262,6 +263,11 @@ impl RawFile {
                     d.pool.fast_workers,
                 )?,
                 spin: us("pool.spin_us", self.pool.spin_us, d.pool.spin)?,
+                deadline_spin: us(
+                    "pool.deadline_spin_us",
+                    self.pool.deadline_spin_us,
+                    d.pool.deadline_spin,
+                )?,
                 async_workers: count(
                     "pool.async_workers",
                     self.pool.async_workers,

@@ -350,6 +350,7 @@ impl EngineBuilder {
             late: Arc::clone(&metrics.late_discarded),
             workers: cfg.pool.fast_workers,
             spin: cfg.pool.spin,
+            deadline_spin: cfg.pool.deadline_spin,
         };
         let fast_slot = match self.fast {
             None => None,

@@ -171,7 +171,15 @@ impl GrayZone {
             down: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(1),
-            pool: DeadlinePool::new("risk-deep", cfg.workers, spin, late, skipped)?,
+            // The deep budget is hundreds of ms: its waits need no polled margin.
+            pool: DeadlinePool::new(
+                "risk-deep",
+                cfg.workers,
+                spin,
+                Duration::ZERO,
+                late,
+                skipped,
+            )?,
             cfg,
             model,
             clock,

@@ -10,7 +10,7 @@
 //! claimed, so when every worker is stuck new calls get [`PoolError::Saturated`] at once
 //! instead of queueing past their deadline.
 
-use crate::clock::{wait_for, Clock, Nanos, Notify};
+use crate::clock::{wait_for_precise, Clock, Nanos, Notify};
 use parking_lot::{Condvar, Mutex};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -53,6 +53,9 @@ pub(crate) struct DeadlinePool<T: Task> {
     workers: Vec<Arc<Worker<T>>>,
     next: AtomicUsize,
     spin: Duration,
+    /// The last stretch before a caller's deadline that it polls instead of sleeping
+    /// ([`Clock::wait_precise`]).
+    deadline_spin: Duration,
 }
 
 impl<T: Task> std::fmt::Debug for DeadlinePool<T> {
@@ -60,17 +63,21 @@ impl<T: Task> std::fmt::Debug for DeadlinePool<T> {
         f.debug_struct("DeadlinePool")
             .field("workers", &self.workers.len())
             .field("spin", &self.spin)
+            .field("deadline_spin", &self.deadline_spin)
             .finish()
     }
 }
 
 impl<T: Task> DeadlinePool<T> {
-    /// Starts `n` workers named `{name}-{i}`. `late` counts discarded late results,
+    /// Starts `n` workers named `{name}-{i}`. `spin`: how long a worker polls for work and
+    /// a caller for its result before parking; `deadline_spin`: how long before its
+    /// deadline a waiting caller polls again. `late` counts discarded late results,
     /// `skipped` jobs never run because their caller had already given up.
     pub(crate) fn new(
         name: &str,
         n: usize,
         spin: Duration,
+        deadline_spin: Duration,
         late: Arc<AtomicU64>,
         skipped: Arc<AtomicU64>,
     ) -> std::io::Result<Self> {
@@ -101,6 +108,7 @@ impl<T: Task> DeadlinePool<T> {
             workers,
             next: AtomicUsize::new(0),
             spin,
+            deadline_spin,
         })
     }
 
@@ -154,7 +162,9 @@ impl<T: Task> DeadlinePool<T> {
                 std::hint::spin_loop();
             }
         }
-        wait_for(clock, &w.done, deadline, || w.ready.load(Ordering::Acquire));
+        wait_for_precise(clock, &w.done, deadline, self.deadline_spin, || {
+            w.ready.load(Ordering::Acquire)
+        });
 
         let mut s = w.slot.lock();
         if let Some(out) = s.result.take() {
@@ -262,6 +272,7 @@ mod tests {
             "t",
             1,
             Duration::ZERO,
+            Duration::ZERO,
             Default::default(),
             Default::default(),
         )
@@ -278,6 +289,7 @@ mod tests {
             DeadlinePool::<Gate>::new(
                 "t",
                 1,
+                Duration::ZERO,
                 Duration::ZERO,
                 Arc::clone(&late),
                 Default::default(),
@@ -317,6 +329,7 @@ mod tests {
             DeadlinePool::<Gate>::new(
                 "t",
                 1,
+                Duration::ZERO,
                 Duration::ZERO,
                 Arc::clone(&late),
                 Arc::clone(&skipped),

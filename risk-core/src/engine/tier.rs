@@ -153,6 +153,8 @@ pub(crate) struct FastTier {
     pub late: Arc<std::sync::atomic::AtomicU64>,
     pub workers: usize,
     pub spin: std::time::Duration,
+    /// `pool.deadline_spin`: the last stretch before the deadline a caller polls.
+    pub deadline_spin: std::time::Duration,
 }
 
 impl std::fmt::Debug for FastTier {
@@ -174,6 +176,7 @@ impl FastTier {
             "risk-fast",
             self.workers,
             self.spin,
+            self.deadline_spin,
             Arc::clone(&self.late),
             Arc::clone(&self.skipped),
         )?;
