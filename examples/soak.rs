@@ -305,6 +305,8 @@ fn soak(secs: u64) {
         rss.last().unwrap_or(&0),
         rss.len()
     );
+    let per_minute: Vec<String> = rss.iter().step_by(12).map(|k| k.to_string()).collect();
+    println!("  RSS each minute (KiB): {}", per_minute.join(" "));
     let f = |c| m.fallback(c);
     println!("  fast tier, injected vs engine fallbacks (warm-up included in both):");
     println!(
