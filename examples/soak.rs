@@ -229,6 +229,18 @@ fn probe(stop: Arc<AtomicBool>, spin: Duration) -> LatencySummary {
     h.snapshot()
 }
 
+/// `p50 … ms p99 … ms p99.9 … ms max … ms`.
+fn quantiles(l: &LatencySummary) -> String {
+    let ms = |ns: u64| ns as f64 / 1e6;
+    format!(
+        "p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms",
+        ms(l.p50_ns),
+        ms(l.p99_ns),
+        ms(l.p999_ns),
+        ms(l.max_ns)
+    )
+}
+
 fn soak(secs: u64) {
     let arg = |i: usize| std::env::args().nth(i).and_then(|s| s.parse::<u64>().ok());
     let threads = arg(3).map_or(THREADS, |t| t as usize);
@@ -266,28 +278,16 @@ fn soak(secs: u64) {
         "  decisions {n} (+ warm-up), errors {errs}, answered 100%: {}",
         errs == 0
     );
+    println!("  decide latency {}", quantiles(&t));
     println!(
-        "  decide latency p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms",
-        t.p50_ns as f64 / 1e6,
-        t.p99_ns as f64 / 1e6,
-        t.p999_ns as f64 / 1e6,
-        t.max_ns as f64 / 1e6
-    );
-    println!(
-        "  timed-out calls: {} ; lateness past the deadline p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms",
+        "  timed-out calls: {} ; lateness past the deadline {}",
         l.count,
-        l.p50_ns as f64 / 1e6,
-        l.p99_ns as f64 / 1e6,
-        l.p999_ns as f64 / 1e6,
-        l.max_ns as f64 / 1e6
+        quantiles(&l)
     );
     println!(
-        "  probe (the same wait, no engine, same run): {} waits ; lateness p50 {:.3} ms p99 {:.3} ms p99.9 {:.3} ms max {:.3} ms",
+        "  probe (the same wait, no engine, same run): {} waits ; lateness {}",
         floor.count,
-        floor.p50_ns as f64 / 1e6,
-        floor.p99_ns as f64 / 1e6,
-        floor.p999_ns as f64 / 1e6,
-        floor.max_ns as f64 / 1e6
+        quantiles(&floor)
     );
     println!(
         "  engine lateness over the probe's: p50 {:+.3} ms p99 {:+.3} ms p99.9 {:+.3} ms",

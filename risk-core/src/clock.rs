@@ -93,7 +93,8 @@ pub trait Clock: Send + Sync + fmt::Debug + 'static {
     /// [`wait`](Self::wait) for a deadline that must be met within microseconds (the
     /// fast tier's): the last `spin` before `deadline` is spent polling `signal` on the
     /// CPU instead of asleep, so a late timer wake-up (or a halted vCPU's) is absorbed by
-    /// the margin. The default (and [`ManualClock`]) waits as [`wait`](Self::wait) does.
+    /// the margin. With `spin` zero it must wait exactly as [`wait`](Self::wait) does; the
+    /// default (and [`ManualClock`]) always does.
     fn wait_precise(&self, signal: &Arc<Notify>, seen: u64, deadline: Nanos, spin: Duration) {
         let _ = spin;
         self.wait(signal, seen, deadline);
@@ -120,18 +121,10 @@ pub fn wait_for(
     clock: &dyn Clock,
     signal: &Arc<Notify>,
     deadline: Nanos,
-    mut ready: impl FnMut() -> bool,
+    ready: impl FnMut() -> bool,
 ) -> bool {
-    loop {
-        let seen = signal.seq();
-        if ready() {
-            return true;
-        }
-        if clock.now() >= deadline {
-            return false;
-        }
-        clock.wait(signal, seen, deadline);
-    }
+    // A zero margin is `Clock::wait` (the trait's contract).
+    wait_for_precise(clock, signal, deadline, Duration::ZERO, ready)
 }
 
 /// [`wait_for`] through [`Clock::wait_precise`]: the last `spin` before `deadline` is

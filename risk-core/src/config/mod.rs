@@ -287,17 +287,13 @@ impl EngineConfig {
         at_least_one("pool.fast_workers", self.pool.fast_workers)?;
         at_least_one("pool.async_workers", self.pool.async_workers)?;
         at_least_one("pool.async_queue_capacity", self.pool.async_queue_capacity)?;
-        if self.pool.spin > Duration::from_millis(10) {
-            return Err(ConfigError::invalid(
-                "pool.spin_us",
-                "must be at most 10000",
-            ));
-        }
-        if self.pool.deadline_spin > Duration::from_millis(10) {
-            return Err(ConfigError::invalid(
-                "pool.deadline_spin_us",
-                "must be at most 10000",
-            ));
+        for (key, spin) in [
+            ("pool.spin_us", self.pool.spin),
+            ("pool.deadline_spin_us", self.pool.deadline_spin),
+        ] {
+            if spin > Duration::from_millis(10) {
+                return Err(ConfigError::invalid(key, "must be at most 10000"));
+            }
         }
         self.circuit.validate()?;
         let f = &self.feedback;
