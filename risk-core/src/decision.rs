@@ -1,46 +1,10 @@
 //! What the engine answers: [`Decision`], and what the deep tier answers later: [`DeepVerdict`].
 
-use crate::scorer::{FiredRules, Reasons};
+pub use crate::action::Action;
+use crate::reason::{FiredRules, Reasons};
 use crate::txn::{EntityKey, TxnId};
 use crate::version::{VersionId, Versions};
-use std::fmt;
 use std::time::Duration;
-
-/// The action for a transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Action {
-    /// Let it through.
-    Approve,
-    /// Hold for step-up authentication or manual review.
-    Review,
-    /// Refuse.
-    Decline,
-}
-
-impl Action {
-    /// Every action, in severity order.
-    pub const ALL: [Action; 3] = [Action::Approve, Action::Review, Action::Decline];
-
-    /// Lowercase name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Approve => "approve",
-            Action::Review => "review",
-            Action::Decline => "decline",
-        }
-    }
-
-    /// Parses a lowercase name.
-    pub fn parse(s: &str) -> Option<Self> {
-        Action::ALL.into_iter().find(|a| a.as_str() == s)
-    }
-}
-
-impl fmt::Display for Action {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// Which tier produced the decision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -151,7 +151,7 @@ impl EnsembleScorer {
             .collect();
         // Bounded members first: they cost microseconds and leave the budget to the rest.
         list.sort_by_key(|(_, i, _)| i.latency == Latency::Unbounded);
-        let mut h = crate::schema::Fnv::new();
+        let mut h = crate::hash::Fnv::new();
         let mut version = String::new();
         for (m, i, _) in &list {
             h.write(&i.content_hash.to_le_bytes());

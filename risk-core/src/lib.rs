@@ -36,20 +36,25 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod action;
 pub mod audit;
 pub mod calibrate;
+pub mod circuit;
 pub mod clock;
 pub mod config;
 pub mod decision;
 pub mod deploy;
 mod engine;
 pub mod ensemble;
+pub mod hash;
 pub mod error;
 pub mod metrics;
 pub mod monitor;
 pub mod policy;
+pub mod reason;
 pub mod schema;
 pub mod scorer;
+mod setting;
 pub mod state;
 #[cfg(feature = "synth")]
 pub mod synth;

@@ -10,7 +10,7 @@
 //! missing is part of the schema; [`Features::validate`] rejects a missing value in a
 //! required field and any non-finite value other than the missing marker.
 
-use crate::error::SchemaError;
+pub use crate::hash::Fnv;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -279,37 +279,83 @@ impl SchemaBuilder {
     }
 }
 
-/// FNV-1a, 64 bit: stable across platforms and releases (unlike `DefaultHasher`).
-#[derive(Debug, Clone, Copy)]
-pub struct Fnv(u64);
+// ===== Errors =====
 
-impl Default for Fnv {
-    fn default() -> Self {
-        Self::new()
-    }
+/// A bad schema or a value that does not fit it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SchemaError {
+    /// A name used twice.
+    #[error("duplicate feature name {0:?}")]
+    DuplicateField(String),
+    /// A name that is empty or has characters outside `[A-Za-z0-9_.]`.
+    #[error(
+        "invalid feature name {0:?} (use letters, digits, '_' and '.', not starting with a digit)"
+    )]
+    InvalidName(String),
+    /// A field the schema does not have.
+    #[error("unknown feature {0:?}")]
+    UnknownField(String),
+    /// A numeric operation on a categorical field or the reverse.
+    #[error("feature {field:?} is not {expected}")]
+    KindMismatch {
+        /// The field.
+        field: String,
+        /// What the operation needed.
+        expected: &'static str,
+    },
+    /// An infinite or NaN value given as a real value.
+    #[error("feature {field:?} has a non-finite value")]
+    NonFinite {
+        /// The field.
+        field: String,
+    },
+    /// A required field is missing.
+    #[error("required feature {0:?} is missing")]
+    MissingRequired(String),
+    /// A categorical slot holds something that is not a vocabulary id.
+    #[error("feature {field:?} holds {id}, which is not a category id")]
+    BadCategoryId {
+        /// The field.
+        field: String,
+        /// The offending value.
+        id: f32,
+    },
+    /// An empty or repeated vocabulary value.
+    #[error("categorical feature {field:?} has an empty or repeated value {value:?}")]
+    BadVocab {
+        /// The field.
+        field: String,
+        /// The value.
+        value: String,
+    },
+    /// A vocabulary above [`crate::schema::MAX_VOCAB`].
+    #[error(
+        "categorical feature {field:?} has {len} values (max {})",
+        crate::schema::MAX_VOCAB
+    )]
+    VocabTooLarge {
+        /// The field.
+        field: String,
+        /// Its size.
+        len: usize,
+    },
 }
 
-impl Fnv {
-    /// A fresh hasher.
-    pub const fn new() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-    /// Feeds bytes.
-    pub fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= b as u64;
-            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+impl SchemaError {
+    /// Stable numeric code.
+    pub fn code(&self) -> u32 {
+        match self {
+            SchemaError::DuplicateField(_) => 101,
+            SchemaError::InvalidName(_) => 102,
+            SchemaError::UnknownField(_) => 103,
+            SchemaError::KindMismatch { .. } => 104,
+            SchemaError::NonFinite { .. } => 105,
+            SchemaError::MissingRequired(_) => 106,
+            SchemaError::BadCategoryId { .. } => 107,
+            SchemaError::BadVocab { .. } => 108,
+            SchemaError::VocabTooLarge { .. } => 109,
         }
-    }
-    /// The hash so far.
-    pub fn finish(&self) -> u64 {
-        self.0
-    }
-    /// Hash of one byte string.
-    pub fn hash(bytes: &[u8]) -> u64 {
-        let mut h = Self::new();
-        h.write(bytes);
-        h.finish()
     }
 }
 

@@ -7,7 +7,8 @@
 //! rules and models read `amount` or `country` like any other feature.
 
 use crate::error::DecideError;
-use crate::schema::{FeatureSchema, Features, FieldKind, Fnv};
+use crate::hash::{email_hash, key_hash, Fnv};
+use crate::schema::{FeatureSchema, Features, FieldKind};
 use crate::text::TextFields;
 use std::fmt;
 use std::sync::Arc;
@@ -206,10 +207,10 @@ pub struct Transaction {
     pub channel: Channel,
     /// Device fingerprint.
     pub device: DeviceId,
-    /// Merchant / terminal key ([`state::key_hash`](crate::state::key_hash) of its id;
+    /// Merchant / terminal key ([`key_hash`](crate::hash::key_hash) of its id;
     /// 0 = unknown).
     pub merchant: u64,
-    /// IP address key ([`state::key_hash`](crate::state::key_hash); 0 = unknown).
+    /// IP address key ([`key_hash`](crate::hash::key_hash); 0 = unknown).
     pub ip: u64,
     /// E-mail key ([`state::email_hash`](crate::state::email_hash): trimmed, lower-case;
     /// 0 = unknown).
@@ -368,19 +369,19 @@ impl TransactionBuilder {
         self.txn.device = DeviceId(d);
         self
     }
-    /// Merchant / terminal id (hashed: [`state::key_hash`](crate::state::key_hash)).
+    /// Merchant / terminal id (hashed: [`key_hash`](crate::hash::key_hash)).
     pub fn merchant(mut self, id: &str) -> Self {
-        self.txn.merchant = crate::state::key_hash(id);
+        self.txn.merchant = key_hash(id);
         self
     }
     /// IP address (hashed as text).
     pub fn ip(mut self, ip: &str) -> Self {
-        self.txn.ip = crate::state::key_hash(ip);
+        self.txn.ip = key_hash(ip);
         self
     }
     /// E-mail address (trimmed, lower-cased, hashed).
     pub fn email(mut self, email: &str) -> Self {
-        self.txn.email = crate::state::email_hash(email);
+        self.txn.email = email_hash(email);
         self
     }
     /// A named numeric attribute.

@@ -7,7 +7,7 @@
 //! stays `Copy`; the set of distinct names is bounded by the scorers built and the rule
 //! files reloaded.
 
-use crate::scorer::ReasonCode;
+use crate::reason::ReasonCode;
 use std::fmt;
 
 /// Identity of one scorer: name, human version and a content hash.

@@ -1,8 +1,7 @@
 //! `[audit]` in `risk.toml` (see [`crate::config`] for every key) onto [`LogOptions`].
 
 use super::log::{Durability, FeatureSelection, LogOptions, OnFull};
-use crate::config::raw::{count, ms};
-use crate::config::RawFile;
+use crate::setting::{count, ms};
 use crate::error::ConfigError;
 use serde::Deserialize;
 use std::path::Path;
@@ -57,10 +56,10 @@ pub(crate) struct KafkaSpec {
     pub properties: Vec<(String, String)>,
 }
 
-impl RawFile {
+impl RawAudit {
     /// `[audit.kafka]`, checked (`None` without one).
     pub(crate) fn kafka_spec(&self) -> Result<Option<KafkaSpec>, ConfigError> {
-        let Some(k) = self.audit.as_ref().and_then(|a| a.kafka.as_ref()) else {
+        let Some(k) = self.kafka.as_ref() else {
             return Ok(None);
         };
         if k.brokers.is_empty() {
@@ -109,15 +108,10 @@ impl RawFile {
             properties,
         }))
     }
-}
 
-impl RawFile {
-    /// The `[audit]` table as log options (`None` without one); `dir` resolves against
-    /// `base_dir`.
-    pub(crate) fn audit_options(&self, base_dir: &Path) -> Result<Option<LogOptions>, ConfigError> {
-        let Some(a) = &self.audit else {
-            return Ok(None);
-        };
+    /// The `[audit]` table as log options; `dir` resolves against `base_dir`.
+    pub(crate) fn to_options(&self, base_dir: &Path) -> Result<LogOptions, ConfigError> {
+        let a = self;
         if a.dir.is_empty() {
             return Err(ConfigError::invalid("audit.dir", "must not be empty"));
         }
@@ -197,6 +191,6 @@ impl RawFile {
             Some(RawFeatures::Names(v)) => FeatureSelection::Named(v.clone()),
         };
         o.truncate_corrupt_tail = a.truncate_corrupt_tail.unwrap_or(false);
-        Ok(Some(o))
+        Ok(o)
     }
 }

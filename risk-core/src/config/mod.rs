@@ -70,7 +70,7 @@
 //! features = "all"          # "all" | "none" | ["amount", "country", ...]
 //! ```
 
-use crate::engine::circuit::CircuitConfig;
+use crate::circuit::CircuitConfig;
 use crate::error::{ConfigError, ScoreError};
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
@@ -314,7 +314,7 @@ impl EngineConfig {
     /// Fingerprint of these settings: FNV-1a 64 of their canonical (`Debug`) rendering,
     /// recorded on every decision ([`Versions::config`](crate::Versions::config)).
     pub fn fingerprint(&self) -> u64 {
-        crate::schema::Fnv::hash(format!("{self:?}").as_bytes())
+        crate::hash::Fnv::hash(format!("{self:?}").as_bytes())
     }
 }
 

@@ -2,10 +2,14 @@
 //! mapping onto [`EngineConfig`](super::EngineConfig).
 
 use super::{DeepConfig, EngineConfig, FeedbackConfig, PoolConfig};
-use crate::audit::RawAudit;
+use crate::audit::{KafkaSpec, LogOptions, RawAudit};
+use crate::calibrate::Calibration;
+use crate::deploy::DeployConfig;
+use crate::monitor::MonitorConfig;
 use crate::decision::Action;
-use crate::engine::circuit::CircuitConfig;
+use crate::circuit::CircuitConfig;
 use crate::error::ConfigError;
+use crate::setting::{count, ms, us};
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
 use serde::Deserialize;
@@ -131,31 +135,6 @@ pub(crate) struct RawFeedback {
     pub max_entities: Option<i64>,
     /// 0 disables the bound.
     pub max_future_ms: Option<f64>,
-}
-
-pub(crate) fn ms(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    match v {
-        None => Ok(default),
-        Some(x) if (0.0..=1e12).contains(&x) => Ok(Duration::from_secs_f64(x / 1e3)),
-        Some(x) => Err(ConfigError::invalid(
-            key,
-            format!("{x} is not a non-negative number of milliseconds"),
-        )),
-    }
-}
-
-fn us(key: &str, v: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
-    ms(key, v.map(|x| x / 1e3), default)
-}
-
-pub(crate) fn count(key: &str, v: Option<i64>, default: usize) -> Result<usize, ConfigError> {
-    match v {
-        None => Ok(default),
-        Some(x) if x >= 0 => {
-            usize::try_from(x).map_err(|_| ConfigError::invalid(key, format!("{x} is too large")))
-        }
-        Some(x) => Err(ConfigError::invalid(key, format!("{x} is negative"))),
-    }
 }
 
 impl RawFile {
@@ -314,5 +293,43 @@ impl RawFile {
                 },
             },
         })
+    }
+}
+
+/// Each subsystem's table through its own `Raw*::to_config`.
+impl RawFile {
+    /// `[deploy]` (defaults without one).
+    pub(crate) fn deploy_config(&self, base_dir: &Path) -> Result<DeployConfig, ConfigError> {
+        self.deploy
+            .as_ref()
+            .map_or_else(|| Ok(DeployConfig::default()), |d| d.to_config(base_dir))
+    }
+
+    /// `[monitor]`, when present.
+    pub(crate) fn monitor_config(&self) -> Result<Option<MonitorConfig>, ConfigError> {
+        self.monitor.as_ref().map(|m| m.to_config()).transpose()
+    }
+
+    /// `[audit]` as log options, when present.
+    pub(crate) fn audit_options(&self, base_dir: &Path) -> Result<Option<LogOptions>, ConfigError> {
+        self.audit.as_ref().map(|a| a.to_options(base_dir)).transpose()
+    }
+
+    /// `[audit.kafka]`, when present.
+    pub(crate) fn kafka_spec(&self) -> Result<Option<KafkaSpec>, ConfigError> {
+        Ok(self.audit.as_ref().map(RawAudit::kafka_spec).transpose()?.flatten())
+    }
+
+    /// `fast.calibration`, validated.
+    pub(crate) fn fast_calibration(&self) -> Result<Option<Calibration>, ConfigError> {
+        let Some(v) = self.fast.as_ref().and_then(|f| f.calibration.clone()) else {
+            return Ok(None);
+        };
+        let c: Calibration = v.try_into().map_err(|e: toml::de::Error| {
+            ConfigError::invalid("fast.calibration", e.message().to_owned())
+        })?;
+        c.validate()
+            .map_err(|e| ConfigError::invalid("fast.calibration", e.to_string()))?;
+        Ok(Some(c))
     }
 }

@@ -1,8 +1,6 @@
-//! The `[deploy]` table of `risk.toml` and `fast.calibration`.
+//! The `[deploy]` table of `risk.toml`.
 
 use super::DeployConfig;
-use crate::calibrate::Calibration;
-use crate::config::RawFile;
 use crate::error::ConfigError;
 use serde::Deserialize;
 use std::path::Path;
@@ -20,13 +18,11 @@ pub(crate) struct RawDeploy {
     pub sample_capacity: Option<usize>,
 }
 
-impl RawFile {
-    /// The deploy settings.
-    pub(crate) fn deploy_config(&self, base_dir: &Path) -> Result<DeployConfig, ConfigError> {
+impl RawDeploy {
+    /// The deploy settings (`[deploy]`); `dir` resolves against `base_dir`.
+    pub(crate) fn to_config(&self, base_dir: &Path) -> Result<DeployConfig, ConfigError> {
+        let d = self;
         let mut c = DeployConfig::default();
-        let Some(d) = &self.deploy else {
-            return Ok(c);
-        };
         c.dir = d.dir.as_ref().map(|p| base_dir.join(p));
         if let Some(ms) = d.check_interval_ms {
             if !(ms.is_finite() && (1.0..=3_600_000.0).contains(&ms)) {
@@ -59,18 +55,5 @@ impl RawFile {
             c.sample_capacity = n;
         }
         Ok(c)
-    }
-
-    /// `fast.calibration`, validated.
-    pub(crate) fn fast_calibration(&self) -> Result<Option<Calibration>, ConfigError> {
-        let Some(v) = self.fast.as_ref().and_then(|f| f.calibration.clone()) else {
-            return Ok(None);
-        };
-        let c: Calibration = v.try_into().map_err(|e: toml::de::Error| {
-            ConfigError::invalid("fast.calibration", e.message().to_owned())
-        })?;
-        c.validate()
-            .map_err(|e| ConfigError::invalid("fast.calibration", e.to_string()))?;
-        Ok(Some(c))
     }
 }

@@ -5,7 +5,7 @@
 //! ring busy skips its turn instead of waiting. Once the ring is full a copy reuses a
 //! buffer's allocation.
 
-use super::slot::mix;
+use crate::hash::splitmix_finalize;
 use crate::txn::Transaction;
 use parking_lot::Mutex;
 
@@ -27,7 +27,7 @@ impl Recent {
     /// Offers one decided transaction (caller's thread; never waits).
     #[inline]
     pub(crate) fn offer(&self, txn: &Transaction) {
-        if self.capacity == 0 || !mix(txn.id.0 ^ 0x7ec3).is_multiple_of(self.every) {
+        if self.capacity == 0 || !splitmix_finalize(txn.id.0 ^ 0x7ec3).is_multiple_of(self.every) {
             return;
         }
         self.store(txn);

@@ -10,7 +10,8 @@
 //! hand-off cost the caller 65–300 ns (two cache lines shared with the worker per call);
 //! batching amortises that over `BATCH` decisions.
 
-use super::slot::{mix, SHARE_SCALE};
+use super::slot::SHARE_SCALE;
+use crate::hash::splitmix_finalize;
 use super::stats::{Outcome, VersionStats};
 use crate::decision::Action;
 use crate::scorer::Score;
@@ -195,7 +196,7 @@ impl Shadow {
         action: Action,
     ) {
         let (rules, model) = (Slim::of(rules), Slim::of(model));
-        if (mix(txn.id.0 ^ 0x5eed) % SHARE_SCALE as u64) as u32 >= self.sample {
+        if (splitmix_finalize(txn.id.0 ^ 0x5eed) % SHARE_SCALE as u64) as u32 >= self.sample {
             return;
         }
         LOCAL.with(|l| {

@@ -3,10 +3,11 @@
 //! once (no lock) and uses that snapshot for every tier, so a decision never mixes two
 //! deploy states; a deploy or rollback builds a new `Routing` and stores it.
 
+use crate::hash::splitmix_finalize;
 use super::shadow::Shadow;
 use super::stats::VersionStats;
 use crate::calibrate::Calibration;
-use crate::engine::circuit::Circuit;
+use crate::circuit::Circuit;
 use crate::policy::Policy;
 use crate::scorer::{Latency, Scorer};
 use crate::txn::Transaction;
@@ -113,15 +114,7 @@ pub(crate) fn bucket(txn: &Transaction, salt: u64) -> u32 {
     } else {
         txn.entity.0
     };
-    (mix(key ^ salt) % SHARE_SCALE as u64) as u32
-}
-
-/// SplitMix64's finaliser: a full-avalanche mix so nearby keys land in unrelated buckets.
-#[inline]
-pub(crate) fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    (splitmix_finalize(key ^ salt) % SHARE_SCALE as u64) as u32
 }
 
 /// Everything `decide` routes by, loaded once per call.

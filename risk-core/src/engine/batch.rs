@@ -2,7 +2,7 @@
 //! `score_batch` call.
 
 use super::tier::{self, guarded_batch, guarded_score, FastTier};
-use super::{circuit, Chosen, Engine, RuleOut};
+use super::{Chosen, Engine, RuleOut};
 use crate::clock::Clock;
 use crate::decision::{Decision, FallbackCause};
 use crate::deploy::slot::FastModel;
@@ -125,7 +125,7 @@ impl FastTier {
         txns: &[&Transaction],
         until: u64,
     ) -> Result<Vec<Result<Score, FallbackCause>>, FallbackCause> {
-        use circuit::Permit;
+        use crate::circuit::Permit;
         let now = clock.now();
         if now >= until {
             // The rule stage used up the deadline (see `FastTier::run`).

@@ -1,6 +1,6 @@
 //! [`EngineBuilder`]: every `risk.toml` option as a method.
 
-use super::circuit::{Circuit, CircuitConfig};
+use crate::circuit::{Circuit, CircuitConfig};
 use super::deploy::DeployCtl;
 use super::deploy_build::policy_id;
 use super::entity::EntityStore;
@@ -361,7 +361,7 @@ impl EngineBuilder {
                     .map_err(io("pool.fast_workers"))?;
                 let mut hash = info.content_hash;
                 if let Some(c) = &self.fast_calibration {
-                    hash ^= crate::schema::Fnv::hash(c.to_json().as_bytes()).rotate_left(1);
+                    hash ^= crate::hash::Fnv::hash(c.to_json().as_bytes()).rotate_left(1);
                 }
                 Some(SlotState::serving(Ver::new(
                     VersionId::new(&info.name, &info.version, hash),

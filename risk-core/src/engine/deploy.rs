@@ -230,7 +230,7 @@ impl Engine {
             shadow: None,
             cand_stats: Arc::new(VersionStats::default()),
             serving_stats: Arc::new(VersionStats::default()),
-            salt: crate::deploy::slot::mix(id ^ 0xca11),
+            salt: crate::hash::splitmix_finalize(id ^ 0xca11),
         };
         let t = &mut st.targets[target.index()];
         let ver = a.cand.id();

@@ -2,7 +2,7 @@
 //! its shadow scoring function, installing a version in its slot, and its model-directory
 //! record.
 
-use super::circuit::Circuit;
+use crate::circuit::Circuit;
 use super::gray::DeepModel;
 use super::tier::{guarded_batch_within, guarded_score, guarded_score_within};
 use super::Inner;
@@ -55,7 +55,7 @@ pub(super) struct Built {
 
 /// The version id of a policy.
 pub(crate) fn policy_id(p: &Policy) -> VersionId {
-    let h = crate::schema::Fnv::hash(format!("{p:?}").as_bytes());
+    let h = crate::hash::Fnv::hash(format!("{p:?}").as_bytes());
     VersionId::new(
         "policy",
         &format!("approve<{} decline>={}", p.approve_below, p.decline_at),
@@ -93,7 +93,7 @@ impl Inner {
                 let p = m
                     .policy
                     .ok_or_else(|| DeployError::Directory(format!("{k} holds no policy")))?;
-                let static_action = crate::Action::parse(&p.static_action)
+                let static_action = crate::action::Action::parse(&p.static_action)
                     .ok_or_else(|| DeployError::Directory(format!("{k}: bad static_action")))?;
                 return self.built_policy(Policy {
                     approve_below: p.approve_below,
@@ -176,7 +176,7 @@ impl Inner {
         let mut hash = info.content_hash;
         if let Some(c) = &calibration {
             // A calibrated model is a version of its own.
-            hash ^= crate::schema::Fnv::hash(c.to_json().as_bytes()).rotate_left(1);
+            hash ^= crate::hash::Fnv::hash(c.to_json().as_bytes()).rotate_left(1);
         }
         let id = VersionId::new(&info.name, &info.version, hash);
         let ver = match target {

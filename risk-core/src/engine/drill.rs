@@ -212,7 +212,7 @@ impl Engine {
                 .collect::<Vec<_>>()
         };
         let flag = |a: Action| a != Action::Approve;
-        let summarize = |ds: &[Result<crate::Decision, crate::DecideError>]| {
+        let summarize = |ds: &[Result<crate::decision::Decision, crate::error::DecideError>]| {
             let ok: Vec<_> = ds.iter().filter_map(|d| d.as_ref().ok()).collect();
             let scores: Vec<f32> = ok
                 .iter()

@@ -21,33 +21,13 @@ use crate::txn::{EntityKey, Transaction};
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
-use std::hash::{BuildHasherDefault, Hasher};
+use crate::hash::KeyHasher;
+use std::hash::Hasher;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
 const DAY_MS: i64 = 86_400_000;
-
-/// Multiply-xorshift hasher for `u64` keys (entity keys may be sequential ids).
-#[derive(Default)]
-pub(crate) struct KeyHasher(u64);
-
-impl Hasher for KeyHasher {
-    fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 ^ b as u64).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
 
 type Map =
     Cache<u64, State, UnitWeighter, BuildHasherDefault<KeyHasher>, DefaultLifecycle<u64, State>>;
@@ -79,7 +59,7 @@ impl std::fmt::Debug for EntityStore {
 }
 
 fn shard_of(key: EntityKey) -> usize {
-    let mut h = KeyHasher(0);
+    let mut h = KeyHasher::default();
     h.write_u64(key.0);
     (h.finish() as usize) % SHARDS
 }

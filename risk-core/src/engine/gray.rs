@@ -20,7 +20,7 @@
 //! `stop` before it waits for the deliveries in progress (a callback that itself calls
 //! shutdown is not waited for).
 
-use super::circuit::{Circuit, CircuitConfig, Permit};
+use crate::circuit::{Circuit, CircuitConfig, Permit};
 use super::entity::EntityStore;
 use super::pool::{DeadlinePool, PoolError, Task};
 use super::tier::{guarded_batch_within, Failure};

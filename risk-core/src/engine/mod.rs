@@ -8,7 +8,6 @@
 mod async_decide;
 mod batch;
 mod builder;
-pub(crate) mod circuit;
 mod deploy;
 mod deploy_build;
 mod deploy_stage;
@@ -24,7 +23,7 @@ pub(crate) mod tier;
 
 pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
-pub use circuit::{CircuitConfig, CircuitState};
+pub use crate::circuit::{CircuitConfig, CircuitState};
 pub use drill::{DrillPlan, DrillReport, Fault, Quality, SwitchTime};
 pub use gray::VerdictCallback;
 pub use health::{Health, HealthStatus, Switchable, TierHealth};
@@ -45,7 +44,6 @@ use crate::txn::{EntityKey, Transaction};
 use crate::version::Versions;
 use arc_swap::ArcSwap;
 use entity::EntityStore;
-pub(crate) use entity::KeyHasher;
 use gray::GrayZone;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -273,7 +271,7 @@ impl Engine {
     /// A channel receiving every deep verdict from now on. A slow reader misses verdicts
     /// (counted in `gray.subscriber_dropped`) rather than slowing the deep tier.
     /// Without a deep tier the channel never receives anything.
-    pub fn subscribe(&self) -> Receiver<crate::DeepVerdict> {
+    pub fn subscribe(&self) -> Receiver<crate::decision::DeepVerdict> {
         match &self.inner.gray {
             Some(g) => g.subscribe(),
             None => std::sync::mpsc::sync_channel(1).1,

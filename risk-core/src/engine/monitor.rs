@@ -2,7 +2,7 @@
 //! evaluation (`monitor_tick`), alert delivery, and the monitor thread.
 
 use super::{Engine, Inner};
-use crate::deploy::slot::mix;
+use crate::hash::splitmix_finalize;
 use crate::monitor::{
     agrees, Alert, AlertKind, Baseline, Drift, MonitorConfig, MonitorReport, Sketches,
 };
@@ -106,7 +106,7 @@ impl MonitorCtl {
         p: &Policy,
         shift: f32,
     ) {
-        if !mix(txn.id.0 ^ 0x3017).is_multiple_of(self.cfg.sample_every.max(1)) {
+        if !splitmix_finalize(txn.id.0 ^ 0x3017).is_multiple_of(self.cfg.sample_every.max(1)) {
             return;
         }
         self.record(txn, rules, model, p, shift);

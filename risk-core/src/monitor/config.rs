@@ -1,7 +1,6 @@
 //! The `[monitor]` table of `risk.toml`.
 
 use super::{Agreement, MonitorConfig};
-use crate::config::RawFile;
 use crate::error::ConfigError;
 use serde::Deserialize;
 use std::time::Duration;
@@ -24,12 +23,10 @@ pub(crate) struct RawMonitor {
     pub min_label_recall: Option<f64>,
 }
 
-impl RawFile {
-    /// The monitor settings, when `[monitor]` is present.
-    pub(crate) fn monitor_config(&self) -> Result<Option<MonitorConfig>, ConfigError> {
-        let Some(m) = &self.monitor else {
-            return Ok(None);
-        };
+impl RawMonitor {
+    /// The monitor settings (the table's presence turns the monitors on).
+    pub(crate) fn to_config(&self) -> Result<MonitorConfig, ConfigError> {
+        let m = self;
         let mut c = MonitorConfig::default();
         if let Some(v) = m.sample_every {
             c.sample_every = v;
@@ -86,6 +83,6 @@ impl RawFile {
             c.min_label_recall = v;
         }
         c.validate()?;
-        Ok(Some(c))
+        Ok(c)
     }
 }

@@ -2,7 +2,7 @@
 //! [`StateConfig`].
 
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
-use crate::config::raw::{count, ms};
+use crate::setting::{count, ms};
 use crate::decision::Action;
 use crate::error::ConfigError;
 use serde::Deserialize;

@@ -659,7 +659,7 @@ mod tests {
         let mut g = GState::new(&spec);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         for i in 0..5_000u64 {
-            x = crate::state::plan::mix(i + 1) >> 12;
+            x = crate::hash::splitmix(i + 1) >> 12;
             let inp = GroupInput {
                 pass: true,
                 value: 0.0,

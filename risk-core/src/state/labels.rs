@@ -6,13 +6,12 @@
 //! Reporting the same label twice counts once; a label can be retracted (fraud, then
 //! not fraud).
 
-use super::plan::mix;
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
 use std::hash::BuildHasherDefault;
 
-use crate::engine::KeyHasher;
+use crate::hash::{splitmix, KeyHasher};
 
 /// Label sources one plan may use.
 pub(crate) const MAX_LABEL_SOURCES: usize = 4;
@@ -44,7 +43,7 @@ pub(crate) struct PendingIndex {
 }
 
 fn shard(id: u64) -> usize {
-    (mix(id) >> 59) as usize % SHARDS
+    (splitmix(id) >> 59) as usize % SHARDS
 }
 
 impl PendingIndex {

@@ -12,7 +12,8 @@ use super::def::ListDef;
 use super::plan::CKey;
 use super::StateError;
 use crate::clock::Clock;
-use crate::schema::{FeatureSchema, Fnv};
+use crate::hash::{email_hash, key_hash, splitmix};
+use crate::schema::FeatureSchema;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
@@ -28,17 +29,6 @@ pub const MAX_LIST_FILE: u64 = 256 << 20;
 pub const MAX_VALUE_LEN: usize = 512;
 const NEVER: i64 = i64::MAX;
 
-/// The hash of a string key as transactions carry it (`merchant`, `ip`, `email`):
-/// FNV-1a of the trimmed text (e-mails lower-cased), never 0 (0 means "no key").
-pub fn key_hash(s: &str) -> u64 {
-    Fnv::hash(s.trim().as_bytes()).max(1)
-}
-
-/// The e-mail key of `s`: trimmed and lower-cased, then [`key_hash`].
-pub fn email_hash(s: &str) -> u64 {
-    key_hash(&s.trim().to_ascii_lowercase())
-}
-
 /// The key of a list entry's text for `src`.
 pub(crate) fn entry_key(src: CKey, schema: &FeatureSchema, s: &str) -> Result<u64, String> {
     let s = s.trim();
@@ -48,14 +38,14 @@ pub(crate) fn entry_key(src: CKey, schema: &FeatureSchema, s: &str) -> Result<u6
     Ok(match src {
         CKey::Entity => s
             .parse::<u64>()
-            .unwrap_or_else(|_| crate::EntityKey::from_str_hash(s).0),
+            .unwrap_or_else(|_| crate::txn::EntityKey::from_str_hash(s).0),
         CKey::Device => s
             .parse::<u64>()
             .map_err(|_| format!("{s:?} is not a device id (a decimal u64)"))?,
         CKey::Merchant | CKey::Ip => key_hash(s),
         CKey::Email => email_hash(s),
         CKey::Country => {
-            let c = crate::Country::new(s).map_err(|e| e.to_string())?;
+            let c = crate::txn::Country::new(s).map_err(|e| e.to_string())?;
             let b = c.as_str().as_bytes();
             (u64::from(b[0]) << 8 | u64::from(b[1])) + 1
         }
@@ -79,7 +69,7 @@ impl Table {
         }
     }
     fn shard(&self, k: u64) -> &RwLock<HashMap<u64, i64>> {
-        &self.shards[(super::plan::mix(k) >> 60) as usize % SHARDS]
+        &self.shards[(splitmix(k) >> 60) as usize % SHARDS]
     }
 }
 

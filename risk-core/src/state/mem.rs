@@ -11,7 +11,7 @@ use quick_cache::UnitWeighter;
 use serde::{Deserialize, Serialize};
 use std::hash::BuildHasherDefault;
 
-use crate::engine::KeyHasher;
+use crate::hash::{splitmix, KeyHasher};
 
 const SHARDS: usize = 64;
 
@@ -35,7 +35,7 @@ struct Source {
 }
 
 fn shard(key: u64) -> usize {
-    (super::plan::mix(key) >> 58) as usize % SHARDS
+    (splitmix(key) >> 58) as usize % SHARDS
 }
 
 /// The in-process store.

@@ -53,7 +53,8 @@ mod snapshot;
 pub(crate) use config::RawState;
 pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use error::StateError;
-pub use lists::{email_hash, key_hash, Lists, MAX_LIST_FILE};
+pub use crate::hash::{email_hash, key_hash};
+pub use lists::{Lists, MAX_LIST_FILE};
 pub use plan::MAX_BUCKETS;
 pub use snapshot::SnapshotInfo;
 

@@ -6,6 +6,7 @@
 //! passes and what it adds) and a store's [`GroupRead`]s back into feature values; the
 //! stores only do bucket arithmetic, identically.
 
+use crate::hash::splitmix;
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
 use super::group::{Cols, GroupInput, GroupRead, GroupSpec, Kind};
 use crate::decision::Action;
@@ -22,15 +23,6 @@ pub(crate) const MAX_GROUPS: usize = 24;
 pub const MAX_LISTS: usize = 64;
 /// Buckets one window may have.
 pub const MAX_BUCKETS: u32 = 1_440;
-
-/// SplitMix64's finalizer: spreads ids and FNV hashes over all 64 bits.
-#[inline]
-pub(crate) fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 /// A key source resolved against the schema.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -490,7 +482,7 @@ impl Plan {
                 Value::Key(k) => {
                     let v = k.value(txn);
                     // 52 bits: exact in a server-side script's doubles.
-                    inp.hash = mix(v) >> 12;
+                    inp.hash = splitmix(v) >> 12;
                     inp.pass = v != 0;
                 }
             }

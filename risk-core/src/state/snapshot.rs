@@ -8,7 +8,7 @@
 
 use super::mem::KeyState;
 use super::{StateEngine, StateError};
-use crate::schema::Fnv;
+use crate::hash::Fnv;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

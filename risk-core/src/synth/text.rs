@@ -107,10 +107,7 @@ const DISPOSABLE: [&str; 6] = [
 ];
 
 fn mix(a: u64, b: u64) -> u64 {
-    let mut z = a ^ b.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::hash::splitmix_finalize(a ^ b.wrapping_mul(crate::hash::GOLDEN))
 }
 
 /// What one transaction's text fields are drawn from.

@@ -6,7 +6,7 @@
 //! circuit opens. *Open*: the tier is skipped with zero wait until `open_for` has passed.
 //! *Half-open*: up to `half_open_probes` calls are let through; if that many succeed the
 //! circuit closes with an empty window, and any failure re-opens it for `open_for`.
-//! Time comes from the engine's [`Clock`](crate::Clock).
+//! Time comes from the engine's [`Clock`](crate::clock::Clock).
 
 use crate::clock::{nanos, Nanos};
 use crate::error::ConfigError;
