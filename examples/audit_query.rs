@@ -15,7 +15,8 @@
 //! a decline threshold of X, and prints what would change (per action, per rule, per
 //! model).
 
-use risk_core::audit::{replay, AuditReader, Query};
+use risk_core::audit::{AuditReader, Query};
+use risk_core::replay::replay;
 use risk_core::Engine;
 use risk_gpu::trees::{XgbModel, XgbScorer};
 use risk_rules::{RuleScorer, RuleSet, DEFAULT_RULES};

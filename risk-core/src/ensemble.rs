@@ -291,8 +291,8 @@ impl Scorer for EnsembleScorer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{ConstantScorer, ScorerRegistry, ScorerSpec};
     use crate::schema::FeatureSchema;
+    use crate::scorer::constant::ConstantScorer;
 
     struct Fails(ScoreError);
     impl Scorer for Fails {
@@ -392,38 +392,5 @@ mod tests {
         let e = EnsembleScorer::new(vec![Member::new(c(0.4), 1.0)]).unwrap();
         assert!(e.score_within(&txn(), Duration::ZERO).is_err());
         assert_eq!(e.stats()[0].timeout, 1);
-    }
-
-    #[test]
-    fn config_builds_an_ensemble() {
-        let reg = ScorerRegistry::default();
-        let spec = |text: &str| ScorerSpec {
-            key: "fast.scorer".into(),
-            table: text.parse::<toml::Table>().unwrap(),
-            schema: schema(),
-            base_dir: std::env::temp_dir(),
-        };
-        let s = reg
-            .build(&spec(
-                "kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\nweight = 1\n[[members]]\nkind = \"constant\"\nprobability = 0.5\nweight = 3.0\n",
-            ))
-            .unwrap();
-        assert!((s.score(&txn()).unwrap().probability - 0.4).abs() < 1e-6);
-        assert!(
-            s.info().version.contains("constant=0.1@1+constant=0.5@3"),
-            "{}",
-            s.info().version
-        );
-        for (bad, what) in [
-            ("kind = \"ensemble\"\n", "members"),
-            ("kind = \"ensemble\"\nmembers = []\n", "1 to 8"),
-            ("kind = \"ensemble\"\n[[members]]\nkind = \"ensemble\"\n", "cannot be an ensemble"),
-            ("kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\nweight = \"x\"\n", "weight"),
-            ("kind = \"ensemble\"\n[[members]]\nkind = \"constant\"\nprobability = 0.1\ncalibration = \"nope.json\"\n", "nope.json"),
-            ("kind = \"ensemble\"\nextra = 1\n[[members]]\nkind = \"constant\"\nprobability = 0.1\n", "unknown key"),
-        ] {
-            let e = reg.build(&spec(bad)).err().unwrap_or_else(|| panic!("{bad} built"));
-            assert!(e.to_string().contains(what), "{bad}: {e}");
-        }
     }
 }

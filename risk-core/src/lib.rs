@@ -46,8 +46,8 @@ pub mod decision;
 pub mod deploy;
 mod engine;
 pub mod ensemble;
-pub mod hash;
 pub mod error;
+pub mod hash;
 pub mod metrics;
 pub mod monitor;
 pub mod policy;
@@ -72,6 +72,7 @@ pub use decision::{
     FallbackCause, ShedReason, Shutdown, ShutdownReport, StageTimings, StateFault, StateStatus,
     Ticket, Tier,
 };
+pub use engine::replay;
 pub use engine::{
     CircuitConfig, CircuitState, DecisionFuture, DrillPlan, DrillReport, Engine, EngineBuilder,
     Fault, Health, HealthStatus, Quality, SwitchTime, Switchable, TierHealth, VerdictCallback,

@@ -33,3 +33,19 @@ pub(crate) fn count(key: &str, v: Option<i64>, default: usize) -> Result<usize, 
         Some(x) => Err(ConfigError::invalid(key, format!("{x} is negative"))),
     }
 }
+
+/// A probability-like value in `[0, 1]`, naming `key` when refused.
+pub(crate) fn unit(key: &str, v: f32) -> Result<(), ConfigError> {
+    if !(0.0..=1.0).contains(&v) {
+        return Err(ConfigError::invalid(key, format!("{v} is not in [0, 1]")));
+    }
+    Ok(())
+}
+
+/// A count of at least 1, naming `key` when refused.
+pub(crate) fn at_least_one(key: &str, v: usize) -> Result<(), ConfigError> {
+    if v == 0 {
+        return Err(ConfigError::invalid(key, "must be at least 1"));
+    }
+    Ok(())
+}

@@ -8,6 +8,7 @@ mod drill;
 mod engine;
 mod gray;
 mod health;
+mod layering;
 mod monitor;
 mod prom;
 mod reliability;

@@ -1,8 +1,8 @@
 //! `[audit]` in `risk.toml` (see [`crate::config`] for every key) onto [`LogOptions`].
 
-use super::log::{Durability, FeatureSelection, LogOptions, OnFull};
-use crate::setting::{count, ms};
+use super::options::{Durability, FeatureSelection, LogOptions, OnFull};
 use crate::error::ConfigError;
+use crate::setting::{count, ms};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;

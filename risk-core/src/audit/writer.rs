@@ -2,11 +2,12 @@
 //! errors) and the recovery of the last segment at open. See `log.rs` for the contract.
 
 use super::frame::{self, FrameError, FrameReader, SegmentName};
-use super::log::{Counters, Durability, FeatureSelection, LogOptions, Msg, Recovery};
+use super::options::{Durability, FeatureSelection, LogOptions, Recovery};
 use super::pb::{self, audit_record::Body};
-use super::record;
+use super::record::{self, DecisionItem};
 use super::AuditError;
 use crate::clock::{Clock, Nanos};
+use crate::decision::DeepVerdict;
 use crate::schema::FeatureSchema;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use parking_lot::Mutex;
@@ -16,6 +17,33 @@ use std::io::{Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
+
+// Unboxed on purpose: a boxed decision would be one allocation on the deciding thread and
+// one free on the writer's per record; the queue's slots are preallocated.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Msg {
+    Decision(DecisionItem),
+    /// The schema of the decisions that follow (sent once per new fingerprint).
+    Schema(Arc<FeatureSchema>),
+    Verdict(DeepVerdict),
+    Alert(Box<crate::monitor::Alert>),
+    /// Make everything before this durable, then answer.
+    Flush(Sender<Result<u64, AuditError>>),
+    /// Flush, answer, and stop the writer.
+    Close(Sender<Result<u64, AuditError>>),
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub accepted: AtomicU64,
+    pub shed_full: AtomicU64,
+    pub shed_closed: AtomicU64,
+    pub written: AtomicU64,
+    pub durable: AtomicU64,
+    pub batches: AtomicU64,
+    pub io_errors: AtomicU64,
+    pub deleted: AtomicU64,
+}
 
 /// The slots `sel` records of `schema`, in schema order of the names given.
 pub(crate) fn select_slots(sel: &FeatureSelection, schema: &FeatureSchema) -> Vec<u32> {

@@ -4,14 +4,14 @@
 use super::{DeepConfig, EngineConfig, FeedbackConfig, PoolConfig};
 use crate::audit::{KafkaSpec, LogOptions, RawAudit};
 use crate::calibrate::Calibration;
-use crate::deploy::DeployConfig;
-use crate::monitor::MonitorConfig;
-use crate::decision::Action;
 use crate::circuit::CircuitConfig;
+use crate::decision::Action;
+use crate::deploy::DeployConfig;
 use crate::error::ConfigError;
-use crate::setting::{count, ms, us};
+use crate::monitor::MonitorConfig;
 use crate::policy::Policy;
 use crate::schema::FeatureSchema;
+use crate::setting::{count, ms, us};
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Arc;
@@ -312,12 +312,20 @@ impl RawFile {
 
     /// `[audit]` as log options, when present.
     pub(crate) fn audit_options(&self, base_dir: &Path) -> Result<Option<LogOptions>, ConfigError> {
-        self.audit.as_ref().map(|a| a.to_options(base_dir)).transpose()
+        self.audit
+            .as_ref()
+            .map(|a| a.to_options(base_dir))
+            .transpose()
     }
 
     /// `[audit.kafka]`, when present.
     pub(crate) fn kafka_spec(&self) -> Result<Option<KafkaSpec>, ConfigError> {
-        Ok(self.audit.as_ref().map(RawAudit::kafka_spec).transpose()?.flatten())
+        Ok(self
+            .audit
+            .as_ref()
+            .map(RawAudit::kafka_spec)
+            .transpose()?
+            .flatten())
     }
 
     /// `fast.calibration`, validated.

@@ -31,6 +31,9 @@ use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
+/// Canary shares and shadow samples are in basis points of this.
+pub(crate) const SHARE_SCALE: u32 = 10_000;
+
 /// A swappable part of the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -10,10 +10,10 @@
 //! hand-off cost the caller 65–300 ns (two cache lines shared with the worker per call);
 //! batching amortises that over `BATCH` decisions.
 
-use super::slot::SHARE_SCALE;
-use crate::hash::splitmix_finalize;
 use super::stats::{Outcome, VersionStats};
+use super::SHARE_SCALE;
 use crate::decision::Action;
+use crate::hash::splitmix_finalize;
 use crate::scorer::Score;
 use crate::txn::Transaction;
 use crossbeam_channel::{bounded, Receiver, Sender};

@@ -3,19 +3,17 @@
 //! once (no lock) and uses that snapshot for every tier, so a decision never mixes two
 //! deploy states; a deploy or rollback builds a new `Routing` and stores it.
 
-use crate::hash::splitmix_finalize;
 use super::shadow::Shadow;
 use super::stats::VersionStats;
+use super::SHARE_SCALE;
 use crate::calibrate::Calibration;
 use crate::circuit::Circuit;
+use crate::hash::splitmix_finalize;
 use crate::policy::Policy;
 use crate::scorer::{Latency, Scorer};
 use crate::txn::Transaction;
 use crate::version::VersionId;
 use std::sync::Arc;
-
-/// Canary shares are in basis points of this.
-pub(crate) const SHARE_SCALE: u32 = 10_000;
 
 /// One version in a slot. `stats` is set only while a deploy watches the slot.
 pub(crate) struct Ver<T> {

@@ -1,6 +1,5 @@
 //! [`EngineBuilder`]: every `risk.toml` option as a method.
 
-use crate::circuit::{Circuit, CircuitConfig};
 use super::deploy::DeployCtl;
 use super::deploy_build::policy_id;
 use super::entity::EntityStore;
@@ -9,6 +8,7 @@ use super::tier::FastTier;
 use super::{Engine, Inner};
 use crate::audit::{AuditSink, KafkaSpec, SegmentLog};
 use crate::calibrate::Calibration;
+use crate::circuit::{Circuit, CircuitConfig};
 use crate::clock::{nanos, Clock, SystemClock};
 use crate::config::{
     DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, RawFile, ScorerRegistry, ScorerSpec,

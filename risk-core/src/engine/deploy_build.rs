@@ -2,11 +2,11 @@
 //! its shadow scoring function, installing a version in its slot, and its model-directory
 //! record.
 
-use crate::circuit::Circuit;
 use super::gray::DeepModel;
 use super::tier::{guarded_batch_within, guarded_score, guarded_score_within};
 use super::Inner;
 use crate::calibrate::Calibration;
+use crate::circuit::Circuit;
 use crate::config::ScorerSpec;
 use crate::deploy::directory::{PolicyMeta, VersionMeta};
 use crate::deploy::gate::{self, GateFn, GateReport};

@@ -17,13 +17,13 @@
 use crate::clock::Clock;
 use crate::config::FeedbackConfig;
 use crate::decision::EntityFeedback;
+use crate::hash::KeyHasher;
 use crate::txn::{EntityKey, Transaction};
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
-use crate::hash::KeyHasher;
-use std::hash::Hasher;
 use std::hash::BuildHasherDefault;
+use std::hash::Hasher;
 use std::sync::Arc;
 
 const SHARDS: usize = 64;

@@ -20,11 +20,11 @@
 //! `stop` before it waits for the deliveries in progress (a callback that itself calls
 //! shutdown is not waited for).
 
-use crate::circuit::{Circuit, CircuitConfig, Permit};
 use super::entity::EntityStore;
 use super::pool::{DeadlinePool, PoolError, Task};
 use super::tier::{guarded_batch_within, Failure};
 use crate::audit::{AuditEvent, AuditSink};
+use crate::circuit::{Circuit, CircuitConfig, Permit};
 use crate::clock::{nanos, wait_for, Clock, Nanos, Notify};
 use crate::config::DeepConfig;
 use crate::decision::{

@@ -18,12 +18,13 @@ mod health;
 mod monitor;
 pub(crate) mod pool;
 mod prom;
+pub mod replay;
 mod state;
 pub(crate) mod tier;
 
+pub use crate::circuit::{CircuitConfig, CircuitState};
 pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
-pub use crate::circuit::{CircuitConfig, CircuitState};
 pub use drill::{DrillPlan, DrillReport, Fault, Quality, SwitchTime};
 pub use gray::VerdictCallback;
 pub use health::{Health, HealthStatus, Switchable, TierHealth};

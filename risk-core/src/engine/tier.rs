@@ -1,8 +1,8 @@
 //! Running a scorer so that nothing it does escapes: panics are caught, invalid scores and
 //! wrong-length batches become failures, and (for the fast tier) the deadline is hard.
 
-use crate::circuit::Permit;
 use super::pool::{DeadlinePool, PoolError, Task};
+use crate::circuit::Permit;
 use crate::clock::{Clock, Nanos};
 use crate::decision::FallbackCause;
 use crate::deploy::slot::FastModel;

@@ -2,9 +2,9 @@
 //! [`StateConfig`].
 
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
-use crate::setting::{count, ms};
 use crate::decision::Action;
 use crate::error::ConfigError;
+use crate::setting::{count, ms};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;

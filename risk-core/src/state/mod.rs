@@ -50,10 +50,10 @@ mod redis;
 mod redis_conn;
 mod snapshot;
 
+pub use crate::hash::{email_hash, key_hash};
 pub(crate) use config::RawState;
 pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use error::StateError;
-pub use crate::hash::{email_hash, key_hash};
 pub use lists::{Lists, MAX_LIST_FILE};
 pub use plan::MAX_BUCKETS;
 pub use snapshot::SnapshotInfo;

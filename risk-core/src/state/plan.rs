@@ -6,11 +6,11 @@
 //! passes and what it adds) and a store's [`GroupRead`]s back into feature values; the
 //! stores only do bucket arithmetic, identically.
 
-use crate::hash::splitmix;
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, StateConfig};
 use super::group::{Cols, GroupInput, GroupRead, GroupSpec, Kind};
 use crate::decision::Action;
 use crate::error::ConfigError;
+use crate::hash::splitmix;
 use crate::schema::{FeatureSchema, FieldKind, Slot};
 use crate::txn::Transaction;
 use std::collections::HashMap;

@@ -2,7 +2,8 @@
 //! deciding the same transactions directly on both engines gives.
 
 use crate::common::*;
-use risk_core::audit::{replay, LogOptions, Query, SegmentLog};
+use risk_core::audit::{LogOptions, Query, SegmentLog};
+use risk_core::replay::replay;
 use risk_core::*;
 use std::sync::Arc;
 use std::time::Duration;

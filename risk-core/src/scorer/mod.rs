@@ -6,6 +6,9 @@ pub use crate::reason::{FiredRules, Reason, ReasonCode, Reasons};
 use crate::txn::Transaction;
 use crate::version::VersionId;
 
+pub mod constant;
+pub mod registry;
+
 /// Whether a scorer's latency is bounded (it may run inline on the caller's thread) or not
 /// (it runs on a tier worker pool so the engine's deadline is hard).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

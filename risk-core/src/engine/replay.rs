@@ -11,10 +11,10 @@
 //! build it without a deep tier and without an audit sink for a clean comparison
 //! (its entity feedback would otherwise shift later decisions).
 
-use super::pb::{self, FieldKind};
-use super::{AuditEntry, AuditError};
-use crate::decision::Action;
-use crate::engine::Engine;
+use super::Engine;
+use crate::action::Action;
+use crate::audit::pb::{self, FieldKind};
+use crate::audit::{AuditEntry, AuditError};
 use crate::txn::Transaction;
 use std::collections::BTreeMap;
 
