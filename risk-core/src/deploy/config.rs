@@ -22,8 +22,10 @@ impl RawDeploy {
     /// The deploy settings (`[deploy]`); `dir` resolves against `base_dir`.
     pub(crate) fn to_config(&self, base_dir: &Path) -> Result<DeployConfig, ConfigError> {
         let d = self;
-        let mut c = DeployConfig::default();
-        c.dir = d.dir.as_ref().map(|p| base_dir.join(p));
+        let mut c = DeployConfig {
+            dir: d.dir.as_ref().map(|p| base_dir.join(p)),
+            ..DeployConfig::default()
+        };
         if let Some(ms) = d.check_interval_ms {
             if !(ms.is_finite() && (1.0..=3_600_000.0).contains(&ms)) {
                 return Err(ConfigError::invalid(

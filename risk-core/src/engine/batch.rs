@@ -1,13 +1,15 @@
 //! Batched decisions: [`Engine::decide_batch`] and the fast tier's per-chunk
 //! `score_batch` call.
 
+use super::decide::{FastCall, Tiers};
 use super::tier::{self, guarded_batch, guarded_score, FastTier};
-use super::{Chosen, Engine, RuleOut};
+use super::{Chosen, Engine};
 use crate::clock::Clock;
 use crate::decision::{Decision, FallbackCause};
 use crate::deploy::slot::FastModel;
 use crate::error::DecideError;
 use crate::scorer::{Latency, Score};
+use crate::state::StateOutcome;
 use crate::txn::Transaction;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -20,24 +22,23 @@ impl Engine {
     ///
     /// [`decide`]: Engine::decide
     pub fn decide_batch(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
-        let Some(st) = self.inner.state.clone() else {
-            return self.decide_batch_stateless(txns);
-        };
-        let (rows, tickets) = self.with_state_batch(&st, txns);
-        let mut out = self.decide_batch_stateless(&rows);
-        for (d, tk) in out.iter_mut().zip(&tickets) {
-            if let (Ok(d), Some(tk)) = (d, tk) {
-                d.state = tk.status;
-                st.record_outcome(tk, d.action);
-                if self.inner.monitor.is_some() {
-                    st.note_action(d.txn, d.action);
-                }
+        let inner = &*self.inner;
+        match &inner.state {
+            None => self.decide_rows(txns, &[]),
+            // Stage 1 for every row first, then stages 2 to 6 row by row or chunk by chunk.
+            Some(st) => {
+                let (rows, states) = inner.fill_state_batch(st, txns);
+                self.decide_rows(&rows, &states)
             }
         }
-        out
     }
 
-    fn decide_batch_stateless(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
+    /// `txns` with their state features in them; `states` is empty without `[state]`.
+    fn decide_rows(
+        &self,
+        txns: &[Transaction],
+        states: &[Option<StateOutcome>],
+    ) -> Vec<Result<Decision, DecideError>> {
         let inner = &*self.inner;
         let routing = inner.routing.load();
         match &routing.fast {
@@ -49,34 +50,59 @@ impl Engine {
             {
                 drop(routing);
                 txns.chunks(Self::BATCH_CHUNK)
-                    .flat_map(|c| self.decide_chunk(c))
+                    .enumerate()
+                    .flat_map(|(k, c)| {
+                        let at = (k * Self::BATCH_CHUNK).min(states.len());
+                        self.decide_chunk(c, &states[at..])
+                    })
                     .collect()
             }
-            _ => txns.iter().map(|t| self.decide_stateless(t)).collect(),
+            _ => self.decide_each(txns, states),
         }
+    }
+
+    /// One row at a time, each with its own deadline.
+    fn decide_each(
+        &self,
+        txns: &[Transaction],
+        states: &[Option<StateOutcome>],
+    ) -> Vec<Result<Decision, DecideError>> {
+        let inner = &*self.inner;
+        txns.iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let t0 = inner.clock.now();
+                inner.check(t)?;
+                Ok(inner.decide_checked(t, t0, FastCall::Call, state_of(states, i)))
+            })
+            .collect()
     }
 
     /// Transactions per `score_batch` call (and per deadline) in [`decide_batch`](Self::decide_batch).
     pub const BATCH_CHUNK: usize = 64;
 
-    fn decide_chunk(&self, txns: &[Transaction]) -> Vec<Result<Decision, DecideError>> {
+    fn decide_chunk(
+        &self,
+        txns: &[Transaction],
+        states: &[Option<StateOutcome>],
+    ) -> Vec<Result<Decision, DecideError>> {
         let inner = &*self.inner;
         let clock = &*inner.clock;
         let fast = &inner.fast;
         let routing = inner.routing.load();
         let Some(model) = routing.fast.as_ref().map(|f| &f.serving) else {
-            return txns.iter().map(|t| self.decide_stateless(t)).collect();
+            return self.decide_each(txns, states);
         };
         let chosen: Vec<Chosen<'_>> = txns.iter().map(|t| Chosen::pick(&routing, t)).collect();
         let t0 = clock.now();
         let checked: Vec<Result<(), DecideError>> = txns.iter().map(|t| inner.check(t)).collect();
-        let rules: Vec<RuleOut> = txns
+        let rules: Vec<Option<Score>> = txns
             .iter()
             .zip(&checked)
             .zip(&chosen)
             .map(|((t, c), ch)| {
                 if c.is_ok() {
-                    inner.run_rules(&*ch.rules.body.scorer, t)
+                    inner.run_rules(ch, t)
                 } else {
                     None
                 }
@@ -98,15 +124,23 @@ impl Engine {
             .zip(checked)
             .zip(rules)
             .zip(&chosen)
-            .map(|(((t, c), r), ch)| {
+            .enumerate()
+            .map(|(i, (((t, c), rules), ch))| {
                 c?;
-                let f = fast_out
+                let fast = fast_out
                     .as_ref()
                     .map_err(|c| *c)
                     .map(|v| v[k])
                     .and_then(|s| s);
                 k += 1;
-                Ok(inner.finish(ch, t, r, f, t0, rules_ns, fast_ns))
+                let tiers = Tiers {
+                    rules,
+                    fast,
+                    t0,
+                    rules_ns,
+                    fast_ns,
+                };
+                Ok(inner.conclude(ch, t, &tiers, state_of(states, i)))
             })
             .collect()
     }
@@ -190,4 +224,9 @@ impl FastTier {
         }
         Ok(r)
     }
+}
+
+/// Row `i`'s state outcome (`states` is empty without `[state]`).
+fn state_of(states: &[Option<StateOutcome>], i: usize) -> Option<&StateOutcome> {
+    states.get(i).and_then(Option::as_ref)
 }

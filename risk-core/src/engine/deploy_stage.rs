@@ -28,15 +28,14 @@ impl Inner {
     /// Records a decision for the deploy watching its versions (decide path, only while
     /// a deploy is active; counters only).
     #[inline(never)]
-    pub(super) fn observe(
+    pub(super) fn observe_canary(
         &self,
         ch: &Chosen<'_>,
         d: &Decision,
         rules: Option<&Score>,
         model: Option<&Score>,
-        rules_ns: u64,
-        fast_ns: u64,
     ) {
+        let (rules_ns, fast_ns) = (d.timings.rules_ns, d.timings.fast_ns);
         let p = &ch.policy.body.policy;
         let shift = d.threshold_shift;
         let ra = rules.map(|r| r.directive.unwrap_or(p.threshold(r.probability, shift)));

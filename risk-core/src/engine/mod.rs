@@ -1,13 +1,19 @@
 //! The tiered decision engine.
 //!
-//! One [`Engine::decide`] call: validate input → rule tier inline (the fallback verdict,
-//! ready before any model is called) → fast tier under its circuit breaker and hard
-//! deadline (inline for bounded scorers, on the tier pool otherwise) → entity feedback →
-//! combine ([`crate::policy`]) → gray-zone hand-off (non-blocking) → metrics.
+//! One [`Engine::decide`] call (`decide.rs`, top to bottom): check the input → entity
+//! state → rule tier inline (the fallback verdict, ready before any model is called) →
+//! fast tier under its circuit breaker and hard deadline (inline for bounded scorers, on
+//! the tier pool otherwise) → combine ([`crate::policy`], with the entity's feedback) →
+//! gray-zone hand-off (non-blocking) → observe (metrics, monitors, deploys, audit).
+//!
+//! Beside it: the batch and async paths, the builder, the deep tier's gray zone, the
+//! control plane (`deploy/`: gates, canaries, shadows, rollback; drills; health), the
+//! Prometheus glue, and [`replay`] (a client of the engine and the audit log).
 
 mod async_decide;
 mod batch;
 mod builder;
+mod decide;
 mod deploy;
 mod deploy_build;
 mod deploy_stage;
@@ -29,18 +35,15 @@ pub use drill::{DrillPlan, DrillReport, Fault, Quality, SwitchTime};
 pub use gray::VerdictCallback;
 pub use health::{Health, HealthStatus, Switchable, TierHealth};
 
-use crate::audit::{AuditEvent, AuditSink};
+use crate::audit::AuditSink;
 use crate::clock::Clock;
 use crate::config::{EngineConfig, RawFile, ScorerRegistry};
-use crate::decision::{
-    Decision, EntityFeedback, Escalation, FallbackCause, ShedReason, Shutdown, ShutdownReport,
-    StageTimings, Tier,
-};
+use crate::decision::{EntityFeedback, Shutdown, ShutdownReport};
 use crate::deploy::slot::{FastModel, Routing, Ver};
-use crate::error::{ConfigError, DecideError};
+use crate::error::ConfigError;
 use crate::metrics::{Metrics, MetricsSnapshot};
 use crate::schema::FeatureSchema;
-use crate::scorer::{Reasons, Score, Scorer, ScorerInfo};
+use crate::scorer::ScorerInfo;
 use crate::txn::{EntityKey, Transaction};
 use crate::version::Versions;
 use arc_swap::ArcSwap;
@@ -50,7 +53,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, OnceLock};
-use tier::{guarded_score, FastTier};
+use tier::FastTier;
 
 /// The tiered decision engine. Cheap to clone (an `Arc`); share one per process.
 #[derive(Clone, Debug)]
@@ -98,9 +101,6 @@ impl std::fmt::Debug for Inner {
 
 /// The least a shutdown waits for the audit sink to make accepted records durable.
 const AUDIT_CLOSE: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Outcome of the rule stage.
-type RuleOut = Option<Score>;
 
 /// The versions one decision used, from one routing snapshot.
 pub(crate) struct Chosen<'a> {
@@ -180,79 +180,6 @@ impl Engine {
     /// The configuration in force.
     pub fn config(&self) -> &EngineConfig {
         &self.inner.cfg
-    }
-
-    /// Decides on one transaction. `Err` only for bad input or after shutdown; every
-    /// tier failure becomes a fallback on the returned [`Decision`].
-    pub fn decide(&self, txn: &Transaction) -> Result<Decision, DecideError> {
-        let t0 = self.inner.clock.now();
-        self.decide_from(txn, t0)
-    }
-
-    /// [`decide`](Self::decide) whose deadline counts from `t0` (the time of a
-    /// `decide_async` call, before it waited in the queue).
-    pub(crate) fn decide_from(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
-        let inner = &*self.inner;
-        inner.check(txn)?;
-        match &inner.state {
-            None => self.decide_checked(txn, t0),
-            Some(st) => self.with_state(st, txn, |t| self.decide_checked(t, t0)),
-        }
-    }
-
-    /// [`decide`](Self::decide) of a transaction whose state features are already in
-    /// it (the batch path).
-    pub(crate) fn decide_stateless(&self, txn: &Transaction) -> Result<Decision, DecideError> {
-        let t0 = self.inner.clock.now();
-        self.inner.check(txn)?;
-        self.decide_checked(txn, t0)
-    }
-
-    /// The answer to a `decide_async` call shed by a full queue: the rules alone, at once.
-    pub(crate) fn decide_shed(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
-        let inner = &*self.inner;
-        inner.check(txn)?;
-        inner.metrics.async_shed.fetch_add(1, Relaxed);
-        match &inner.state {
-            None => self.decide_shed_checked(txn, t0),
-            Some(st) => self.with_state(st, txn, |t| self.decide_shed_checked(t, t0)),
-        }
-    }
-
-    fn decide_shed_checked(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
-        let inner = &*self.inner;
-        let routing = inner.routing.load();
-        let ch = Chosen::pick(&routing, txn);
-        let rules = inner.run_rules(&*ch.rules.body.scorer, txn);
-        let t1 = inner.clock.now();
-        let fast = match ch.fast {
-            None => Err(FallbackCause::Absent),
-            Some(_) => Err(FallbackCause::Saturated),
-        };
-        Ok(inner.finish(&ch, txn, rules, fast, t0, t1.saturating_sub(t0), 0))
-    }
-
-    fn decide_checked(&self, txn: &Transaction, t0: u64) -> Result<Decision, DecideError> {
-        let inner = &*self.inner;
-        let clock = &*inner.clock;
-        let routing = inner.routing.load();
-        let ch = Chosen::pick(&routing, txn);
-        let rules = inner.run_rules(&*ch.rules.body.scorer, txn);
-        let t1 = clock.now();
-        let f = &inner.fast;
-        let (fast, t2) = match ch.fast {
-            None => (Err(FallbackCause::Absent), t1),
-            Some(m) => f.run(clock, &m.body, txn, t1, t0.saturating_add(f.deadline)),
-        };
-        Ok(inner.finish(
-            &ch,
-            txn,
-            rules,
-            fast,
-            t0,
-            t1.saturating_sub(t0),
-            t2.saturating_sub(t1),
-        ))
     }
 
     /// A future of [`decide`](Engine::decide) that runs on the engine's async workers
@@ -398,179 +325,5 @@ impl Engine {
             let _ = k.wait_delivered(log.stats().written_seq, timeout);
         }
         report
-    }
-}
-
-impl Inner {
-    #[inline]
-    fn check(&self, txn: &Transaction) -> Result<(), DecideError> {
-        if self.shut.load(Relaxed) {
-            return Err(DecideError::ShutDown);
-        }
-        let s = txn.features.schema();
-        if !Arc::ptr_eq(s, &self.schema) && s.fingerprint() != self.schema.fingerprint() {
-            return Err(DecideError::SchemaMismatch {
-                expected: self.schema.fingerprint(),
-                got: s.fingerprint(),
-            });
-        }
-        txn.validate()
-    }
-
-    #[inline]
-    fn run_rules(&self, rules: &dyn Scorer, txn: &Transaction) -> RuleOut {
-        match guarded_score(rules, txn) {
-            Ok(s) => Some(s),
-            Err(_) => {
-                self.metrics.rules_failed.fetch_add(1, Relaxed);
-                None
-            }
-        }
-    }
-
-    /// Everything after the tiers ran: feedback, combine, escalation, metrics.
-    #[inline]
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        ch: &Chosen<'_>,
-        txn: &Transaction,
-        rules: RuleOut,
-        fast: Result<Score, FallbackCause>,
-        t0: u64,
-        rules_ns: u64,
-        fast_ns: u64,
-    ) -> Decision {
-        let model = fast.ok();
-        let shift = self.entities.on_decide(txn, model.map(|m| m.probability));
-        let c = ch
-            .policy
-            .body
-            .policy
-            .combine(rules.as_ref(), model.as_ref(), shift);
-        // Reasons: the deciding tier's first, then the other's.
-        let mut reasons = Reasons::new();
-        let (first, second) = match c.tier {
-            Tier::Fast => (model.as_ref(), rules.as_ref()),
-            _ => (rules.as_ref(), model.as_ref()),
-        };
-        for s in [first, second].into_iter().flatten() {
-            for r in s.reasons.iter() {
-                if reasons.len() < Reasons::CAPACITY {
-                    reasons.push(r.code, r.weight);
-                }
-            }
-        }
-        let (lo, hi) = self.cfg.gray_band;
-        let escalation = match model {
-            Some(m) if !c.hard_rule && m.probability >= lo && m.probability <= hi => {
-                match &self.gray {
-                    None => Escalation::Shed(ShedReason::NoDeepTier),
-                    Some(g) => match g.try_push(txn, m.probability) {
-                        Ok(t) => {
-                            self.metrics.gray.enqueued.fetch_add(1, Relaxed);
-                            Escalation::Enqueued(t)
-                        }
-                        Err(why) => {
-                            self.metrics.gray.shed.fetch_add(1, Relaxed);
-                            tracing::debug!(target: "risk::gray", txn = txn.id.0, reason = ?why, "gray-zone transaction shed");
-                            Escalation::Shed(why)
-                        }
-                    },
-                }
-            }
-            _ => Escalation::None,
-        };
-        let fallback = fast.err();
-        let mut versions = self.versions;
-        versions.rules = rules
-            .as_ref()
-            .and_then(|r| r.version)
-            .unwrap_or(ch.rules.id);
-        versions.fast = ch
-            .fast
-            .map(|f| model.as_ref().and_then(|m| m.version).unwrap_or(f.id));
-        versions.config = ch.policy.body.config_fp;
-        versions.deep = ch.routing.deep;
-        let m = &self.metrics;
-        ch.rules.decided.fetch_add(1, Relaxed);
-        if let (Some(f), Some(_)) = (ch.fast, model.as_ref()) {
-            f.decided.fetch_add(1, Relaxed);
-        }
-        m.by_action[c.action as usize].fetch_add(1, Relaxed);
-        m.by_tier[c.tier as usize].fetch_add(1, Relaxed);
-        if let Some(cause) = fallback {
-            m.by_cause[cause.index()].fetch_add(1, Relaxed);
-            if cause != FallbackCause::Absent {
-                tracing::debug!(target: "risk::decide", txn = txn.id.0, cause = cause.as_str(), "the rules decided: fast tier fell back");
-            }
-        }
-        if c.hard_rule {
-            m.hard_rule.fetch_add(1, Relaxed);
-        }
-        let t3 = self.clock.now();
-        let total = t3.saturating_sub(t0);
-        m.rules.record(rules_ns);
-        if ch.fast.is_some() {
-            m.fast.record(fast_ns);
-        }
-        m.total.record(total);
-        let d = Decision {
-            txn: txn.id,
-            entity: txn.entity,
-            action: c.action,
-            score: c.score,
-            tier: c.tier,
-            fallback,
-            hard_rule: c.hard_rule,
-            rule_score: rules.map_or(f32::NAN, |r| r.probability),
-            model_score: model.map(|m| m.probability),
-            threshold_shift: shift,
-            reasons,
-            timings: StageTimings {
-                rules_ns,
-                fast_ns,
-                combine_ns: total.saturating_sub(rules_ns + fast_ns),
-                total_ns: total,
-            },
-            escalation,
-            rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
-            rules_shadow: rules.map(|r| r.shadow_fired).unwrap_or_default(),
-            versions,
-            decided_at_ms: self.clock.unix_ms(),
-            state: crate::decision::StateStatus::Off,
-        };
-        self.deploy.recent.offer(txn);
-        if let Some(mc) = &self.monitor {
-            mc.observe(
-                txn,
-                rules.as_ref(),
-                model.as_ref(),
-                &ch.policy.body.policy,
-                shift,
-            );
-        }
-        if ch.canary || ch.routing.watched() {
-            self.observe(ch, &d, rules.as_ref(), model.as_ref(), rules_ns, fast_ns);
-        }
-        if ch.routing.shadowed() {
-            self.offer_shadows(
-                ch.routing,
-                txn,
-                rules.as_ref(),
-                model.as_ref(),
-                shift,
-                d.action,
-            );
-        }
-        if let Some(a) = &self.audit {
-            // Never blocks beyond the sink's policy; a shed record is counted by the sink.
-            let _ = a.offer(&AuditEvent::Decision {
-                decision: &d,
-                txn,
-                policy: &ch.policy.body.policy,
-            });
-        }
-        d
     }
 }

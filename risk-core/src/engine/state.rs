@@ -1,85 +1,87 @@
 //! Stage 1 of a decision: entity state (velocity features, lists, labels).
 //!
 //! The state features are written into a per-thread copy of the caller's transaction
-//! (the caller's stays untouched; no allocation once the thread has decided once), and
-//! every later stage, the audit record and the gray zone see that copy: what the model
-//! scored is what was recorded. Outcome-filtered features are entered once the
-//! decision is known.
+//! ([`Scratch`]: the caller's stays untouched; no allocation once the thread has decided
+//! once), and every later stage, the audit record and the gray zone see that copy: what
+//! the model scored is what was recorded. Outcome-filtered features are entered once the
+//! decision is known (stage 6, `decide.rs`).
 
-use super::Engine;
-use crate::decision::Decision;
-use crate::error::DecideError;
-use crate::state::{Lists, StateEngine, StateError};
+use super::{Engine, Inner};
+use crate::state::{Lists, StateEngine, StateError, StateOutcome};
 use crate::txn::{Transaction, TxnId};
-use std::cell::RefCell;
+use std::cell::Cell;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 thread_local! {
     /// The transaction copy the state stage fills (reused across decisions).
-    static SCRATCH: RefCell<Option<Transaction>> = const { RefCell::new(None) };
+    static SCRATCH: Cell<Option<Transaction>> = const { Cell::new(None) };
 }
 
-impl Engine {
-    /// Runs `f` on `txn` with its state features computed (the transaction has passed
-    /// `check`), then enters the outcome.
-    #[inline]
-    pub(crate) fn with_state(
-        &self,
-        st: &StateEngine,
-        txn: &Transaction,
-        f: impl FnOnce(&Transaction) -> Result<Decision, DecideError>,
-    ) -> Result<Decision, DecideError> {
-        let now_ms = self.inner.clock.unix_ms();
-        let run = |t: &mut Transaction| {
-            let out = st.fill(t, now_ms);
-            let mut d = f(t);
-            if let Ok(d) = &mut d {
-                d.state = out.status;
-                st.record_outcome(&out, d.action);
-                if self.inner.monitor.is_some() {
-                    st.note_action(d.txn, d.action);
-                }
-            }
-            d
-        };
-        SCRATCH.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut slot) => {
-                match slot.as_mut() {
-                    Some(t) if Arc::ptr_eq(t.features.schema(), txn.features.schema()) => {
-                        t.copy_from(txn)
-                    }
-                    _ => *slot = Some(txn.clone()),
-                }
-                run(slot.as_mut().expect("set above"))
-            }
-            // Re-entered (a scorer deciding inside a decision): a copy of its own.
-            Err(_) => run(&mut txn.clone()),
-        })
-    }
+/// The calling thread's reusable copy of a transaction, taken from the thread's slot and
+/// put back when dropped. A decision inside a decision (a scorer that decides) finds the
+/// slot empty and copies afresh, so neither sees the other's features.
+pub(super) struct Scratch(Option<Transaction>);
 
+impl Scratch {
+    /// A copy of `txn` (no allocation once this thread has decided on this schema).
+    #[inline]
+    pub(super) fn of(txn: &Transaction) -> Self {
+        let mut slot = SCRATCH.with(Cell::take);
+        match slot.as_mut() {
+            Some(t) if Arc::ptr_eq(t.features.schema(), txn.features.schema()) => t.copy_from(txn),
+            _ => slot = Some(txn.clone()),
+        }
+        Scratch(slot)
+    }
+}
+
+impl Deref for Scratch {
+    type Target = Transaction;
+    fn deref(&self) -> &Transaction {
+        self.0.as_ref().expect("set by Scratch::of until dropped")
+    }
+}
+
+impl DerefMut for Scratch {
+    fn deref_mut(&mut self) -> &mut Transaction {
+        self.0.as_mut().expect("set by Scratch::of until dropped")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        // `try_with`: a thread being torn down has no slot left to return it to.
+        let _ = SCRATCH.try_with(|c| c.set(self.0.take()));
+    }
+}
+
+impl Inner {
     /// The transactions of a batch with their state features (rows that fail `check`
     /// are left as they are and fail again, alone).
-    pub(crate) fn with_state_batch(
+    pub(super) fn fill_state_batch(
         &self,
         st: &StateEngine,
         txns: &[Transaction],
-    ) -> (Vec<Transaction>, Vec<Option<crate::state::StateOutcome>>) {
-        let now_ms = self.inner.clock.unix_ms();
+    ) -> (Vec<Transaction>, Vec<Option<StateOutcome>>) {
+        let now_ms = self.clock.unix_ms();
         let mut rows = Vec::with_capacity(txns.len());
-        let mut tickets = Vec::with_capacity(txns.len());
+        let mut outcomes = Vec::with_capacity(txns.len());
         for t in txns {
             let mut c = t.clone();
-            let tk = if self.inner.check(t).is_ok() {
+            let out = if self.check(t).is_ok() {
                 Some(st.fill(&mut c, now_ms))
             } else {
                 None
             };
             rows.push(c);
-            tickets.push(tk);
+            outcomes.push(out);
         }
-        (rows, tickets)
+        (rows, outcomes)
     }
+}
 
+impl Engine {
     /// The engine's entity state (`[state]`), if configured.
     pub fn state(&self) -> Option<&Arc<StateEngine>> {
         self.inner.state.as_ref()
