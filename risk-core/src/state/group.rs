@@ -6,6 +6,8 @@
 //! window with a delay of `D` buckets covers `h-D-B ..= h-D`. Every store (in process,
 //! Redis) keeps exactly this layout, so they agree on every stream.
 
+use super::distinct::Distinct;
+use super::ring::Ring;
 use serde::{Deserialize, Serialize};
 
 /// What kind of state a group keeps.
@@ -306,184 +308,6 @@ pub(crate) struct LabelBucket {
     pub frauds: u32,
 }
 
-/// HyperLogLog registers of one bucket.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub(crate) struct Regs(#[serde(with = "serde_regs")] pub [u8; HLL_M]);
-
-impl Default for Regs {
-    fn default() -> Self {
-        Regs([0; HLL_M])
-    }
-}
-
-mod serde_regs {
-    use super::HLL_M;
-    use serde::{Deserialize, Deserializer, Serializer};
-    pub fn serialize<S: Serializer>(r: &[u8; HLL_M], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(r)
-    }
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; HLL_M], D::Error> {
-        let v: Vec<u8> = Vec::deserialize(d)?;
-        v.try_into()
-            .map_err(|_| serde::de::Error::custom("HyperLogLog registers of the wrong length"))
-    }
-}
-
-/// Registers per HyperLogLog (standard error 1.04 / sqrt(128) = 9.2%).
-pub(crate) const HLL_M: usize = 128;
-
-/// A fixed ring of buckets; `head` is the newest bucket number.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct Ring<T> {
-    head: i64,
-    slots: Box<[T]>,
-}
-
-impl<T: Default + Copy> Ring<T> {
-    pub fn new(len: usize) -> Self {
-        Self {
-            head: i64::MIN,
-            slots: vec![T::default(); len.max(1)].into_boxed_slice(),
-        }
-    }
-
-    fn idx(&self, b: i64) -> usize {
-        b.rem_euclid(self.slots.len() as i64) as usize
-    }
-
-    /// Moves the head forward to bucket `b`, clearing the buckets it passes.
-    pub fn advance(&mut self, b: i64) {
-        self.advance_with(b, |_| {}, || {});
-    }
-
-    /// [`advance`](Self::advance), telling `left` each bucket that leaves the ring one
-    /// by one, or `all` when they all do.
-    #[inline]
-    pub fn advance_with(&mut self, b: i64, mut left: impl FnMut(&T), all: impl FnOnce()) {
-        if self.head == i64::MIN || b - self.head >= self.slots.len() as i64 {
-            self.slots.fill(T::default());
-            self.head = b;
-            all();
-            return;
-        }
-        let len = self.slots.len();
-        let mut i = self.idx(self.head);
-        while self.head < b {
-            self.head += 1;
-            i = if i + 1 == len { 0 } else { i + 1 };
-            left(&self.slots[i]);
-            self.slots[i] = T::default();
-        }
-    }
-
-    /// The bucket `b`, when the ring still holds it.
-    pub fn get_mut(&mut self, b: i64) -> Option<&mut T> {
-        if self.head == i64::MIN || b > self.head || self.head - b >= self.slots.len() as i64 {
-            return None;
-        }
-        let i = self.idx(b);
-        Some(&mut self.slots[i])
-    }
-
-    /// The buckets `lo ..= hi` the ring holds, oldest first. One division for the
-    /// first slot, then a wrapping increment (a division per bucket cost more than the
-    /// whole fold: measured).
-    pub fn range(&self, lo: i64, hi: i64) -> impl Iterator<Item = &T> + '_ {
-        let len = self.slots.len();
-        let first = lo.max(self.head.saturating_sub(len as i64 - 1));
-        let last = hi.min(self.head);
-        let n = if self.head == i64::MIN || last < first {
-            0
-        } else {
-            (last - first + 1) as usize
-        };
-        let start = if n == 0 { 0 } else { self.idx(first) };
-        let (a, b) = self.slots.split_at(start);
-        b.iter().chain(a.iter()).take(n)
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + std::mem::size_of_val(&*self.slots)
-    }
-}
-
-/// Distinct values: exact `(hash, last bucket)` pairs, or a HyperLogLog per bucket.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) enum Distinct {
-    Exact(Vec<(u64, i64)>),
-    Sketch(Ring<Regs>),
-}
-
-/// Sets the register of a 52-bit hash (52 bits so that a server-side script, whose
-/// numbers are doubles, computes the very same registers): the top 7 bits pick the
-/// register, the rank is one plus the leading zeros of the other 45.
-fn hll_set(r: &mut Regs, h: u64) {
-    let j = ((h >> 45) & 0x7f) as usize;
-    let w = h & ((1 << 45) - 1);
-    let rank = (w.leading_zeros() - 19) as u8 + 1;
-    r.0[j] = r.0[j].max(rank);
-}
-
-fn hll_estimate(m: &[u8; HLL_M]) -> f64 {
-    let mf = HLL_M as f64;
-    let alpha = 0.7213 / (1.0 + 1.079 / mf);
-    let (sum, zeros) = m.iter().fold((0.0, 0u32), |(s, z), &r| {
-        (s + 2f64.powi(-(r as i32)), z + (r == 0) as u32)
-    });
-    let e = alpha * mf * mf / sum;
-    if e <= 2.5 * mf && zeros > 0 {
-        mf * (mf / zeros as f64).ln()
-    } else {
-        e
-    }
-}
-
-impl Distinct {
-    fn count(&self, lo: i64, hi: i64) -> f64 {
-        match self {
-            Distinct::Exact(v) => v.iter().filter(|e| e.1 >= lo && e.1 <= hi).count() as f64,
-            Distinct::Sketch(ring) => {
-                let mut m = [0u8; HLL_M];
-                for r in ring.range(lo, hi) {
-                    for (a, b) in m.iter_mut().zip(r.0.iter()) {
-                        *a = (*a).max(*b);
-                    }
-                }
-                hll_estimate(&m).round()
-            }
-        }
-    }
-
-    fn add(&mut self, h: u64, b: i64, lo: i64, head: i64, spec: &GroupSpec) {
-        match self {
-            Distinct::Exact(v) => {
-                if let Some(e) = v.iter_mut().find(|e| e.0 == h) {
-                    e.1 = e.1.max(b);
-                    return;
-                }
-                v.retain(|e| e.1 >= lo);
-                v.push((h, b));
-                if v.len() > spec.exact_limit {
-                    let mut ring = Ring::<Regs>::new(spec.ring_len());
-                    ring.advance(head);
-                    for &(h, b) in v.iter() {
-                        if let Some(r) = ring.get_mut(b) {
-                            hll_set(r, h);
-                        }
-                    }
-                    *self = Distinct::Sketch(ring);
-                }
-            }
-            Distinct::Sketch(ring) => {
-                if let Some(r) = ring.get_mut(b) {
-                    hll_set(r, h);
-                }
-            }
-        }
-    }
-}
-
 /// One group's state for one key.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub(crate) enum GState {
@@ -552,7 +376,7 @@ impl GState {
                 }
                 out.distinct_before = d.count(lo, hb);
                 if add && input.pass && eb >= lo {
-                    d.add(input.hash, eb, lo, hb, spec);
+                    d.add(input.hash, eb, lo, hb, spec.exact_limit, spec.ring_len());
                     out.distinct_after = d.count(lo, hb);
                 } else {
                     out.distinct_after = out.distinct_before;

@@ -1,0 +1,157 @@
+//! What the state stage reports: counters ([`StateStats`]), memory per key source
+//! ([`SourceMemory`]) and both as JSON.
+
+use super::mem::MemStore;
+use super::{plan, StateConfig, StateEngine, Store};
+use crate::schema::FeatureSchema;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters of the state stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StateStats {
+    /// Transactions whose features were computed.
+    pub updates: u64,
+    /// Transactions without an event time (features missing).
+    pub no_time: u64,
+    /// (source, transaction) pairs later than `max_lateness` (counted at the key's time).
+    pub late: u64,
+    /// Labels applied (a repeat of the same label is not counted).
+    pub labels: u64,
+    /// Labels refused: transaction unknown.
+    pub labels_unknown: u64,
+    /// List lookups that hit a live entry.
+    pub list_hits: u64,
+    /// Decisions whose features are missing because the store failed.
+    pub degraded: u64,
+    /// Store calls that timed out (Redis).
+    pub store_timeouts: u64,
+    /// Store calls that failed otherwise (Redis).
+    pub store_errors: u64,
+    /// Decisions that skipped the store while it was down (Redis).
+    pub store_skipped: u64,
+    /// Background writes shed by a full queue (Redis outcomes and pending labels).
+    pub store_shed: u64,
+}
+
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) updates: AtomicU64,
+    pub(super) no_time: AtomicU64,
+    pub(super) late: AtomicU64,
+    pub(super) labels: AtomicU64,
+    pub(super) labels_unknown: AtomicU64,
+    pub(super) list_hits: AtomicU64,
+    pub(super) degraded: AtomicU64,
+}
+
+/// Memory per key source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceMemory {
+    /// The source (`entity`, `merchant`, ...).
+    pub source: String,
+    /// Keys held now.
+    pub keys: usize,
+    /// Bytes one key holds (its state; distinct sets past a few values grow up to the
+    /// sketch) plus the cache's per-entry overhead.
+    pub bytes_per_key: usize,
+}
+
+impl StateEngine {
+    /// Counters.
+    pub fn stats(&self) -> StateStats {
+        let c = &self.counters;
+        StateStats {
+            updates: c.updates.load(Relaxed),
+            no_time: c.no_time.load(Relaxed),
+            late: c.late.load(Relaxed),
+            labels: c.labels.load(Relaxed),
+            labels_unknown: c.labels_unknown.load(Relaxed),
+            list_hits: c.list_hits.load(Relaxed),
+            degraded: c.degraded.load(Relaxed),
+            ..self.store_stats()
+        }
+    }
+
+    fn store_stats(&self) -> StateStats {
+        match &self.store {
+            Store::Mem(_) => StateStats::default(),
+            #[cfg(feature = "redis")]
+            Store::Redis(r) => {
+                let c = &r.counters;
+                StateStats {
+                    store_timeouts: c.timeouts.load(Relaxed),
+                    store_errors: c.errors.load(Relaxed),
+                    store_skipped: c.skipped.load(Relaxed),
+                    store_shed: c.shed.load(Relaxed),
+                    ..StateStats::default()
+                }
+            }
+        }
+    }
+
+    /// Keys held and bytes per key, per key source.
+    pub fn memory(&self) -> Vec<SourceMemory> {
+        let keys = match self.mem() {
+            Some(m) => m.keys(),
+            // On Redis the keys live (and expire) on the server.
+            None => vec![0; self.plan.sources.len()],
+        };
+        self.plan
+            .sources
+            .iter()
+            .enumerate()
+            .map(|(s, k)| SourceMemory {
+                source: source_name(&self.cfg, &self.schema, k),
+                keys: keys[s],
+                // quick_cache keeps key, value and a few words per entry.
+                bytes_per_key: MemStore::key_bytes(&self.plan, s) + 24,
+            })
+            .collect()
+    }
+}
+
+fn source_name(_cfg: &StateConfig, schema: &FeatureSchema, k: &plan::CKey) -> String {
+    use plan::CKey;
+    match k {
+        CKey::Entity => "entity".into(),
+        CKey::Device => "device".into(),
+        CKey::Merchant => "merchant".into(),
+        CKey::Ip => "ip".into(),
+        CKey::Email => "email".into(),
+        CKey::Country => "country".into(),
+        CKey::Slot(s) => schema.field(*s).name.clone(),
+    }
+}
+
+impl StateEngine {
+    /// Counters, memory per key source, pending labels and live entries per list, as
+    /// JSON (`stats`, `memory`, `pending_labels`, `lists`).
+    pub fn to_json(&self) -> String {
+        let s = self.stats();
+        let memory: Vec<_> = self
+            .memory()
+            .into_iter()
+            .map(|m| {
+                serde_json::json!({"source": m.source, "keys": m.keys, "bytes_per_key": m.bytes_per_key})
+            })
+            .collect();
+        let lists: serde_json::Map<String, serde_json::Value> = self
+            .lists
+            .names()
+            .into_iter()
+            .map(|n| (n.to_owned(), self.lists.len(n).unwrap_or(0).into()))
+            .collect();
+        serde_json::json!({
+            "stats": {
+                "updates": s.updates, "no_time": s.no_time, "late": s.late,
+                "labels": s.labels, "labels_unknown": s.labels_unknown, "list_hits": s.list_hits,
+                "degraded": s.degraded, "store_timeouts": s.store_timeouts, "store_errors": s.store_errors,
+                "store_skipped": s.store_skipped, "store_shed": s.store_shed,
+            },
+            "memory": memory,
+            "pending_labels": self.pending_labels(),
+            "lists": lists,
+        })
+        .to_string()
+    }
+}
