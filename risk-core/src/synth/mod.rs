@@ -49,8 +49,10 @@
 //! `NaN`.
 
 mod csv;
+mod fraud;
 mod rng;
 mod text;
+mod traffic;
 mod wide;
 
 pub use csv::write_csv;
@@ -340,7 +342,6 @@ pub fn compute_state(rows: &mut [Labeled]) {
 /// Generates raw transactions: typed fields and card context, velocity features missing.
 pub fn generate_raw(cfg: &SynthConfig) -> Vec<Labeled> {
     let mut rng = Rng::new(cfg.seed);
-    let span = cfg.days as i64 * DAY_MS;
     let cards: Vec<Card> = (0..cfg.cards)
         .map(|_| Card {
             home: rng.weighted(&HOME_WEIGHTS),
@@ -351,210 +352,9 @@ pub fn generate_raw(cfg: &SynthConfig) -> Vec<Labeled> {
             opened_days_ago: rng.range(20.0, 3000.0),
         })
         .collect();
-    let rate_sum: f64 = cards.iter().map(|c| c.rate).sum();
-    let n_fraud_target = (cfg.transactions as f64 * cfg.fraud_rate).round() as usize;
     let mut events: Vec<Event> = Vec::with_capacity(cfg.transactions + 32);
-
-    // ----- fraud -----
-    let mut n_fraud = 0;
-    while n_fraud < n_fraud_target {
-        let card = rng.below(cfg.cards as u64) as usize;
-        let t0 = cfg.start_ms + DAY_MS + rng.below((span - 2 * DAY_MS) as u64) as i64;
-        let c = &cards[card];
-        let before = events.len();
-        match rng.weighted(&[35.0, 25.0, 20.0, 20.0]) {
-            0 => {
-                let device = rng.next_u64() | 1;
-                let mut t = t0;
-                for _ in 0..5 + rng.below(11) {
-                    t += rng.range(5_000.0, 60_000.0) as i64;
-                    let mcc = if rng.chance(0.6) { 11 } else { 12 };
-                    events.push(Event {
-                        t,
-                        card,
-                        amount: (rng.range(0.5, 3.0) * 100.0).round() / 100.0,
-                        mcc,
-                        country: c.home,
-                        channel: Channel::Ecom,
-                        device,
-                        merchant: merchant_for(&mut rng, mcc),
-                        scenario: Scenario::CardTesting,
-                    });
-                }
-                if rng.chance(0.6) {
-                    let mcc = mcc_index(5732);
-                    events.push(Event {
-                        t: t + rng.range(60_000.0, 900_000.0) as i64,
-                        card,
-                        amount: rng.lognormal(400.0, 0.5),
-                        mcc,
-                        country: c.home,
-                        channel: Channel::Ecom,
-                        device,
-                        merchant: merchant_for(&mut rng, mcc),
-                        scenario: Scenario::CardTesting,
-                    });
-                }
-            }
-            1 => {
-                let device = rng.next_u64() | 1;
-                let country = if rng.chance(0.6) {
-                    COUNTRIES
-                        .iter()
-                        .position(|x| *x == HIGH_RISK_COUNTRIES[rng.below(4) as usize])
-                        .unwrap_or(0)
-                } else {
-                    rng.below(COUNTRIES.len() as u64) as usize
-                };
-                let mut t = t0;
-                for _ in 0..1 + rng.below(3) {
-                    let mcc =
-                        [mcc_index(5732), mcc_index(5944), mcc_index(4511)][rng.below(3) as usize];
-                    events.push(Event {
-                        t,
-                        card,
-                        amount: c.typical * rng.range(5.0, 20.0),
-                        mcc,
-                        country,
-                        channel: if rng.chance(0.7) {
-                            Channel::Ecom
-                        } else {
-                            Channel::App
-                        },
-                        device,
-                        merchant: merchant_for(&mut rng, mcc),
-                        scenario: Scenario::AccountTakeover,
-                    });
-                    t += rng.range(60_000.0, 1_200_000.0) as i64;
-                }
-            }
-            2 => {
-                let mcc =
-                    [mcc_index(5999), mcc_index(5311), mcc_index(5541)][rng.below(3) as usize];
-                let merchant = merchant_for(&mut rng, mcc);
-                let mut t = t0;
-                for _ in 0..6 + rng.below(10) {
-                    let victim = rng.below(cfg.cards as u64) as usize;
-                    t += rng.range(30_000.0, 400_000.0) as i64;
-                    events.push(Event {
-                        t,
-                        card: victim,
-                        amount: rng.lognormal(180.0, 0.5),
-                        mcc,
-                        country: cards[victim].home,
-                        channel: Channel::Pos,
-                        device: 0,
-                        merchant,
-                        scenario: Scenario::CompromisedTerminal,
-                    });
-                }
-            }
-            _ => {
-                let first = c.home;
-                let second = rng.below(COUNTRIES.len() as u64) as usize;
-                let mut t = t0;
-                for k in 0..4 + rng.below(7) {
-                    let mcc = rng.weighted(&MCCS.map(|m| m.1));
-                    t += rng.range(120_000.0, 1_500_000.0) as i64;
-                    events.push(Event {
-                        t,
-                        card,
-                        amount: rng.lognormal(120.0, 0.6),
-                        mcc,
-                        country: if k >= 3 && rng.chance(0.5) {
-                            second
-                        } else {
-                            first
-                        },
-                        channel: if rng.chance(0.5) {
-                            Channel::Pos
-                        } else {
-                            Channel::Ecom
-                        },
-                        device: 0,
-                        merchant: merchant_for(&mut rng, mcc),
-                        scenario: Scenario::VelocitySpike,
-                    });
-                }
-            }
-        }
-        n_fraud += events.len() - before;
-    }
-
-    // ----- normal traffic -----
-    let n_normal = cfg.transactions.saturating_sub(events.len());
-    let card_weights: Vec<f64> = cards.iter().map(|c| c.rate / rate_sum).collect();
-    let mut cum = Vec::with_capacity(cards.len());
-    let mut acc = 0.0;
-    for w in &card_weights {
-        acc += w;
-        cum.push(acc);
-    }
-    let hour_w: Vec<f64> = (0..24).map(diurnal).collect();
-    let mut transit_burst = 0;
-    let mut last: Option<Event> = None;
-    for _ in 0..n_normal {
-        // Transit taps come in small bursts on the same card.
-        if transit_burst > 0 {
-            if let Some(mut e) = last {
-                transit_burst -= 1;
-                e.t += rng.range(60_000.0, 1_800_000.0) as i64;
-                e.amount = (rng.range(1.0, 4.0) * 100.0).round() / 100.0;
-                events.push(e);
-                last = Some(e);
-                continue;
-            }
-        }
-        let x = rng.f64() * acc;
-        let card = cum.partition_point(|&c| c < x).min(cards.len() - 1);
-        let c = &cards[card];
-        let mut day = rng.below(cfg.days as u64) as i64;
-        // Weekend lift: re-draw a weekday once with some probability.
-        if (day % 7) < 5 && rng.chance(0.15) {
-            day = rng.below(cfg.days as u64) as i64;
-        }
-        let hour = rng.weighted(&hour_w) as i64;
-        let t = cfg.start_ms + day * DAY_MS + hour * HOUR_MS + rng.below(HOUR_MS as u64) as i64;
-        let mcc = rng.weighted(&MCCS.map(|m| m.1));
-        let online = rng.chance(c.ecom_share) && MCCS[mcc].0 != 6011 && MCCS[mcc].0 != 4111;
-        let channel = match (online, MCCS[mcc].0) {
-            (_, 6011) => Channel::Atm,
-            (true, _) if rng.chance(0.3) => Channel::App,
-            (true, _) => Channel::Ecom,
-            (false, _) if rng.chance(0.01) => Channel::Moto,
-            _ => Channel::Pos,
-        };
-        let device = match channel {
-            Channel::Ecom | Channel::App if rng.chance(0.04) => rng.next_u64() | 1,
-            Channel::Ecom | Channel::App => c.devices[rng.below(c.devices.len() as u64) as usize],
-            _ => 0,
-        };
-        let country = if rng.chance(0.02) {
-            rng.below(COUNTRIES.len() as u64) as usize
-        } else {
-            c.home
-        };
-        let mut amount = c.typical * MCCS[mcc].2 * rng.lognormal(1.0, 0.5);
-        if rng.chance(0.01) {
-            amount *= rng.range(4.0, 12.0);
-        }
-        let e = Event {
-            t,
-            card,
-            amount: (amount.max(0.5) * 100.0).round() / 100.0,
-            mcc,
-            country,
-            channel,
-            device,
-            merchant: merchant_for(&mut rng, mcc),
-            scenario: Scenario::Normal,
-        };
-        if MCCS[mcc].0 == 4111 && rng.chance(0.3) {
-            transit_burst = 2 + rng.below(4);
-        }
-        events.push(e);
-        last = Some(e);
-    }
+    fraud::inject(&mut rng, cfg, &cards, &mut events);
+    traffic::normal(&mut rng, cfg, &cards, &mut events);
     events.truncate(cfg.transactions);
     events.sort_by_key(|e| (e.t, e.card));
     featurize(cfg, &cards, &events)
