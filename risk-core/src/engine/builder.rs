@@ -1,7 +1,7 @@
 //! [`EngineBuilder`]: every `risk.toml` option as a method.
 
+use super::deploy::policy_id;
 use super::deploy::DeployCtl;
-use super::deploy_build::policy_id;
 use super::entity::EntityStore;
 use super::gray::{GrayZone, VerdictCallback};
 use super::tier::FastTier;

@@ -15,8 +15,6 @@ mod batch;
 mod builder;
 mod decide;
 mod deploy;
-mod deploy_build;
-mod deploy_stage;
 mod drill;
 mod entity;
 mod gray;

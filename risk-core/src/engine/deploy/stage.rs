@@ -2,8 +2,7 @@
 //! rollback), the routing changes each makes, events, and what `decide` records while a
 //! deploy watches its versions.
 
-use super::deploy::{Active, AnyVer, TargetCtl};
-use super::{Chosen, Inner};
+use super::{Active, AnyVer, TargetCtl};
 use crate::clock::Nanos;
 use crate::decision::{Action, Decision, FallbackCause};
 use crate::deploy::shadow::Shadow;
@@ -11,6 +10,7 @@ use crate::deploy::slot::{Canary, Routing, SlotState, Ver};
 use crate::deploy::stats::{broken_guard, Outcome, VersionStats};
 use crate::deploy::SHARE_SCALE;
 use crate::deploy::{DeployError, DeployEvent, EventKind, Phase, StateChange, Target};
+use crate::engine::{Chosen, Inner};
 use crate::scorer::Score;
 use crate::txn::Transaction;
 use crate::version::VersionId;
@@ -28,7 +28,7 @@ impl Inner {
     /// Records a decision for the deploy watching its versions (decide path, only while
     /// a deploy is active; counters only).
     #[inline(never)]
-    pub(super) fn observe_canary(
+    pub(in crate::engine) fn observe_canary(
         &self,
         ch: &Chosen<'_>,
         d: &Decision,
@@ -87,7 +87,7 @@ impl Inner {
 
     /// Hands a copy of the decision to each running shadow (never blocks).
     #[inline(never)]
-    pub(super) fn offer_shadows(
+    pub(in crate::engine) fn offer_shadows(
         &self,
         r: &Routing,
         txn: &Transaction,
@@ -105,7 +105,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn ensure_supervisor(&self, me: Weak<Inner>) {
+    pub(in crate::engine) fn ensure_supervisor(&self, me: Weak<Inner>) {
         let mut sup = self.deploy.supervisor.lock();
         if sup.is_some() || self.deploy.stop.load(Relaxed) {
             return;
@@ -137,7 +137,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn tick(&self) {
+    pub(in crate::engine) fn tick(&self) {
         let now = self.clock.now();
         let mut events = Vec::new();
         let mut st = self.deploy.state.lock();
@@ -183,7 +183,7 @@ impl Inner {
     }
 
     /// The stage after the current one, or promotion.
-    pub(super) fn advance_locked(
+    pub(in crate::engine) fn advance_locked(
         &self,
         target: Target,
         t: &mut TargetCtl,
@@ -237,7 +237,7 @@ impl Inner {
         }
     }
 
-    pub(super) fn start_shadow(
+    pub(in crate::engine) fn start_shadow(
         &self,
         target: Target,
         t: &mut TargetCtl,
@@ -264,7 +264,12 @@ impl Inner {
     }
 
     /// Puts the active candidate in canary at stage 0; returns its share.
-    pub(super) fn start_canary(&self, target: Target, t: &mut TargetCtl, now: Nanos) -> f64 {
+    pub(in crate::engine) fn start_canary(
+        &self,
+        target: Target,
+        t: &mut TargetCtl,
+        now: Nanos,
+    ) -> f64 {
         let Some(a) = t.active.as_mut() else {
             return 0.0;
         };
@@ -316,7 +321,7 @@ impl Inner {
         share
     }
 
-    pub(super) fn set_canary_share(&self, target: Target, share: f64) {
+    pub(in crate::engine) fn set_canary_share(&self, target: Target, share: f64) {
         let bp = share_bp(share);
         self.swap(|r| {
             let c = match target {
@@ -336,7 +341,7 @@ impl Inner {
     }
 
     /// Makes the active candidate the serving version.
-    pub(super) fn promote_locked(
+    pub(in crate::engine) fn promote_locked(
         &self,
         target: Target,
         t: &mut TargetCtl,
@@ -372,7 +377,7 @@ impl Inner {
     }
 
     /// Ends the active deploy; the serving version stays.
-    pub(super) fn abort_locked(
+    pub(in crate::engine) fn abort_locked(
         &self,
         target: Target,
         t: &mut TargetCtl,
@@ -416,7 +421,7 @@ impl Inner {
     }
 
     /// Builds and stores a routing changed by `f`, with the next epoch.
-    pub(super) fn swap(&self, f: impl FnOnce(&mut Routing)) {
+    pub(in crate::engine) fn swap(&self, f: impl FnOnce(&mut Routing)) {
         let mut r = Routing::clone(&self.routing.load());
         f(&mut r);
         r.epoch += 1;
@@ -424,7 +429,7 @@ impl Inner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn event_value(
+    pub(in crate::engine) fn event_value(
         &self,
         target: Target,
         deploy: u64,
@@ -450,7 +455,7 @@ impl Inner {
     }
 
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn event(
+    pub(in crate::engine) fn event(
         &self,
         target: Target,
         deploy: u64,
@@ -466,7 +471,7 @@ impl Inner {
     }
 
     /// Appends to the target's history and sends to subscribers.
-    pub(super) fn emit(&self, e: DeployEvent) {
+    pub(in crate::engine) fn emit(&self, e: DeployEvent) {
         match e.kind {
             EventKind::RolledBack | EventKind::Refused => tracing::warn!(
                 target: "risk::deploy",
@@ -504,7 +509,7 @@ impl Inner {
         });
     }
 
-    pub(super) fn change(&self, state: &str, detail: &str) -> StateChange {
+    pub(in crate::engine) fn change(&self, state: &str, detail: &str) -> StateChange {
         StateChange {
             at_ms: self.clock.unix_ms(),
             state: state.into(),
@@ -512,7 +517,13 @@ impl Inner {
         }
     }
 
-    pub(super) fn dir_record(&self, target: Target, key: Option<&str>, state: &str, detail: &str) {
+    pub(in crate::engine) fn dir_record(
+        &self,
+        target: Target,
+        key: Option<&str>,
+        state: &str,
+        detail: &str,
+    ) {
         if let (Some(d), Some(k)) = (&self.deploy.dir, key) {
             // A directory that cannot be written must not stop a rollback: the routing
             // already changed; the failure shows in the next deploy that stores.
@@ -521,7 +532,7 @@ impl Inner {
     }
 
     /// The budget guards and the gate hold latency to for `target`.
-    pub(super) fn budget(&self, target: Target) -> Duration {
+    pub(in crate::engine) fn budget(&self, target: Target) -> Duration {
         match target {
             Target::Deep => self.cfg.deep.budget,
             _ => self.cfg.fast_deadline,

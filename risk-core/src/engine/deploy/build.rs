@@ -2,9 +2,6 @@
 //! its shadow scoring function, installing a version in its slot, and its model-directory
 //! record.
 
-use super::gray::DeepModel;
-use super::tier::{guarded_batch_within, guarded_score, guarded_score_within};
-use super::Inner;
 use crate::calibrate::Calibration;
 use crate::circuit::Circuit;
 use crate::config::ScorerSpec;
@@ -14,6 +11,9 @@ use crate::deploy::shadow::{Eval, ShadowItem};
 use crate::deploy::slot::{FastModel, PolicyModel, RulesModel, SlotState, Ver};
 use crate::deploy::stats::Outcome;
 use crate::deploy::{Candidate, DeployError, ModelDirectory, RolloutPlan, Target};
+use crate::engine::gray::DeepModel;
+use crate::engine::tier::{guarded_batch_within, guarded_score, guarded_score_within};
+use crate::engine::Inner;
 use crate::policy::Policy;
 use crate::scorer::{Score, Scorer};
 use crate::txn::Transaction;
@@ -43,7 +43,7 @@ impl AnyVer {
 }
 
 /// A loaded, warmed-up candidate.
-pub(super) struct Built {
+pub(in crate::engine) struct Built {
     pub ver: AnyVer,
     /// Its model-directory key (when a directory is configured).
     pub key: Option<String>,
@@ -77,7 +77,7 @@ impl Inner {
         )
     }
 
-    pub(super) fn build_candidate(
+    pub(in crate::engine) fn build_candidate(
         &self,
         target: Target,
         c: Candidate,
@@ -255,7 +255,7 @@ impl Inner {
     }
 
     /// Runs the validation gate of `plan` on `ver`.
-    pub(super) fn gate(
+    pub(in crate::engine) fn gate(
         &self,
         target: Target,
         ver: &AnyVer,
@@ -337,7 +337,12 @@ impl Inner {
 
     /// The shadow's scoring function for a candidate: its would-be outcome and the
     /// serving side's on the same transaction.
-    pub(super) fn shadow_eval(&self, target: Target, cand: &AnyVer, budget: Duration) -> Eval {
+    pub(in crate::engine) fn shadow_eval(
+        &self,
+        target: Target,
+        cand: &AnyVer,
+        budget: Duration,
+    ) -> Eval {
         let pol = self.routing.load().policy.serving.body.policy;
         let rules_action = move |it: &ShadowItem| {
             it.rules().map(|r| {
@@ -435,7 +440,7 @@ impl Inner {
     }
 
     /// Makes `ver` the serving version of its slot (no canary, no shadow).
-    pub(super) fn install(&self, target: Target, ver: &AnyVer) {
+    pub(in crate::engine) fn install(&self, target: Target, ver: &AnyVer) {
         let _ = target;
         match ver {
             AnyVer::Rules(v) => self.swap(|r| r.rules = SlotState::serving(v.watched(None))),
@@ -451,7 +456,7 @@ impl Inner {
     }
 
     /// The serving version of `target`, without deploy counters.
-    pub(super) fn serving_of(&self, target: Target) -> Option<AnyVer> {
+    pub(in crate::engine) fn serving_of(&self, target: Target) -> Option<AnyVer> {
         let r = self.routing.load();
         Some(match target {
             Target::Rules => AnyVer::Rules(r.rules.serving.watched(None)),
@@ -463,7 +468,7 @@ impl Inner {
 
     /// Writes (or updates) a candidate's entry in the model directory.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn store_meta(
+    pub(in crate::engine) fn store_meta(
         &self,
         d: &ModelDirectory,
         target: Target,

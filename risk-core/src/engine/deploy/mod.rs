@@ -6,6 +6,11 @@
 //! the new [`Routing`] is built from the current one and stored, so `decide` sees the old
 //! snapshot or the new one, whole.
 
+mod build;
+mod stage;
+
+pub(in crate::engine) use build::policy_id;
+
 use super::Engine;
 use crate::clock::Nanos;
 use crate::deploy::recent::Recent;
@@ -23,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 
-pub(super) use super::deploy_build::AnyVer;
+pub(in crate::engine) use build::AnyVer;
 
 /// Deploy control, owned by the engine.
 pub(crate) struct DeployCtl {
