@@ -4,7 +4,9 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-cargo build --release -p risk-ffi
+# The same targets and features as the README's `cargo test` (RISK_CARGO_FEATURES), so after
+# it nothing recompiles: one feature set for the whole run.
+cargo build --release --workspace --lib --tests --examples --features "${RISK_CARGO_FEATURES:-risk-core/kafka,risk-core/redis}"
 export RISK_FFI_LIB_DIR="$root/target/release"
 test -f "$RISK_FFI_LIB_DIR/librisk_ffi.so" || { echo "librisk_ffi.so missing in $RISK_FFI_LIB_DIR"; exit 1; }
 bash "$root/risk-ffi/tests/c/run_valgrind.sh" # C stress under valgrind memcheck + helgrind; fails if valgrind is missing
