@@ -14,6 +14,25 @@
 //!
 //! No ML crate is a dependency: model backends implement [`Scorer`] in other crates.
 //!
+//! ## Layout
+//!
+//! Modules stand on floors and import only from their own floor and the ones below
+//! (`tests/layering.rs` keeps it so, naming file and line of any import that runs upward,
+//! goes through these re-exports, or closes a cycle):
+//!
+//! 1. [`clock`], [`hash`], [`action`], [`reason`], [`calibrate`]: vocabulary with no
+//!    dependencies inside the crate;
+//! 2. [`schema`], [`version`], [`error`], [`text`], [`circuit`], the `risk.toml` value
+//!    helpers;
+//! 3. [`txn`];
+//! 4. [`scorer`], [`decision`], [`monitor`]: what tiers answer;
+//! 5. [`state`], [`policy`], [`metrics`], [`ensemble`], the scorer registry;
+//! 6. [`audit`], [`deploy`], `synth`: around decisions;
+//! 7. [`config`]: `risk.toml`, calling each subsystem's own table reader;
+//! 8. the engine (`decide` top to bottom in `engine/decide.rs`, the control plane in
+//!    `engine/deploy/`) and [`replay`];
+//! 9. this file: declarations and re-exports only.
+//!
 //! ```
 //! use risk_core::{Engine, FeatureSchema, Transaction, Channel, Action, Tier, ConstantScorer};
 //! use std::sync::Arc;

@@ -369,7 +369,7 @@ impl TransactionBuilder {
         self.txn.device = DeviceId(d);
         self
     }
-    /// Merchant / terminal id (hashed: [`key_hash`](crate::hash::key_hash)).
+    /// Merchant / terminal id (hashed: [`crate::hash::key_hash`]).
     pub fn merchant(mut self, id: &str) -> Self {
         self.txn.merchant = key_hash(id);
         self

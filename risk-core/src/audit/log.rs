@@ -146,7 +146,7 @@ impl SegmentLog {
     }
 
     /// Waits until every record accepted before this call is durable (fsynced, whatever
-    /// the [`Durability`]) and returns the durable sequence number. Blocks: not for the
+    /// the [`Durability`](super::Durability)) and returns the durable sequence number. Blocks: not for the
     /// decide path.
     pub fn flush(&self, timeout: Duration) -> Result<u64, AuditError> {
         if self.closed.load(Relaxed) {

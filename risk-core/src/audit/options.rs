@@ -13,11 +13,11 @@ pub enum Durability {
     Batch,
     /// `fdatasync` at most this long after a write (`"interval"`, `fsync_interval_ms`).
     Interval(Duration),
-    /// Never forced (`"none"`), except by [`SegmentLog::flush`] and on close.
+    /// Never forced (`"none"`), except by [`SegmentLog::flush`](super::SegmentLog::flush) and on close.
     None,
 }
 
-/// What [`SegmentLog::offer`](AuditSink::offer) does when the queue is full.
+/// What [`SegmentLog::offer`](super::AuditSink::offer) does when the queue is full.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OnFull {
     /// Shed the record and count it (`on_full = "drop"`, default): `decide` never waits.
@@ -41,7 +41,7 @@ pub enum FeatureSelection {
     Named(Vec<String>),
 }
 
-/// Options of a [`SegmentLog`].
+/// Options of a [`SegmentLog`](super::SegmentLog).
 #[derive(Debug, Clone)]
 pub struct LogOptions {
     /// Directory (created if missing).
@@ -129,7 +129,7 @@ pub struct Recovery {
     pub last_seq: u64,
 }
 
-/// Counters of a [`SegmentLog`].
+/// Counters of a [`SegmentLog`](super::SegmentLog).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// Offers accepted into the queue.

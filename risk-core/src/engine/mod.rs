@@ -184,7 +184,7 @@ impl Engine {
     /// and completes on any executor (it only uses the `Waker`). The fast tier's deadline
     /// counts from this call (queueing included); when the bounded queue
     /// (`pool.async_queue_capacity`) is full, the rules alone answer at once with
-    /// [`FallbackCause::Saturated`].
+    /// [`FallbackCause::Saturated`](crate::decision::FallbackCause::Saturated).
     pub fn decide_async(&self, txn: Transaction) -> DecisionFuture {
         let called = self.inner.clock.now();
         let cfg = &self.inner.cfg.pool;
@@ -283,7 +283,7 @@ impl Engine {
         self.inner.gray.as_ref().map(|g| g.circuit_state())
     }
 
-    /// Stops the engine: later `decide` calls return [`DecideError::ShutDown`]; queued
+    /// Stops the engine: later `decide` calls return [`DecideError::ShutDown`](crate::error::DecideError::ShutDown); queued
     /// gray-zone work is drained or abandoned as asked. Idempotent.
     pub fn shutdown(&self, mode: Shutdown) -> ShutdownReport {
         let i = &*self.inner;

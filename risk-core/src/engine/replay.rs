@@ -167,7 +167,7 @@ pub fn rebuild(e: &AuditEntry, engine: &Engine) -> Result<Transaction, String> {
     Ok(t)
 }
 
-/// Replays `entries` (from [`AuditReader::query`](super::AuditReader::query)) through
+/// Replays `entries` (from [`AuditReader::query`](crate::audit::AuditReader::query)) through
 /// `candidate`; keeps up to `max_examples` changed decisions.
 pub fn replay(
     entries: impl IntoIterator<Item = Result<AuditEntry, AuditError>>,
