@@ -209,6 +209,12 @@ pub(crate) fn err<T>(kind: ErrorKind, span: Span) -> Result<T> {
     Err(Raw { kind, span })
 }
 
+/// Places a stage's errors in `src` (named `file`), for `map_err`.
+pub(crate) fn locate<'s>(file: &str, src: &'s str) -> impl Fn(Raw) -> RuleError + 's {
+    let file = file.to_owned();
+    move |r: Raw| r.locate(&file, src)
+}
+
 impl Raw {
     /// Places the error in `src` (named `file`): line, column, excerpt.
     pub fn locate(self, file: &str, src: &str) -> RuleError {

@@ -7,7 +7,9 @@
 //! (a `!` flips what its inside decided). Explain is for tools, not the decide path: it
 //! allocates, and runs on the interpreter (the same results as native code).
 
-use crate::ruleset::{Rule, RuleSet};
+use crate::parser::file::HitPolicy;
+use crate::rule::Rule;
+use crate::ruleset::RuleSet;
 use risk_core::schema::FieldKind;
 use risk_core::Features;
 use serde::Serialize;
@@ -109,7 +111,7 @@ impl RuleSet {
         let in_schema = |slot: u32| (slot as usize) < x.len();
         let mut trace = Vec::new();
         let mut first_counted = false;
-        let first_hit = self.policy() == crate::HitPolicy::FirstHit;
+        let first_hit = self.policy() == HitPolicy::FirstHit;
         let mut out: Vec<RuleExplanation> = Vec::new();
         let mut order: Vec<u32> = self.plan_order();
         order.extend((0..self.rules().len() as u32).filter(|&i| !self.rules()[i as usize].enabled));

@@ -1,4 +1,4 @@
-//! Rule-set versions kept on disk, for [`RuleScorer::rollback`](crate::RuleScorer::rollback).
+//! Rule-set versions kept on disk, for [`RuleScorer::rollback`](crate::scorer::RuleScorer::rollback).
 //!
 //! Every set the scorer starts serving is recorded: its exact source text in
 //! `<dir>/<seq>-<hash>.rules` (so a rollback recompiles precisely what served, and the
@@ -71,7 +71,7 @@ pub enum HistoryError {
     Keep(usize),
 }
 
-/// The versions a [`RuleScorer`](crate::RuleScorer) has served.
+/// The versions a [`RuleScorer`](crate::scorer::RuleScorer) has served.
 #[derive(Debug)]
 pub struct History {
     dir: PathBuf,

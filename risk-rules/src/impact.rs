@@ -1,5 +1,6 @@
 //! Impact analysis: what a candidate rule set would change before it goes live.
 
+use crate::error::RuleError;
 use crate::ruleset::{Hits, RuleSet, Verdict};
 use risk_core::{Action, Policy, Transaction, TxnId};
 use std::collections::BTreeMap;
@@ -129,7 +130,7 @@ pub fn shadow_impact(
     txns: &[Transaction],
     policy: &Policy,
     max_examples: usize,
-) -> Result<ImpactReport, crate::RuleError> {
+) -> Result<ImpactReport, RuleError> {
     let Some(schema) = txns
         .first()
         .map(|t| std::sync::Arc::clone(t.features.schema()))

@@ -7,9 +7,19 @@
 //!
 //! The pipeline is visible in the tree: [`lexer`] → [`parser`] (AST with spans) →
 //! [`checker`] (names, types, categories; errors with `file:line:col` and a caret) →
-//! [`compiler`] (flat program, fused comparisons, bounded stack) → [`vm`] (evaluation).
+//! [`compiler`] (flat program, fused comparisons, bounded stack) → [`exec`] (the stack
+//! [`vm`], the linked [`branch`] program every rule set runs as, and its native code).
 //! [`RuleSet`] is the compiled file; [`RuleScorer`] serves it as the engine's rule tier
 //! with atomic hot reload; [`impact()`] compares a candidate set with the serving one.
+//!
+//! ## Layers
+//! Modules import only downward, and `tests/layering.rs` keeps it so (its floor table is
+//! the reference), lowest first: `error`; `lexer`; `parser`; `checker`; `compiler` (with
+//! the stack program's instructions, `compiler::Op`); `exec` (`vm`, `branch`, `jit`:
+//! `abi` shared by the `x64` and `cranelift` generators, then `native`); `rule`; `lint`;
+//! `ruleset` and `expression`; `explain`, `impact` and `history`; `scorer`. This file only
+//! declares modules and re-exports; inside the crate every import names the defining
+//! module.
 //!
 //! ```
 //! use risk_core::{FeatureSchema, Transaction, Channel, Scorer, Action};
@@ -41,38 +51,36 @@
 //! unary `!` and `-`, parentheses. Functions: `abs`, `min`, `max`, `log`, `is_missing`.
 //! Strings compare with categorical fields and must be in the field's vocabulary.
 #![deny(missing_docs)]
-// Unsafe code only in `jit` (calling generated code), each block with its SAFETY note.
+// Unsafe code only in `exec::jit` (calling generated code), each block with its SAFETY
+// note.
 #![deny(unsafe_code)]
 
-pub mod branch;
 pub mod checker;
 pub mod compiler;
 pub mod error;
+pub mod exec;
 mod explain;
+mod expression;
 mod history;
 mod impact;
-#[cfg(feature = "jit")]
-#[allow(unsafe_code)]
-mod jit;
-#[cfg(all(feature = "jit", target_arch = "x86_64", unix))]
-mod jit_x64;
 pub mod lexer;
 mod lint;
 pub mod parser;
+mod rule;
 mod ruleset;
 mod scorer;
-pub mod vm;
+
+pub use exec::{branch, vm};
 
 pub use error::{Details, ErrorKind, RuleError, Span};
 pub use explain::{Explanation, FieldValue, RuleExplanation, Step};
+pub use expression::{Expression, Value};
 pub use history::{History, HistoryError, RuleVersion, MAX_KEEP};
 pub use impact::{impact, shadow_impact, ImpactExample, ImpactReport, RuleDelta};
 pub use lint::{RuleWarning, WarningKind};
 pub use parser::file::{HitPolicy, Outcome};
-pub use ruleset::{
-    Expression, Hits, LoadError, NativeBackend, Rule, RuleSet, Value, Verdict, MAX_RULES,
-    MAX_SOURCE,
-};
+pub use rule::Rule;
+pub use ruleset::{Hits, LoadError, NativeBackend, RuleSet, Verdict, MAX_RULES, MAX_SOURCE};
 pub use scorer::{register, scorer_from_spec, ReloadError, ReloadStats, RuleScorer, Watcher};
 
 /// The default rule set for the synthetic schema (`risk_core::synth::schema()`), as text.

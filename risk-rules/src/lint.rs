@@ -14,8 +14,8 @@
 //! Negated lists (`!(x in L)`) are not simple: they hold for a missing value.
 
 use crate::checker::{Cmp, TExpr};
-use crate::ruleset::Rule;
-use crate::HitPolicy;
+use crate::parser::file::{HitPolicy, Outcome};
+use crate::rule::Rule;
 use risk_core::{Action, FeatureSchema};
 use std::fmt;
 
@@ -272,7 +272,7 @@ pub(crate) fn check(
                 && !r.shadow
                 && match policy {
                     HitPolicy::FirstHit => true,
-                    _ => h.hard && h.outcome == crate::Outcome::Action(Action::Decline),
+                    _ => h.hard && h.outcome == Outcome::Action(Action::Decline),
                 };
             if !dominates || !hi.all_simple || hi.atoms.is_empty() {
                 continue;

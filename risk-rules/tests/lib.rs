@@ -6,6 +6,7 @@ mod explain;
 mod fuzz_regressions;
 mod golden;
 mod history;
+mod layering;
 mod lint;
 mod lists;
 mod mixed;

@@ -2,7 +2,7 @@
 //! their vocabularies: the shared numbering and the comparison used by the interpreter,
 //! the stack VM, branch programs and native code.
 
-use super::Cmp;
+use super::ops::Cmp;
 use risk_core::{FeatureSchema, Slot};
 use std::collections::HashMap;
 

@@ -1,27 +1,21 @@
-//! Native code for a linked rule program (feature `jit`): the entry point, and the
-//! Cranelift generator. On x86-64 System V, [`compile`] uses the templates of
-//! [`crate::jit_x64`] instead (same edges, same semantics, ~8x faster to emit for the
-//! mixed set and faster to run, BENCHMARKS.md [12]); Cranelift serves every other host
-//! and `RISK_RULES_JIT=cranelift`.
-//!
-//! Why: the branch-program interpreter ([`crate::branch`]) dispatches every test through
-//! one `match` and picks every successor at one branch site, so on varied rows the
-//! processor cannot predict either; a mixed 100-rule set cost ~2 µs per row that way
-//! against ~0.3 µs for the same rules written as a Rust if-chain (BENCHMARKS.md, [12]).
-//! Emitting each node as its own compare-and-branch gives every test its own branch
-//! site, as compiled code has: the same program, the same edges, no interpretation.
+//! The Cranelift generator: each node of a linked rule program as its own
+//! compare-and-branch block. It serves every host but x86-64 System V (where the templates
+//! of [`super::x64`] are ~8x faster to emit, BENCHMARKS.md [12]) and
+//! `RISK_RULES_JIT=cranelift`.
 //!
 //! What is emitted, per node of the linked program: ranges, `!=`, 64-bit category masks,
 //! field-vs-field and one-operation arithmetic comparisons (Cranelift's ordered float
 //! compares are false on `NaN`, the language's missing-value rule; division by zero
 //! yields `NaN` as in [`Arith::apply`]) and `is_missing`; hit nodes store the rule index
-//! and count. Sets, categorical pairs, `%` and stack-VM leaves call back into
-//! [`Branches`] (one indirect call), so every program compiles. The function reads only
-//! `x[..len]` with `len` checked by the caller, and writes at most one index per rule.
+//! and count. Sets, `%` and stack-VM leaves call back into [`Branches`] (one indirect
+//! call), so every program compiles; categorical pairs are compared inline. The function
+//! reads only `x[..len]` with `len` checked by the caller, and writes at most one index
+//! per rule.
+#![deny(unsafe_code)]
 
-use crate::branch::{ArithCmp, Branches, Opd, Term, Test, FALSE};
+use super::abi::native_arith;
 use crate::checker::{Arith, Cmp};
-use crate::compiler::MAX_STACK;
+use crate::exec::branch::{Branches, Opd, Term, Test, FALSE};
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::immediates::Ieee32;
 use cranelift_codegen::ir::{
@@ -32,119 +26,14 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, Linkage, Module};
 
-/// `fn(x, out, shadow_out, ctx, slow, len) -> live hits | shadow hits << 32`.
-type Entry =
-    unsafe extern "C" fn(*const f32, *mut u32, *mut u32, *const Branches, SlowFn, usize) -> u64;
-
-/// The call-back for tests without native code: `(ctx, node, x, len) -> holds`.
-type SlowFn = extern "C" fn(*const Branches, u32, *const f32, usize) -> u8;
-
-extern "C" fn slow(ctx: *const Branches, node: u32, x: *const f32, len: usize) -> u8 {
-    // A panic must not unwind into native code: it would abort the host.
-    std::panic::catch_unwind(|| {
-        // SAFETY: `ctx` is the `Branches` the code was compiled from, borrowed by
-        // `Native::run` for the whole call, and `x` points at `len` initialised f32
-        // (a slice the caller holds), both passed through unchanged by the code.
-        let (b, x) = unsafe { (&*ctx, std::slice::from_raw_parts(x, len)) };
-        let mut st = [0f32; MAX_STACK];
-        b.nodes
-            .get(node as usize)
-            .is_some_and(|n| b.test_node(n, x, &mut st)) as u8
-    })
-    .unwrap_or(0)
-}
-
-/// The memory holding a program's code, per backend.
-enum Mem {
-    /// Cranelift's module (freed explicitly on drop; boxed: it is large).
-    Cranelift(Box<JITModule>),
-    /// The x86-64 templates' buffer (unmapped when dropped).
-    #[cfg(all(target_arch = "x86_64", unix))]
-    X64(#[allow(dead_code)] dynasmrt::ExecutableBuffer),
-}
-
-/// A compiled rule program.
-pub struct Native {
-    module: Option<Mem>,
-    entry: Entry,
-    /// Which backend emitted it: `"x64"` or `"cranelift"`.
-    pub backend: &'static str,
-    /// Slots read: rows shorter than this run on the interpreter.
+/// Compiled code: Cranelift's module and the entry point in it.
+pub struct Code {
+    /// The module holding the code (its owner frees the memory).
+    pub module: JITModule,
+    /// The finalized function, with [`Entry`](super::abi::Entry)'s signature.
+    pub code: *const u8,
+    /// Slots read (rows shorter than this are interpreted).
     pub min_len: usize,
-}
-
-// SAFETY: after `finalize_definitions` the module is never used again except to free
-// its memory on drop (which needs `&mut self`, so no other reference exists then); the
-// code it holds is immutable and reentrant (its only state is on the stack and in the
-// caller's buffers), so calling it from many threads at once is sound.
-unsafe impl Send for Native {}
-// SAFETY: as for `Send`: shared references only ever call the immutable code.
-unsafe impl Sync for Native {}
-
-impl std::fmt::Debug for Native {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Native")
-            .field("min_len", &self.min_len)
-            .finish()
-    }
-}
-
-impl Drop for Native {
-    fn drop(&mut self) {
-        if let Some(Mem::Cranelift(m)) = self.module.take() {
-            // SAFETY: `&mut self`: no call into the code is in flight, and `entry`
-            // is never used after this.
-            unsafe { m.free_memory() };
-        }
-    }
-}
-
-impl Native {
-    /// Runs the program from `start` over `x`; live hits into `hits`, shadow hits into
-    /// `shadow` (cleared first). `None` when `x` is too short for the code.
-    #[inline]
-    pub fn run(
-        &self,
-        b: &Branches,
-        x: &[f32],
-        hits: &mut Vec<u32>,
-        shadow: &mut Vec<u32>,
-        live: usize,
-        shadows: usize,
-    ) -> Option<()> {
-        if x.len() < self.min_len {
-            return None;
-        }
-        hits.clear();
-        shadow.clear();
-        hits.reserve(live);
-        shadow.reserve(shadows);
-        // SAFETY: the code reads `x[..min_len]` only (checked above), writes at most
-        // one index per hit node into each buffer, and there are `live` live and
-        // `shadows` shadow hit nodes, each reached at most once (every edge goes
-        // forward): within the capacity reserved. `b` outlives the call.
-        let n = unsafe {
-            (self.entry)(
-                x.as_ptr(),
-                hits.as_mut_ptr(),
-                shadow.as_mut_ptr(),
-                b,
-                slow,
-                x.len(),
-            )
-        };
-        let (nh, ns) = ((n & 0xffff_ffff) as usize, (n >> 32) as usize);
-        if nh > live || ns > shadows {
-            return None;
-        }
-        // SAFETY: the code initialised the first `nh` / `ns` entries (above), within
-        // the capacity reserved (checked).
-        unsafe {
-            hits.set_len(nh);
-            shadow.set_len(ns);
-        }
-        Some(())
-    }
 }
 
 fn cc(op: Cmp) -> FloatCC {
@@ -158,32 +47,8 @@ fn cc(op: Cmp) -> FloatCC {
     }
 }
 
-/// Compiles the linked program `b` entered at `start`: with the x86-64 templates
-/// ([`crate::jit_x64`]) on x86-64 System V hosts, else (or with
-/// `RISK_RULES_JIT=cranelift`) with Cranelift. `Err`: the host is not supported or the
-/// backend refused (the caller interprets instead).
-pub fn compile(b: &Branches, start: u32) -> Result<Native, String> {
-    #[cfg(all(target_arch = "x86_64", unix))]
-    if !std::env::var("RISK_RULES_JIT").is_ok_and(|v| v == "cranelift") {
-        let c = crate::jit_x64::compile(b, start)?;
-        let code = c.buf.ptr(c.entry);
-        // SAFETY: `code` is the entry of a function emitted by `jit_x64` with
-        // exactly `Entry`'s System V signature (six integer arguments in rdi..r9, a
-        // u64 in rax, callee-saved registers restored, the stack aligned at calls),
-        // and it lives as long as the buffer, which `Native` owns.
-        let entry = unsafe { std::mem::transmute::<*const u8, Entry>(code) };
-        return Ok(Native {
-            module: Some(Mem::X64(c.buf)),
-            entry,
-            backend: "x64",
-            min_len: c.min_len,
-        });
-    }
-    compile_cranelift(b, start)
-}
-
-/// [`compile`] with Cranelift.
-pub fn compile_cranelift(b: &Branches, start: u32) -> Result<Native, String> {
+/// Emits `b` entered at `start`. `Err`: the host is not supported or Cranelift refused.
+pub fn compile(b: &Branches, start: u32) -> Result<Code, String> {
     let mut flags = settings::builder();
     // The verifier (on by default) doubled compile time; the IR is built by this file
     // alone and checked by the property tests against the interpreter instead.
@@ -289,15 +154,10 @@ pub fn compile_cranelift(b: &Branches, start: u32) -> Result<Native, String> {
     module.clear_context(&mut ctx);
     module.finalize_definitions().map_err(|e| e.to_string())?;
     let code = module.get_finalized_function(id);
-    // SAFETY: `code` is the finalized function just defined with exactly `Entry`'s
-    // signature (six pointer-sized arguments, one i64 result, the default C calling
-    // convention), and it lives as long as `module`, which `Native` owns.
-    let entry = unsafe { std::mem::transmute::<*const u8, Entry>(code) };
     debug_assert!(FALSE > b.nodes.len() as u32);
-    Ok(Native {
-        module: Some(Mem::Cranelift(Box::new(module))),
-        entry,
-        backend: "cranelift",
+    Ok(Code {
+        module,
+        code,
         min_len,
     })
 }
@@ -480,13 +340,6 @@ fn cat(
     let r = f.ins().bor(both_r, one);
     // `bnot` flipped every bit of the i8 truth values: keep bit 0.
     f.ins().band_imm(r, 1)
-}
-
-/// Whether an arithmetic test compiles natively (`%` calls back); both generators.
-pub(crate) fn native_arith(a: &ArithCmp) -> bool {
-    [a.l, a.r]
-        .iter()
-        .all(|t| !matches!(t.op, Some((Arith::Rem, _))))
 }
 
 fn call_slow(f: &mut FunctionBuilder<'_>, e: &Env, node: usize) -> Value {

@@ -22,10 +22,11 @@
 //! category id is a value whose truncation converts back to it exactly; division by
 //! zero is false whatever the comparison (it yields `NaN`, as [`Arith::apply`] does).
 //! Sets, `%` and stack-VM leaves call back into [`Branches`], as in the Cranelift code.
+#![deny(unsafe_code)]
 
-use crate::branch::{Branches, Opd, Term, Test};
+use super::abi::native_arith;
 use crate::checker::{Arith, CatPair, Cmp};
-use crate::jit::native_arith;
+use crate::exec::branch::{Branches, Opd, Term, Test};
 use dynasmrt::x64::Assembler;
 use dynasmrt::{dynasm, AssemblyOffset, DynamicLabel, DynasmApi, DynasmLabelApi, ExecutableBuffer};
 
