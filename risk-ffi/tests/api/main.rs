@@ -37,7 +37,10 @@ fn config(name: &str, vars: &[(&str, &str)]) -> String {
         assert!(text.contains(&mark), "{name} has no placeholder {mark}");
         text = text.replace(&mark, value);
     }
-    assert!(!text.contains("{{"), "{name}: a placeholder is left: {text}");
+    assert!(
+        !text.contains("{{"),
+        "{name}: a placeholder is left: {text}"
+    );
     text
 }
 

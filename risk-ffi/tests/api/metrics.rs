@@ -186,7 +186,10 @@ fn metrics_text_is_the_openmetrics_exposition() {
 
 #[test]
 fn health_json_and_the_kill_switch() {
-    let toml = format!("{}[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n", minimal());
+    let toml = format!(
+        "{}[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n",
+        minimal()
+    );
     let e = engine(&toml, Path::new(".")).unwrap();
     let health = || {
         let mut buf = vec![0u8; 4096];

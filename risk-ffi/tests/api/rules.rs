@@ -38,7 +38,10 @@ fn rollback(e: *const risk_engine, to: &str) -> risk_result {
 fn rollback_shadow_hits_and_explain_through_the_c_abi() {
     let dir = scratch("rules_rollback");
     std::fs::write(dir.join("r.rules"), rules("v1", 100.0)).unwrap();
-    let toml = format!("{}history_dir = \"rules-history\"\nhistory_keep = 5\n", engine_toml());
+    let toml = format!(
+        "{}history_dir = \"rules-history\"\nhistory_keep = 5\n",
+        engine_toml()
+    );
     let e = engine(&toml, &dir).unwrap();
     let (r, d) = decide_json(e, TXN);
     assert_eq!(r, RISK_OK, "{}", last_error());
