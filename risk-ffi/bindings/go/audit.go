@@ -1,9 +1,37 @@
 package risk
 
+/*
+#include "gorisk.h"
+
+static gorisk_res gorisk_audit_query(const char *dir, const char *query, char *buf, size_t cap) {
+	size_t len = 0;
+	gorisk_res r = gorisk_done(risk_audit_query_json(dir, query, buf, cap, &len));
+	r.n = len;
+	return r;
+}
+
+static gorisk_res gorisk_audit_flush(void *e, uint32_t timeout_ms) {
+	uint64_t seq = 0;
+	gorisk_res r = gorisk_done(risk_engine_audit_flush((const risk_engine *)e, timeout_ms, &seq));
+	r.a = seq;
+	return r;
+}
+
+static gorisk_res gorisk_audit_stats(void *e, char *buf, size_t cap) {
+	size_t len = 0;
+	gorisk_res r = gorisk_done(risk_engine_audit_stats_json((const risk_engine *)e, buf, cap, &len));
+	r.n = len;
+	return r;
+}
+*/
+import "C"
+
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
+	"unsafe"
 )
 
 // The audit trail. An engine whose TOML has an [audit] table
@@ -97,4 +125,56 @@ func decodeJSON(text []byte, v any) error {
 	d := json.NewDecoder(bytes.NewReader(text))
 	d.UseNumber()
 	return d.Decode(v)
+}
+
+// ===== engine calls =====
+
+// auditQueryText is risk_audit_query_json of dir and the query JSON text.
+func auditQueryText(dir string, query []byte) ([]byte, error) {
+	var cs cStrings
+	defer cs.free()
+	cdir, err := cs.add("dir", dir, false)
+	if err != nil {
+		return nil, err
+	}
+	cq, err := cs.add("query", string(query), false) // JSON text: a NUL in a string is escaped
+	if err != nil {
+		return nil, err
+	}
+	return readText(auditQueryCap, "the audit query", func(buf []byte) C.gorisk_res {
+		return C.gorisk_audit_query(cdir, cq, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	})
+}
+
+// AuditFlush waits up to timeout (rounded up to whole milliseconds; 0 = do not wait) until
+// every record the engine's audit log ([audit] in its TOML) accepted is durable, and
+// returns the durable sequence number (risk_engine_audit_flush). Call it before reading
+// the log of a live engine, and before Close: Close does not wait for the log's writer.
+//
+// Errors: ErrInvalid when the engine has no [audit] log; ErrAudit when the wait timed
+// out, a write failed or the log is closed (after Shutdown).
+func (e *Engine) AuditFlush(timeout time.Duration) (uint64, error) {
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_audit_flush(h, millis(timeout)) })
+	if err != nil {
+		return 0, err
+	}
+	return uint64(r.a), nil
+}
+
+// AuditStats returns the audit log's counters (risk_engine_audit_stats_json): accepted,
+// shed_full, shed_closed, written_seq, durable_seq, batches, io_errors, last_error,
+// segments_deleted, recovery {segment, truncated_bytes, corrupt, last_seq}. Numbers are
+// json.Number (exact for 64-bit counters). ErrInvalid when the engine has no [audit] log.
+func (e *Engine) AuditStats() (map[string]any, error) {
+	text, err := e.textOf(512, "audit stats", func(h unsafe.Pointer, buf *C.char, n C.size_t) C.gorisk_res {
+		return C.gorisk_audit_stats(h, buf, n)
+	})
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := decodeJSON([]byte(text), &m); err != nil {
+		return nil, fmt.Errorf("risk: decoding audit stats JSON: %w", err)
+	}
+	return m, nil
 }

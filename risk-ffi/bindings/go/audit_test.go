@@ -36,25 +36,7 @@ rule HOLD {
 // auditTOML: a rule tier from audit.rules, a constant fast tier (0.2: approve) with the
 // largest deadline the library allows (which tier decides never depends on the machine's
 // load), and the audit log in audit/ under the base directory.
-const auditTOML = `
-[schema]
-fields = [
-  { name = "amount", kind = "numeric", required = true },
-  { name = "hour", kind = "numeric" },
-  { name = "segment", kind = "categorical", vocab = ["a", "b"] },
-]
-[rules.scorer]
-kind = "rules"
-path = "audit.rules"
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.2
-[audit]
-dir = "audit"
-durability = "batch"
-`
+var auditTOML = loadConfig("audit.toml", nil)
 
 // txn 1: approve (BIG_AMOUNT and NIGHT fire); 2: approve (nothing fires, hour missing);
 // 3: decline (hard rule BLOCK); 4: review (hard rule HOLD).

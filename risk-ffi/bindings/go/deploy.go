@@ -195,29 +195,6 @@ type DeployEvent struct {
 	Automatic bool `json:"automatic"`
 }
 
-// cStrings holds the C copies of one call's string arguments.
-type cStrings []*C.char
-
-// add returns s as a C string, or NULL for an optional empty s; ErrInvalid when s holds
-// a NUL byte.
-func (cs *cStrings) add(what, s string, optional bool) (*C.char, error) {
-	if optional && s == "" {
-		return nil, nil
-	}
-	if err := checkText(what, s); err != nil {
-		return nil, err
-	}
-	p := C.CString(s)
-	*cs = append(*cs, p)
-	return p, nil
-}
-
-func (cs cStrings) free() {
-	for _, p := range cs {
-		C.free(unsafe.Pointer(p))
-	}
-}
-
 // Deploy deploys candidateTOML to target (TargetRules, TargetFast, TargetDeep or
 // TargetPolicy) under the rollout plan planTOML and returns the deploy id
 // (risk_engine_deploy). planTOML "" is the standard plan (shadow, then canary 1% → 10% →
@@ -249,14 +226,9 @@ func (e *Engine) Deploy(target, candidateTOML, planTOML, baseDir string) (uint64
 	if err != nil {
 		return 0, err
 	}
-	h, err := e.acquire()
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_deploy(h, ct, cc, cp, cd) })
 	if err != nil {
 		return 0, err
-	}
-	defer e.mu.RUnlock()
-	r := C.gorisk_deploy(h, ct, cc, cp, cd)
-	if r.rc != C.RISK_OK {
-		return 0, errorOf(r)
 	}
 	return uint64(r.a), nil
 }
@@ -284,18 +256,9 @@ func (e *Engine) DeployStatusJSON(target string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	h, err := e.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer e.mu.RUnlock()
-	text, err := readText(deployStatusCap, "the deploy status", func(buf []byte) C.gorisk_res {
-		return C.gorisk_deploy_status(h, ct, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	return e.textOf(deployStatusCap, "the deploy status", func(h unsafe.Pointer, buf *C.char, n C.size_t) C.gorisk_res {
+		return C.gorisk_deploy_status(h, ct, buf, n)
 	})
-	if err != nil {
-		return "", err
-	}
-	return string(text), nil
 }
 
 // Promote promotes the candidate of target's deploy in progress now, skipping its
@@ -307,15 +270,8 @@ func (e *Engine) Promote(target string) error {
 	if err != nil {
 		return err
 	}
-	h, err := e.acquire()
-	if err != nil {
-		return err
-	}
-	defer e.mu.RUnlock()
-	if r := C.gorisk_promote(h, ct); r.rc != C.RISK_OK {
-		return errorOf(r)
-	}
-	return nil
+	_, err = e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_promote(h, ct) })
+	return err
 }
 
 // Rollback ends target's deploy in progress (what serves stays), or, with none in
@@ -333,27 +289,13 @@ func (e *Engine) Rollback(target, reason string) error {
 	if err != nil {
 		return err
 	}
-	h, err := e.acquire()
-	if err != nil {
-		return err
-	}
-	defer e.mu.RUnlock()
-	if r := C.gorisk_rollback(h, ct, cr); r.rc != C.RISK_OK {
-		return errorOf(r)
-	}
-	return nil
+	_, err = e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_rollback(h, ct, cr) })
+	return err
 }
 
 // DeployTick judges every deploy's guards and stages now (risk_engine_deploy_tick; the
 // engine's supervisor also does, every [deploy] check_interval_ms).
 func (e *Engine) DeployTick() error {
-	h, err := e.acquire()
-	if err != nil {
-		return err
-	}
-	defer e.mu.RUnlock()
-	if r := C.gorisk_deploy_tick(h); r.rc != C.RISK_OK {
-		return errorOf(r)
-	}
-	return nil
+	_, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_deploy_tick(h) })
+	return err
 }

@@ -13,18 +13,7 @@ import (
 
 // deployTOML: a constant rule tier (0.1) and a constant fast tier (0.05) with the largest
 // deadline the library allows, so every decision is the fast tier's whatever the load.
-const deployTOML = `
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.05
-`
+var deployTOML = loadConfig("fast_constant.toml", map[string]string{"FAST_SCORE": "0.05"})
 
 // warmDecisions are decided before a deploy: the gate validates on the recent sample
 // (every 16th decision, by a hash of the txn id) and by default needs 32; 1500 leave ~94.

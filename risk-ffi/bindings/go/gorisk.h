@@ -1,5 +1,5 @@
 // The result type of the cgo wrappers and the helper that fills it, shared by the cgo
-// preambles of risk.go and deploy.go (cgo compiles each file's preamble on its own).
+// preambles of every file of the package that calls C (cgo compiles each file's preamble on its own).
 #ifndef GORISK_H
 #define GORISK_H
 

@@ -258,22 +258,6 @@ func (c *Counts) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// textOf reads one (buf, cap, *len) JSON text of the engine.
-func (e *Engine) textOf(size int, what string, call func(h unsafe.Pointer, buf *C.char, n C.size_t) C.gorisk_res) (string, error) {
-	h, err := e.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer e.mu.RUnlock()
-	text, err := readText(size, what, func(buf []byte) C.gorisk_res {
-		return call(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
-	})
-	if err != nil {
-		return "", err
-	}
-	return string(text), nil
-}
-
 func decodeInto[T any](text, what string) (T, error) {
 	var v T
 	if err := json.Unmarshal([]byte(text), &v); err != nil {
@@ -310,15 +294,8 @@ func (e *Engine) ForceOpen(tier string, open bool) error {
 	if err != nil {
 		return err
 	}
-	h, err := e.acquire()
-	if err != nil {
-		return err
-	}
-	defer e.mu.RUnlock()
-	if r := C.gorisk_force_open(h, ct, C.bool(open)); r.rc != C.RISK_OK {
-		return errorOf(r)
-	}
-	return nil
+	_, err = e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_force_open(h, ct, C.bool(open)) })
+	return err
 }
 
 // MonitorReport returns the monitors' latest values (risk_engine_monitor_json). ErrInvalid
@@ -344,14 +321,9 @@ func (e *Engine) MonitorReportJSON() (string, error) {
 // bad, one when it recovers) and appear in MonitorReport's Recent. An engine without
 // [monitor] raises none.
 func (e *Engine) MonitorTick() (uint32, error) {
-	h, err := e.acquire()
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_monitor_tick(h) })
 	if err != nil {
 		return 0, err
-	}
-	defer e.mu.RUnlock()
-	r := C.gorisk_monitor_tick(h)
-	if r.rc != C.RISK_OK {
-		return 0, errorOf(r)
 	}
 	return uint32(r.a), nil
 }
@@ -393,17 +365,17 @@ func (e *Engine) DrillJSON(fault, txnsJSON string, labels []bool) (string, error
 			return "", err
 		}
 	}
-	h, err := e.acquire()
-	if err != nil {
-		return "", err
-	}
-	defer e.mu.RUnlock()
-	if r := C.gorisk_drill(h, cf, ct, cl); r.rc != C.RISK_OK {
-		return "", errorOf(r)
-	}
-	// Read back under the same lock (a drill on another goroutine may still replace it).
-	text, err := readText(drillCap, "the drill report", func(buf []byte) C.gorisk_res {
-		return C.gorisk_drill_report(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+	var text []byte
+	err = e.with(func(h unsafe.Pointer) error {
+		if err := check(C.gorisk_drill(h, cf, ct, cl)); err != nil {
+			return err
+		}
+		// Read back under the same lock (a drill on another goroutine may still replace it).
+		var err error
+		text, err = readText(drillCap, "the drill report", func(buf []byte) C.gorisk_res {
+			return C.gorisk_drill_report(h, (*C.char)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)))
+		})
+		return err
 	})
 	if err != nil {
 		return "", err

@@ -12,22 +12,11 @@ import (
 // opsTOML: a constant rule tier (0.1: approve) and a constant fast tier (0.9: decline)
 // with the largest deadline the library allows, so every decision is the fast tier's
 // whatever the load, unless a switch or a fault takes it out.
-const opsTOML = `
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.9
-`
+var opsTOML = loadConfig("fast_constant.toml", map[string]string{"FAST_SCORE": "0.9"})
 
 // monitorTOML adds monitors judged only on MonitorTick, on every decision: the rules and
 // the model never agree.
-const monitorTOML = opsTOML + "[monitor]\nsample_every = 1\nmin_samples = 10\ninterval_ms = 0\n"
+var monitorTOML = opsTOML + "[monitor]\nsample_every = 1\nmin_samples = 10\ninterval_ms = 0\n"
 
 func opsEngine(t *testing.T, toml string) *Engine {
 	t.Helper()

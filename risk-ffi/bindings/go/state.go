@@ -116,20 +116,6 @@ type StateMemory struct {
 	BytesPerKey uint64 `json:"bytes_per_key"`
 }
 
-// stateCall makes one call on the engine's handle under its read lock.
-func (e *Engine) stateCall(call func(h unsafe.Pointer) C.gorisk_res) (C.gorisk_res, error) {
-	h, err := e.acquire()
-	if err != nil {
-		return C.gorisk_res{}, err
-	}
-	defer e.mu.RUnlock()
-	r := call(h)
-	if r.rc != C.RISK_OK {
-		return r, errorOf(r)
-	}
-	return r, nil
-}
-
 // ReportLabel reports the label of transaction txnID (the ID it was decided with): fraud
 // true for a chargeback or a confirmed fraud, false to retract an earlier true; at is
 // when it became known, not before the transaction (risk_engine_report_label; millisecond
@@ -146,7 +132,7 @@ func (e *Engine) ReportLabel(txnID uint64, fraud bool, at time.Time) (int, error
 	if !at.IsZero() {
 		ms = at.UnixMilli()
 	}
-	r, err := e.stateCall(func(h unsafe.Pointer) C.gorisk_res {
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res {
 		return C.gorisk_report_label(h, C.uint64_t(txnID), C.bool(fraud), C.int64_t(ms))
 	})
 	if err != nil {
@@ -175,7 +161,7 @@ func (e *Engine) ListAdd(list, value string, expires time.Time) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.stateCall(func(h unsafe.Pointer) C.gorisk_res {
+	_, err = e.call(func(h unsafe.Pointer) C.gorisk_res {
 		return C.gorisk_list_add(h, cl, cv, C.int64_t(exp))
 	})
 	return err
@@ -190,7 +176,7 @@ func (e *Engine) ListRemove(list, value string) (removed bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	r, err := e.stateCall(func(h unsafe.Pointer) C.gorisk_res {
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res {
 		return C.gorisk_list_remove(h, cl, cv)
 	})
 	return err == nil && r.a != 0, err
@@ -205,7 +191,7 @@ func (e *Engine) ListContains(list, value string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	r, err := e.stateCall(func(h unsafe.Pointer) C.gorisk_res {
+	r, err := e.call(func(h unsafe.Pointer) C.gorisk_res {
 		return C.gorisk_list_contains(h, cl, cv)
 	})
 	return err == nil && r.a != 0, err
@@ -228,7 +214,7 @@ func listArgs(cs *cStrings, list, value string) (*C.char, *C.char, error) {
 // naming file:line, and its list keeps serving what it had; the other lists are
 // reloaded.
 func (e *Engine) ReloadLists() error {
-	_, err := e.stateCall(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_lists_reload(h) })
+	_, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_lists_reload(h) })
 	return err
 }
 
@@ -243,7 +229,7 @@ func (e *Engine) SnapshotState(path string) error {
 	if err != nil {
 		return err
 	}
-	_, err = e.stateCall(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_state_snapshot(h, cp) })
+	_, err = e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_state_snapshot(h, cp) })
 	return err
 }
 

@@ -30,48 +30,12 @@ rule VELOCITY { when card_count_1h >= 2  review }
 // stateTOML has the rule tier alone (no fast tier: the rules decide every transaction);
 // the engine adds the state fields (card_count_1h, merchant_fraud_7d, list.*) to the
 // schema.
-const stateTOML = `
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "rules"
-path = "state.rules"
-[state]
-max_keys = 10000
-[[state.features]]
-name = "card_count_1h"
-key = "card"
-agg = "count"
-window = "1h"
-buckets = 12
-[[state.features]]
-name = "merchant_fraud_7d"
-key = "merchant"
-agg = "fraud_count"
-window = "7d"
-buckets = 7
-delay = "1d"
-[state.lists.blocked_devices]
-key = "device"
-file = "blocked_devices.txt"
-[state.lists.blocked_merchants]
-key = "merchant"
-[state.lists.blocked_ips]
-key = "ip"
-[state.lists.blocked_emails]
-key = "email"
-`
+var stateTOML = loadConfig("state.toml", nil)
 
 // fileDevice is in blocked_devices.txt from the start.
 const fileDevice = "99"
 
-const noStateTOML = `
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-`
+var noStateTOML = loadConfig("rules_only.toml", nil)
 
 // stateEngine builds a [state] engine from files in a fresh directory, returned too.
 func stateEngine(t *testing.T) (*Engine, string) {
@@ -85,13 +49,6 @@ func stateEngine(t *testing.T) (*Engine, string) {
 	}
 	t.Cleanup(func() { _ = e.Close() })
 	return e, dir
-}
-
-func writeFile(t *testing.T, path, text string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // stateTxn is transaction i of card 42, i minutes after stateT0, from device 7 (in no list).

@@ -30,29 +30,6 @@ rule HOLD {
 }
 "#;
 
-/// A rule tier from `audit.rules`, a constant fast tier (0.2: approve) with the largest
-/// deadline (which tier decides never depends on the machine's load), and the audit log in
-/// `audit/` under the base directory.
-const AUDIT_TOML: &str = r#"
-[schema]
-fields = [
-  { name = "amount", kind = "numeric", required = true },
-  { name = "hour", kind = "numeric" },
-  { name = "segment", kind = "categorical", vocab = ["a", "b"] },
-]
-[rules.scorer]
-kind = "rules"
-path = "audit.rules"
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.2
-[audit]
-dir = "audit"
-durability = "batch"
-"#;
-
 /// Transactions 1 (approve, BIG_AMOUNT and NIGHT fire), 2 (approve, nothing fires,
 /// features missing) and 3 (decline by the hard rule BLOCK).
 const TXNS: [&str; 3] = [
@@ -69,7 +46,7 @@ const FLUSH_MS: u32 = 60_000;
 fn audit_engine(name: &str) -> (std::path::PathBuf, *mut risk_engine) {
     let dir = scratch(name);
     std::fs::write(dir.join("audit.rules"), RULES).unwrap();
-    let e = engine(AUDIT_TOML, &dir).unwrap_or_else(|(r, m)| panic!("{r:?}: {m}"));
+    let e = engine(&config("audit.toml", &[]), &dir).unwrap_or_else(|(r, m)| panic!("{r:?}: {m}"));
     (dir, e)
 }
 
@@ -461,7 +438,7 @@ fn bad_queries_are_refused_with_their_codes() {
 
 #[test]
 fn flush_and_stats_need_an_audit_log_and_a_live_engine() {
-    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let e = engine(&minimal(), Path::new(".")).unwrap();
     assert_eq!(
         decide_json(e, r#"{"amount": 1, "currency": "USD"}"#).0,
         RISK_OK

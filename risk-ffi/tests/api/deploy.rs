@@ -7,21 +7,12 @@ use risk_ffi::risk_result::*;
 use serde_json::Value;
 use std::ffi::CString;
 
-const TOML: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.05
-[deploy]
-dir = "models"
-check_interval_ms = 3600000
-"#;
+/// `fast_constant.toml` (fast tier 0.05) with model directories under `models/` in the base
+/// directory, checked only on request.
+fn toml() -> String {
+    let base = config("fast_constant.toml", &[("FAST_SCORE", "0.05")]);
+    format!("{base}[deploy]\ndir = \"models\"\ncheck_interval_ms = 3600000\n")
+}
 
 fn c(s: &str) -> CString {
     CString::new(s).unwrap()
@@ -91,7 +82,7 @@ fn traffic(e: *const risk_engine, n: u64) -> f32 {
 #[test]
 fn deploy_status_refusal_rollback_promote_and_restart() {
     let dir = scratch("deploy");
-    let e = engine(TOML, &dir).unwrap();
+    let e = engine(&toml(), &dir).unwrap();
     traffic(e, 1500);
     let (r, id) = deploy(
         e,
@@ -194,7 +185,7 @@ fn deploy_status_refusal_rollback_promote_and_restart() {
     let (_, d) = decide_json(e, r#"{"id": 99999, "amount": 5, "currency": "USD"}"#);
     assert_eq!(d.action, 1, "0.05 is review under approve_below 0.04");
     free_engine(e);
-    let e = engine(TOML, &dir).unwrap();
+    let e = engine(&toml(), &dir).unwrap();
     assert_eq!(
         status(e, "fast")["serving"]["version"],
         "0.05",

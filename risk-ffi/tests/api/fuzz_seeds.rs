@@ -9,7 +9,7 @@ use std::path::Path;
 #[test]
 fn fuzz_seeds_and_regressions_replay_through_decide_json() {
     let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
-    let e = engine(MINIMAL, Path::new(".")).unwrap_or_else(|(r, m)| panic!("{r:?}: {m}"));
+    let e = engine(&minimal(), Path::new(".")).unwrap_or_else(|(r, m)| panic!("{r:?}: {m}"));
     let mut n = 0;
     for dir in ["seeds/txn_json", "regressions/c_abi_decide_json"] {
         let Ok(entries) = std::fs::read_dir(fuzz.join(dir)) else {

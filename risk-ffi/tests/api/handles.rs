@@ -9,10 +9,10 @@ const TXN: &str = r#"{"amount": 10, "currency": "USD"}"#;
 
 #[test]
 fn stale_handles_are_refused_and_never_reissued() {
-    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let e = engine(&minimal(), Path::new(".")).unwrap();
     assert_eq!(decide_json(e, TXN).0, RISK_OK);
     free_engine(e);
-    let live = engine(MINIMAL, Path::new(".")).unwrap();
+    let live = engine(&minimal(), Path::new(".")).unwrap();
     let s0 = subscribe(live).unwrap();
     free_subscription(s0);
     for _ in 0..1_000 {

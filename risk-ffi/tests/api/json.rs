@@ -6,17 +6,10 @@ use crate::*;
 use risk_ffi::risk_result::*;
 use std::path::Path;
 
-const SCHEMA: &str = r#"
-[schema]
-fields = [
-  { name = "amount", kind = "numeric", required = true },
-  { name = "hour", kind = "numeric" },
-  { name = "segment", kind = "categorical", vocab = ["a", "b"] },
-]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-"#;
+/// Three typed fields and a constant rule tier (`typed_fields.toml`).
+fn schema() -> String {
+    config("typed_fields.toml", &[])
+}
 
 /// `json` fails with `code` and a message containing `names`.
 fn check(e: *const risk_engine, json: &str, code: risk_result, names: &str) {
@@ -40,7 +33,7 @@ fn check_key(e: *const risk_engine, json: &str, key: &str) {
 
 #[test]
 fn every_key_is_read() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     let json = r#"{"id": 9, "entity": 5, "timestamp_ms": 1767571200000, "amount": 12.5,
         "currency": "GBP", "mcc": 5411, "country": "GB", "channel": "ecom", "device": 7,
         "features": {"hour": 3, "segment": "b"}}"#;
@@ -66,7 +59,7 @@ fn every_key_is_read() {
 
 #[test]
 fn unknown_and_repeated_keys_are_refused() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     check_key(
         e,
         r#"{"amount": 1, "currency": "USD", "bogus": 1}"#,
@@ -121,7 +114,7 @@ fn unknown_and_repeated_keys_are_refused() {
 
 #[test]
 fn missing_amount_or_currency_is_refused() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     check_key(e, r#"{"currency": "USD"}"#, "amount");
     check_key(e, r#"{"amount": 1}"#, "currency");
     check_key(e, r#"{}"#, "amount");
@@ -130,7 +123,7 @@ fn missing_amount_or_currency_is_refused() {
 
 #[test]
 fn wrong_types_are_refused_naming_the_key() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     let base = r#""amount": 1, "currency": "USD""#;
     for (extra, key) in [
         (r#""id": -1"#, "id"),
@@ -163,7 +156,7 @@ fn wrong_types_are_refused_naming_the_key() {
 
 #[test]
 fn documents_that_are_not_objects_are_refused() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     for bad in [
         "",
         "{",
@@ -187,7 +180,7 @@ fn documents_that_are_not_objects_are_refused() {
 
 #[test]
 fn values_the_transaction_rejects_are_its_errors() {
-    let e = engine(SCHEMA, Path::new(".")).unwrap();
+    let e = engine(&schema(), Path::new(".")).unwrap();
     check(
         e,
         r#"{"amount": -1, "currency": "USD"}"#,

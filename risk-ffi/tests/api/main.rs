@@ -22,14 +22,32 @@ use std::path::{Path, PathBuf};
 /// Hang detector for waits on another thread: never reached by a passing run.
 const HANG: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// A minimal engine: one numeric field, a constant rule tier.
-const MINIMAL: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-"#;
+/// The engine configurations shared with the Go, Java and Python tests.
+const CONFIGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/configs");
+
+/// `testdata/configs/<name>` with each `{{KEY}}` replaced by its value in `vars`. Panics
+/// (failing the test) when the file is missing, a value names no placeholder or a
+/// placeholder is left without a value.
+fn config(name: &str, vars: &[(&str, &str)]) -> String {
+    let path = Path::new(CONFIGS).join(name);
+    let mut text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("engine config {}: {e}", path.display()));
+    for (key, value) in vars {
+        let mark = format!("{{{{{key}}}}}");
+        assert!(text.contains(&mark), "{name} has no placeholder {mark}");
+        text = text.replace(&mark, value);
+    }
+    assert!(
+        !text.contains("{{"),
+        "{name}: a placeholder is left: {text}"
+    );
+    text
+}
+
+/// A minimal engine: one numeric field, a constant rule tier (`rules_only.toml`).
+fn minimal() -> String {
+    config("rules_only.toml", &[])
+}
 
 /// The calling thread's last error message.
 fn last_error() -> String {

@@ -118,7 +118,7 @@ fn metrics_json_has_every_documented_key_and_no_other() {
         "{documented:?}"
     );
     assert!(documented.contains("gray.late_discarded"), "{documented:?}");
-    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let e = engine(&minimal(), Path::new(".")).unwrap();
     assert_eq!(
         decide_json(e, r#"{"amount": 10, "currency": "USD"}"#).0,
         RISK_OK
@@ -156,7 +156,7 @@ fn metrics_json_has_every_documented_key_and_no_other() {
 
 #[test]
 fn metrics_text_is_the_openmetrics_exposition() {
-    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let e = engine(&minimal(), Path::new(".")).unwrap();
     for _ in 0..3 {
         assert_eq!(
             decide_json(e, r#"{"amount": 10, "currency": "USD"}"#).0,
@@ -186,7 +186,10 @@ fn metrics_text_is_the_openmetrics_exposition() {
 
 #[test]
 fn health_json_and_the_kill_switch() {
-    let toml = format!("{MINIMAL}[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n");
+    let toml = format!(
+        "{}[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n",
+        minimal()
+    );
     let e = engine(&toml, Path::new(".")).unwrap();
     let health = || {
         let mut buf = vec![0u8; 4096];

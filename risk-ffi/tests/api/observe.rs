@@ -5,20 +5,12 @@ use risk_ffi::risk_result::*;
 use std::ffi::CString;
 use std::path::Path;
 
-const TOML: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast.scorer]
-kind = "constant"
-probability = 0.9
-[monitor]
-sample_every = 1
-min_samples = 10
-interval_ms = 0
-"#;
+/// `fast_constant.toml` (rules 0.1, fast 0.9: they never agree) with monitors judged only
+/// on demand, on every decision.
+fn toml() -> String {
+    let base = config("fast_constant.toml", &[("FAST_SCORE", "0.9")]);
+    format!("{base}[monitor]\nsample_every = 1\nmin_samples = 10\ninterval_ms = 0\n")
+}
 
 fn text(
     e: *const risk_engine,
@@ -40,7 +32,7 @@ fn text(
 
 #[test]
 fn monitor_report_tick_and_a_drill() {
-    let e = engine(TOML, Path::new(".")).unwrap();
+    let e = engine(&toml(), Path::new(".")).unwrap();
     for _ in 0..50 {
         assert_eq!(
             decide_json(e, r#"{"amount": 10, "currency": "USD"}"#).0,
@@ -82,7 +74,7 @@ fn monitor_report_tick_and_a_drill() {
     assert_ne!(r, RISK_OK);
     assert!(last_error().contains("txns_json[0]"), "{}", last_error());
     free_engine(e);
-    let plain = engine(MINIMAL, Path::new(".")).unwrap();
+    let plain = engine(&minimal(), Path::new(".")).unwrap();
     assert_eq!(
         text(plain, risk_engine_monitor_json).unwrap_err(),
         RISK_ERR_INVALID

@@ -28,17 +28,9 @@ fn reload_touches_the_rule_tier_not_a_fast_tier_of_kind_rules() {
     let dir = scratch("reload_two_rule_sets");
     std::fs::write(dir.join("tier.rules"), rules("tier-1", 0.2)).unwrap();
     std::fs::write(dir.join("fast.rules"), rules("fast-1", 0.6)).unwrap();
-    let toml = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "rules"
-path = "tier.rules"
-[fast.scorer]
-kind = "rules"
-path = "fast.rules"
-"#;
-    let e = engine(toml, &dir).unwrap();
+    let toml = config("rules_file.toml", &[("RULES_FILE", "tier.rules")])
+        + "[fast.scorer]\nkind = \"rules\"\npath = \"fast.rules\"\n";
+    let e = engine(&toml, &dir).unwrap();
     assert_eq!(scores(e), (0.2, 0.6));
 
     // A new rule-tier file is picked up; the fast tier's is not read.
@@ -60,17 +52,8 @@ path = "fast.rules"
 fn a_fast_tier_of_kind_rules_is_not_a_rule_file_to_reload() {
     let dir = scratch("reload_fast_only");
     std::fs::write(dir.join("fast.rules"), rules("fast-1", 0.6)).unwrap();
-    let toml = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast.scorer]
-kind = "rules"
-path = "fast.rules"
-"#;
-    let e = engine(toml, &dir).unwrap();
+    let toml = minimal() + "[fast.scorer]\nkind = \"rules\"\npath = \"fast.rules\"\n";
+    let e = engine(&toml, &dir).unwrap();
     assert_eq!(reload(e), RISK_ERR_RELOAD);
     assert!(last_error().contains("no rule file"), "{}", last_error());
     free_engine(e);

@@ -6,13 +6,9 @@ use risk_ffi::risk_result::*;
 use std::ffi::CString;
 
 /// One numeric field and the rule file `r.rules`; history keys may follow.
-const ENGINE: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "rules"
-path = "r.rules"
-"#;
+fn engine_toml() -> String {
+    config("rules_file.toml", &[("RULES_FILE", "r.rules")])
+}
 
 const TXN: &str = r#"{"amount": 500, "currency": "USD"}"#;
 
@@ -42,7 +38,10 @@ fn rollback(e: *const risk_engine, to: &str) -> risk_result {
 fn rollback_shadow_hits_and_explain_through_the_c_abi() {
     let dir = scratch("rules_rollback");
     std::fs::write(dir.join("r.rules"), rules("v1", 100.0)).unwrap();
-    let toml = format!("{ENGINE}history_dir = \"rules-history\"\nhistory_keep = 5\n");
+    let toml = format!(
+        "{}history_dir = \"rules-history\"\nhistory_keep = 5\n",
+        engine_toml()
+    );
     let e = engine(&toml, &dir).unwrap();
     let (r, d) = decide_json(e, TXN);
     assert_eq!(r, RISK_OK, "{}", last_error());
@@ -123,11 +122,11 @@ fn rollback_shadow_hits_and_explain_through_the_c_abi() {
 fn rollback_without_a_history_or_rule_file_is_refused() {
     let dir = scratch("rules_no_history");
     std::fs::write(dir.join("r.rules"), rules("v1", 100.0)).unwrap();
-    let e = engine(ENGINE, &dir).unwrap();
+    let e = engine(&engine_toml(), &dir).unwrap();
     assert_eq!(rollback(e, "v1"), RISK_ERR_RELOAD);
     assert!(last_error().contains("history"), "{}", last_error());
     free_engine(e);
-    let bad = format!("{ENGINE}history_dir = \"h\"\nhistory_keep = 0\n");
+    let bad = format!("{}history_dir = \"h\"\nhistory_keep = 0\n", engine_toml());
     let err = engine(&bad, &dir).unwrap_err();
     assert!(err.1.contains("history_keep"), "{}", err.1);
 }

@@ -6,30 +6,10 @@ use crate::*;
 use risk_ffi::risk_result::*;
 use std::ffi::CString;
 
-const TOML: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "rules"
-path = "state.rules"
-[state]
-dir = "lists"
-[[state.features]]
-name = "card_count_1h"
-key = "card"
-agg = "count"
-window = "1h"
-buckets = 12
-[[state.features]]
-name = "terminal_fraud_7d"
-key = "merchant"
-agg = "fraud_count"
-window = "7d"
-buckets = 7
-delay = "1d"
-[state.lists.blocked_devices]
-key = "device"
-"#;
+/// Entity state with lists in `lists/` (`state_list_dir.toml`).
+fn toml() -> String {
+    config("state_list_dir.toml", &[])
+}
 
 const RULES: &str = r#"
 version "state-1"
@@ -62,7 +42,7 @@ fn state_json(e: *const risk_engine) -> serde_json::Value {
 fn state_over_the_c_abi() {
     let dir = scratch("state");
     std::fs::write(dir.join("state.rules"), RULES).unwrap();
-    let e = engine(TOML, &dir).unwrap();
+    let e = engine(&toml(), &dir).unwrap();
     let actions: Vec<u8> = (1..=3)
         .map(|i| {
             let (r, d) = decide_json(e, &txn(i));
@@ -145,7 +125,7 @@ fn state_over_the_c_abi() {
 
 #[test]
 fn an_engine_without_state_refuses_state_calls() {
-    let e = engine(MINIMAL, Path::new(".")).unwrap();
+    let e = engine(&minimal(), Path::new(".")).unwrap();
     let (l, v) = (c("x"), c("1"));
     // SAFETY: NUL-terminated strings; `e` live.
     assert_eq!(
@@ -180,7 +160,7 @@ fn layouts_are_stable() {
 /// unreachable server is a configuration error naming it (not a missing feature).
 #[test]
 fn the_redis_store_is_built_in() {
-    let toml = TOML.replace(
+    let toml = toml().replace(
         "dir = \"lists\"",
         "dir = \"lists\"\n[state.redis]\nurl = \"redis://127.0.0.1:1/\"\ntimeout_ms = 200",
     );

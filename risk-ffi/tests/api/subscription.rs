@@ -9,22 +9,11 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::thread;
 
-/// Every decision's fast score (0.5) is in the gray band, so every one goes to the deep tier.
-const GRAY: &str = r#"
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast.scorer]
-kind = "constant"
-probability = 0.5
-[gray]
-band = [0.3, 0.7]
-[deep.scorer]
-kind = "constant"
-probability = 0.9
-"#;
+/// Every decision's fast score (0.5) is in the gray band, so every one goes to the deep tier
+/// (`gray_deep.toml`, the deep tier's default budget and batching).
+fn gray() -> String {
+    config("gray_deep.toml", &[("DEEP", "")])
+}
 
 /// Polls until the subscription closes; the tickets of the verdicts it got.
 fn drain_on_thread(s: usize) -> mpsc::Receiver<Vec<u64>> {
@@ -48,7 +37,7 @@ fn drain_on_thread(s: usize) -> mpsc::Receiver<Vec<u64>> {
 
 #[test]
 fn pollers_share_verdicts_and_all_see_the_close() {
-    let e = engine(GRAY, Path::new(".")).unwrap();
+    let e = engine(&gray(), Path::new(".")).unwrap();
     let s = subscribe(e).unwrap();
     let pollers: Vec<_> = (0..4).map(|_| drain_on_thread(s.addr())).collect();
     let mut enqueued = BTreeSet::new();

@@ -4,8 +4,29 @@ from __future__ import annotations
 
 import math
 import threading
+from pathlib import Path
 
 import pytest
+
+# The engine configurations shared with the Rust, Go and Java tests (testdata/configs of
+# the repository; see its README.md).
+CONFIGS = Path(__file__).resolve().parents[4] / "testdata" / "configs"
+
+
+def load_config(name: str, **values: str) -> str:
+    """``testdata/configs/<name>`` with each ``{{KEY}}`` placeholder replaced by
+    ``values[KEY]``. Raises (failing the test, or its module's import) when the file is
+    missing, a value names no placeholder or a placeholder is left without a value."""
+    text = (CONFIGS / name).read_text(encoding="utf-8")
+    for key, value in values.items():
+        mark = "{{" + key + "}}"
+        if mark not in text:
+            raise ValueError(f"{name} has no placeholder {mark}")
+        text = text.replace(mark, value)
+    if "{{" in text:
+        raise ValueError(f"{name}: a placeholder is left without a value:\n{text}")
+    return text
+
 
 # An hour, in the C ABI's milliseconds: a poll with this timeout can only end early (a
 # verdict, RISK_ERR_CLOSED), never by its timeout within a test run.
@@ -21,41 +42,18 @@ HANG_S = 60.0
 # allowed (60 s; an inline answer past the deadline would fall back to the rule score 0.1,
 # outside the band, and not be enqueued), and the deep budget is an hour (no verdict falls
 # back to a timeout: the source is always "model").
-DEEP_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.6
-[gray]
-band = [0.4, 0.65]
-queue_capacity = 128
-[deep]
-budget_ms = 3600000
-max_batch = 4
-max_wait_ms = 1
-workers = 1
-subscriber_capacity = 16
-[deep.scorer]
-kind = "constant"
-probability = 0.9
-"""
+DEEP_TOML = load_config(
+    "gray_deep_batches.toml", DEEP="budget_ms = 3600000\nmax_batch = 4\nmax_wait_ms = 1\n"
+)
 
 
 # The same, but the deep dispatcher never takes a batch during a test: it waits for
 # max_batch items or max_wait (one hour) after the oldest's enqueue, whichever comes first.
 # So fewer than max_batch queued items stay queued until shutdown, deterministically.
 def stuck_deep_toml(max_batch: int = 64) -> str:
-    t = DEEP_TOML.replace("max_batch = 4\n", f"max_batch = {max_batch}\n")
-    t = t.replace("max_wait_ms = 1\n", "max_wait_ms = 3600000\n")
-    t = t.replace("budget_ms = 3600000\n", "budget_ms = 7200000\n")  # > max_wait
-    assert t.count("3600000") == 1 and t.count("7200000") == 1 and f"max_batch = {max_batch}" in t
-    return t
+    # budget 2 h > max_wait
+    deep = f"budget_ms = 7200000\nmax_batch = {max_batch}\nmax_wait_ms = 3600000\n"
+    return load_config("gray_deep_batches.toml", DEEP=deep)
 
 
 def verdicts(gray: dict) -> int:
@@ -149,25 +147,7 @@ rule HOLD {
 # A rule tier from audit.rules (written next to it), a constant fast tier (0.2: approve)
 # with the largest deadline the library allows (which tier decides never depends on how
 # loaded the machine is), and the audit log in audit/ under the base directory.
-AUDIT_TOML = """
-[schema]
-fields = [
-  { name = "amount", kind = "numeric", required = true },
-  { name = "hour", kind = "numeric" },
-  { name = "segment", kind = "categorical", vocab = ["a", "b"] },
-]
-[rules.scorer]
-kind = "rules"
-path = "audit.rules"
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.2
-[audit]
-dir = "audit"
-durability = "batch"
-"""
+AUDIT_TOML = load_config("audit.toml")
 
 # txn 1: approve (BIG_AMOUNT and NIGHT fire); 2: approve (nothing fires, hour missing);
 # 3: decline (hard rule BLOCK, BIG_AMOUNT too); 4: review (hard rule HOLD).

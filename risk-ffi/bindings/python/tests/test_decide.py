@@ -9,7 +9,7 @@ import math
 import pytest
 
 import risk
-from _util import base_txn, is_nan
+from _util import base_txn, is_nan, load_config
 
 ACTIONS = {"approve", "review", "decline"}
 TIERS = {"rules", "fast", "static"}
@@ -171,13 +171,7 @@ def test_metrics_and_reload(shared_engine):
 
 # A rules-only engine (a constant rule score of 0.1, no fast tier): the rule tier decides
 # every transaction, so the exposition's per-tier counts are exact.
-RULES_ONLY_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-"""
+RULES_ONLY_TOML = load_config("rules_only.toml")
 
 
 def test_metrics_text_is_the_openmetrics_exposition():

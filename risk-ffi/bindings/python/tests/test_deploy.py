@@ -10,23 +10,13 @@ import numpy as np
 import pytest
 
 import risk
+from _util import load_config
 
 NULL, INVALID, HANDLE, DEPLOY = 1, 3, 10, 15
 
 # A constant rule tier (0.1) and a constant fast tier (0.05) with the largest deadline the
 # library allows: every decision is the fast tier's, whatever the machine's load.
-DEPLOY_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.05
-"""
+DEPLOY_TOML = load_config("fast_constant.toml", FAST_SCORE="0.05")
 
 # Decisions made before a deploy. The gate validates on the recent sample (every 16th
 # decision, by a hash of the txn id) and by default needs 32 of them: 1500 leave ~94.

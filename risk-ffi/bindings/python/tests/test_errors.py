@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import risk
-from _util import base_txn, no_deadline_toml
+from _util import base_txn, load_config, no_deadline_toml
 
 
 def raises(code: int, fn, *args, **kwargs) -> risk.RiskError:
@@ -142,10 +142,7 @@ def test_oversized_json(shared_engine):
 def test_config_errors(tmp_path):
     e = raises(4, risk.RiskEngine.from_path, tmp_path / "nonexistent.toml")
     assert "nonexistent.toml" in e.message
-    bad_band = (
-        '[schema]\nfields = [{ name = "amount", kind = "numeric", required = true }]\n'
-        '[rules.scorer]\nkind = "constant"\nprobability = 0.1\n[gray]\nband = [0.7, 0.3]\n'
-    )
+    bad_band = load_config("rules_only.toml") + "[gray]\nband = [0.7, 0.3]\n"
     e = raises(4, risk.RiskEngine.from_toml, bad_band)
     assert "gray.band" in e.message
     raises(4, risk.RiskEngine.from_toml, "this is [not toml")
@@ -154,10 +151,7 @@ def test_config_errors(tmp_path):
 
 
 def test_reload_without_rule_file():
-    good = (
-        '[schema]\nfields = [{ name = "amount", kind = "numeric", required = true }]\n'
-        '[rules.scorer]\nkind = "constant"\nprobability = 0.1\n'
-    )
+    good = load_config("rules_only.toml")
     with risk.RiskEngine.from_toml(good) as e:
         assert e.decide(amount=1.0, currency="USD").score == pytest.approx(0.1)
         raises(12, e.reload_rules)

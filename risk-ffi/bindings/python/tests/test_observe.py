@@ -6,24 +6,14 @@ from __future__ import annotations
 import pytest
 
 import risk
+from _util import load_config
 
 INVALID, HANDLE, EMPTY = 3, 10, 11
 
 # A constant rule tier (0.1: approve) and a constant fast tier (0.9: decline) with the
 # largest deadline the library allows: every decision is the fast tier's whatever the
 # machine's load, unless a switch or a fault takes it out.
-OPS_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-[fast]
-deadline_ms = 60000
-[fast.scorer]
-kind = "constant"
-probability = 0.9
-"""
+OPS_TOML = load_config("fast_constant.toml", FAST_SCORE="0.9")
 
 # The same with monitors judged only on monitor_tick, on every decision: the rules and
 # the model never agree.

@@ -3,13 +3,11 @@
 import pytest
 
 import risk
+from _util import load_config
 
 RELOAD = 12  # RISK_ERR_RELOAD
 
-ENGINE = (
-    '[schema]\nfields = [{ name = "amount", kind = "numeric", required = true }]\n'
-    '[rules.scorer]\nkind = "rules"\npath = "r.rules"\n'
-)
+ENGINE = load_config("rules_file.toml", RULES_FILE="r.rules")
 
 
 def rules(version: str, k: float) -> str:

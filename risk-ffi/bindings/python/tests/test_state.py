@@ -9,6 +9,7 @@ import json
 import pytest
 
 import risk
+from _util import load_config
 
 # 2026-01-05 00:00 UTC; transactions of a test are a minute apart from here.
 T0 = 1_767_571_200_000
@@ -25,48 +26,12 @@ rule VELOCITY { when card_count_1h >= 2  review }
 
 # The rule tier alone (no fast tier: the rules decide every transaction); the engine
 # adds the state fields (card_count_1h, merchant_fraud_7d, list.*) to the schema.
-STATE_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "rules"
-path = "state.rules"
-[state]
-max_keys = 10000
-[[state.features]]
-name = "card_count_1h"
-key = "card"
-agg = "count"
-window = "1h"
-buckets = 12
-[[state.features]]
-name = "merchant_fraud_7d"
-key = "merchant"
-agg = "fraud_count"
-window = "7d"
-buckets = 7
-delay = "1d"
-[state.lists.blocked_devices]
-key = "device"
-file = "blocked_devices.txt"
-[state.lists.blocked_merchants]
-key = "merchant"
-[state.lists.blocked_ips]
-key = "ip"
-[state.lists.blocked_emails]
-key = "email"
-"""
+STATE_TOML = load_config("state.toml")
 
 # A device of blocked_devices.txt from the start.
 FILE_DEVICE = 99
 
-NO_STATE_TOML = """
-[schema]
-fields = [{ name = "amount", kind = "numeric", required = true }]
-[rules.scorer]
-kind = "constant"
-probability = 0.1
-"""
+NO_STATE_TOML = load_config("rules_only.toml")
 
 
 @pytest.fixture

@@ -40,13 +40,7 @@ class AuditTest {
      * deadline the library allows (which tier decides never depends on the machine's load),
      * and the audit log in audit/ under the base directory.
      */
-    static final String TOML = "[schema]\nfields = [\n"
-        + "  { name = \"amount\", kind = \"numeric\", required = true },\n"
-        + "  { name = \"hour\", kind = \"numeric\" },\n"
-        + "  { name = \"segment\", kind = \"categorical\", vocab = [\"a\", \"b\"] },\n]\n"
-        + "[rules.scorer]\nkind = \"rules\"\npath = \"audit.rules\"\n"
-        + "[fast]\ndeadline_ms = 60000\n[fast.scorer]\nkind = \"constant\"\nprobability = 0.2\n"
-        + "[audit]\ndir = \"audit\"\ndurability = \"batch\"\n";
+    static final String TOML = Configs.load("audit.toml");
 
     /** 1: approve (BIG_AMOUNT, NIGHT); 2: approve (nothing fires); 3: decline (BLOCK); 4: review (HOLD). */
     static final List<Transaction> TXNS = List.of(
@@ -103,7 +97,7 @@ class AuditTest {
     }
 
     static RiskException riskError(int code, org.junit.jupiter.api.function.Executable e) {
-        return RiskEngineTest.riskError(code, e);
+        return TestSupport.riskError(code, e);
     }
 
     @Test
@@ -261,7 +255,7 @@ class AuditTest {
     @Test
     void errors() throws IOException {
         // No [audit]: RISK_ERR_INVALID.
-        try (RiskEngine plain = RiskEngine.fromToml(RiskEngineTest.CONSTANT_TOML, null)) {
+        try (RiskEngine plain = RiskEngine.fromToml(TestSupport.CONSTANT_TOML, null)) {
             RiskException e = riskError(RiskException.ERR_INVALID, () -> plain.auditFlush(FLUSH));
             assertTrue(e.detail().contains("[audit]"), e::getMessage);
             riskError(RiskException.ERR_INVALID, plain::auditStatsJson);

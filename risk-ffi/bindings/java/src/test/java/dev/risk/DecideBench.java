@@ -2,6 +2,7 @@ package dev.risk;
 
 import java.nio.file.Path;
 import java.util.Locale;
+import java.util.Map;
 import java.util.function.Supplier;
 
 /**
@@ -21,10 +22,6 @@ import java.util.function.Supplier;
  * is tiny.
  */
 public final class DecideBench {
-    static final String CONSTANT_TOML =
-        "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
-            + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n";
-
     /** benches/ffi.rs's transaction as JSON. */
     static final String JSON = "{\"id\": 7, \"entity\": 42, \"timestamp_ms\": 1767571200000, \"amount\": 42.5, "
         + "\"currency\": \"USD\", \"mcc\": 5411, \"country\": \"US\", \"channel\": \"pos\", \"device\": 9, "
@@ -41,7 +38,7 @@ public final class DecideBench {
         int iters = args.length > 1 ? Integer.parseInt(args[1]) : 200_000;
         int warm = Math.max(20_000, iters / 5);
         try (RiskEngine full = RiskEngine.fromPath(toml);
-             RiskEngine constant = RiskEngine.fromToml(CONSTANT_TOML, null)) {
+             RiskEngine constant = RiskEngine.fromToml(Configs.load(Configs.dirBeside(toml), "rules_only.toml", Map.of()), null)) {
             Transaction t = txn();
             run("decide, prebuilt txn (~ c_abi_decide)", () -> full.decide(t), warm, iters);
             run("decideJson (~ c_abi_decide_json)", () -> full.decideJson(JSON), warm, iters);

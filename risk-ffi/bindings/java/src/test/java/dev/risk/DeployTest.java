@@ -30,9 +30,7 @@ class DeployTest {
      * A constant rule tier (0.1) and a constant fast tier (0.05) with the largest deadline the
      * library allows: every decision is the fast tier's, whatever the machine's load.
      */
-    static final String TOML = "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
-        + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n"
-        + "[fast]\ndeadline_ms = 60000\n[fast.scorer]\nkind = \"constant\"\nprobability = 0.05\n";
+    static final String TOML = Configs.load("fast_constant.toml", Map.of("FAST_SCORE", "0.05"));
 
     /**
      * Decisions made before a deploy: the gate validates on the recent sample (every 16th
@@ -113,7 +111,7 @@ class DeployTest {
     }
 
     static RiskException deployError(String mentions, Executable call) {
-        RiskException ex = RiskEngineTest.riskError(RiskException.ERR_DEPLOY, call);
+        RiskException ex = TestSupport.riskError(RiskException.ERR_DEPLOY, call);
         assertEquals("RISK_ERR_DEPLOY", ex.codeName());
         assertTrue(ex.detail().contains(mentions), () -> "detail does not mention \"" + mentions + "\": " + ex.detail());
         return ex;
@@ -307,7 +305,7 @@ class DeployTest {
                 () -> e.deployStatus("nope"),
                 () -> e.promote("nope"),
                 () -> e.rollback("Fast", "reason"))) {
-            RiskException ex = RiskEngineTest.riskError(RiskException.ERR_INVALID, call);
+            RiskException ex = TestSupport.riskError(RiskException.ERR_INVALID, call);
             assertTrue(ex.detail().contains("is not rules, fast, deep or policy"), ex.detail());
         }
         // Candidates that do not parse, or give no single table: refused.
@@ -317,7 +315,7 @@ class DeployTest {
         }
         // A malformed plan: RISK_ERR_INVALID.
         for (String plan : List.of("[gate]\nbogus = 1\n", "[[canary]]\nshare = 1.5\n", "by = ")) {
-            RiskException ex = RiskEngineTest.riskError(RiskException.ERR_INVALID,
+            RiskException ex = TestSupport.riskError(RiskException.ERR_INVALID,
                 () -> e.deploy(Deploy.FAST, fast(0.06), plan, null));
             assertTrue(ex.detail().contains("rollout plan"), ex.detail());
         }
@@ -343,13 +341,13 @@ class DeployTest {
         try {
             byte[] fast = Utf8.z(Deploy.FAST, "t");
             byte[] cand = Utf8.z(fast(0.06), "c");
-            RiskException ex = RiskEngineTest.riskError(RiskException.ERR_NULL, () -> RiskNative.deploy(h, null, cand, null, null));
+            RiskException ex = TestSupport.riskError(RiskException.ERR_NULL, () -> RiskNative.deploy(h, null, cand, null, null));
             assertTrue(ex.detail().contains("target"), ex.detail());
-            ex = RiskEngineTest.riskError(RiskException.ERR_NULL, () -> RiskNative.deploy(h, fast, null, null, null));
+            ex = TestSupport.riskError(RiskException.ERR_NULL, () -> RiskNative.deploy(h, fast, null, null, null));
             assertTrue(ex.detail().contains("candidate_toml"), ex.detail());
-            RiskEngineTest.riskError(RiskException.ERR_NULL, () -> RiskNative.deployStatusJson(h, null));
-            RiskEngineTest.riskError(RiskException.ERR_NULL, () -> RiskNative.promote(h, null));
-            RiskEngineTest.riskError(RiskException.ERR_NULL, () -> RiskNative.rollback(h, null, null));
+            TestSupport.riskError(RiskException.ERR_NULL, () -> RiskNative.deployStatusJson(h, null));
+            TestSupport.riskError(RiskException.ERR_NULL, () -> RiskNative.promote(h, null));
+            TestSupport.riskError(RiskException.ERR_NULL, () -> RiskNative.rollback(h, null, null));
             // A byte[] that is not one NUL-terminated string is the glue's own refusal.
             assertThrows(IllegalArgumentException.class, () -> RiskNative.promote(h, new byte[] {'f'}));
             // A null base dir: the working directory (a constant candidate needs no file).
@@ -358,14 +356,14 @@ class DeployTest {
         } finally {
             RiskNative.engineFree(h);
         }
-        RiskEngineTest.riskError(RiskException.ERR_HANDLE, () -> RiskNative.deployTick(h));
-        RiskEngineTest.riskError(RiskException.ERR_HANDLE, () -> RiskNative.deployStatusJson(h, Utf8.z(Deploy.FAST, "t")));
+        TestSupport.riskError(RiskException.ERR_HANDLE, () -> RiskNative.deployTick(h));
+        TestSupport.riskError(RiskException.ERR_HANDLE, () -> RiskNative.deployStatusJson(h, Utf8.z(Deploy.FAST, "t")));
     }
 
     @Test
     void aShutDownOrClosedEngine() {
         e.shutdown(java.time.Duration.ZERO);
-        RiskEngineTest.riskError(RiskException.ERR_SHUT_DOWN, () -> e.deploy(Deploy.FAST, fast(0.06), NO_SAMPLE, null));
+        TestSupport.riskError(RiskException.ERR_SHUT_DOWN, () -> e.deploy(Deploy.FAST, fast(0.06), NO_SAMPLE, null));
         assertEquals("0.05", serving(Deploy.FAST));
         e.close();
         for (Executable call : List.<Executable>of(

@@ -24,9 +24,7 @@ class ObserveTest {
      * largest deadline the library allows: every decision is the fast tier's whatever the
      * machine's load, unless a switch or a fault takes it out.
      */
-    static final String TOML = "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
-        + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n"
-        + "[fast]\ndeadline_ms = 60000\n[fast.scorer]\nkind = \"constant\"\nprobability = 0.9\n";
+    static final String TOML = Configs.load("fast_constant.toml", Map.of("FAST_SCORE", "0.9"));
 
     /** The same with monitors judged only on monitorTick, on every decision. */
     static final String MONITOR_TOML = TOML + "[monitor]\nsample_every = 1\nmin_samples = 10\ninterval_ms = 0\n";

@@ -42,19 +42,9 @@ class StateTest {
      * The rule tier alone (no fast tier: the rules decide every transaction); the engine adds
      * the state fields (card_count_1h, merchant_fraud_7d, list.*) to the schema.
      */
-    static final String TOML = "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
-        + "[rules.scorer]\nkind = \"rules\"\npath = \"state.rules\"\n"
-        + "[state]\nmax_keys = 10000\n"
-        + "[[state.features]]\nname = \"card_count_1h\"\nkey = \"card\"\nagg = \"count\"\nwindow = \"1h\"\nbuckets = 12\n"
-        + "[[state.features]]\nname = \"merchant_fraud_7d\"\nkey = \"merchant\"\nagg = \"fraud_count\"\n"
-        + "window = \"7d\"\nbuckets = 7\ndelay = \"1d\"\n"
-        + "[state.lists.blocked_devices]\nkey = \"device\"\nfile = \"blocked_devices.txt\"\n"
-        + "[state.lists.blocked_merchants]\nkey = \"merchant\"\n"
-        + "[state.lists.blocked_ips]\nkey = \"ip\"\n"
-        + "[state.lists.blocked_emails]\nkey = \"email\"\n";
+    static final String TOML = Configs.load("state.toml");
 
-    static final String NO_STATE_TOML = "[schema]\nfields = [{ name = \"amount\", kind = \"numeric\", required = true }]\n"
-        + "[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n";
+    static final String NO_STATE_TOML = Configs.load("rules_only.toml");
 
     /** In blocked_devices.txt from the start. */
     static final String FILE_DEVICE = "99";
