@@ -155,6 +155,7 @@ mod tests {
     use super::*;
 
     /// A handle type of the tests' own (the registry's tests name no real one).
+    #[derive(Debug)]
     struct Thing;
 
     impl Handle for Thing {
@@ -162,6 +163,7 @@ mod tests {
     }
 
     /// Another, to be refused where a `Thing` is expected.
+    #[derive(Debug)]
     struct Other;
 
     impl Handle for Other {
