@@ -2,10 +2,11 @@
 //! needed), `risk_engine_audit_flush` and `risk_engine_audit_stats_json`. The log itself
 //! is configured in `risk.toml` (`[audit]`, `[audit.kafka]`), as every engine option is.
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
+use crate::export::{export, export_handle};
 use crate::handle::with_handle;
 use risk_core::audit::{AuditReader, LogStats, Query, Recovery};
 use serde::Deserialize;
@@ -83,29 +84,19 @@ pub unsafe extern "C" fn risk_audit_query_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
+    export(buf, cap, len, || {
         // SAFETY: forwarded caller guarantees.
-        let dir = match unsafe { str_arg(dir, "dir") } {
-            Ok(d) => d,
-            Err(r) => return r,
-        };
+        let dir = unsafe { str_arg(dir, "dir") }?;
         let text = if query_json.is_null() {
             ""
         } else {
             // SAFETY: forwarded caller guarantee.
-            match unsafe { str_arg(query_json, "query_json") } {
-                Ok(t) => t,
-                Err(r) => return r,
-            }
+            unsafe { str_arg(query_json, "query_json") }?
         };
-        let (q, limit) = match query(text) {
-            Ok(q) => q,
-            Err(r) => return r,
-        };
-        let entries = match AuditReader::new(dir).query(q) {
-            Ok(e) => e,
-            Err(e) => return fail(RISK_ERR_INVALID, e.to_string()),
-        };
+        let (q, limit) = query(text)?;
+        let entries = AuditReader::new(dir)
+            .query(q)
+            .map_err(|e| fail(RISK_ERR_INVALID, e.to_string()))?;
         let items: Vec<Value> = entries
             .take(limit as usize)
             .map(|e| match e {
@@ -113,7 +104,7 @@ pub unsafe extern "C" fn risk_audit_query_json(
                 Err(err) => json!({"kind": "damaged", "error": err.to_string()}),
             })
             .collect();
-        write_text(&Value::Array(items).to_string(), buf, cap, len)
+        Ok(Value::Array(items).to_string())
     })
 }
 
@@ -201,10 +192,8 @@ pub unsafe extern "C" fn risk_engine_audit_stats_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_handle(e, |h| match h.engine.audit_log() {
-            None => fail(RISK_ERR_INVALID, "the engine has no [audit] log"),
-            Some(log) => write_text(&stats_json(&log.stats()).to_string(), buf, cap, len),
-        })
+    export_handle(e, buf, cap, len, |h| match h.engine.audit_log() {
+        None => Err(fail(RISK_ERR_INVALID, "the engine has no [audit] log")),
+        Some(log) => Ok(stats_json(&log.stats()).to_string()),
     })
 }

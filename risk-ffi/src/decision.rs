@@ -1,9 +1,9 @@
 //! Decisions to C: [`risk_decision`], its numbered codes, and the names of reason and
 //! fallback codes.
 
-use crate::args::write_text;
+use crate::error::fail;
 use crate::error::risk_result::{self, *};
-use crate::error::{fail, guard};
+use crate::export::export;
 use risk_core::{Action, Decision, Escalation, FallbackCause, ReasonCode, Tier};
 use std::ffi::c_char;
 
@@ -182,9 +182,9 @@ pub unsafe extern "C" fn risk_reason_name(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| match ReasonCode::from_id(code) {
-        Some(c) => write_text(c.name(), buf, cap, len),
-        None => fail(RISK_ERR_INVALID, format!("no reason code {code}")),
+    export(buf, cap, len, || match ReasonCode::from_id(code) {
+        Some(c) => Ok(c.name().to_owned()),
+        None => Err(fail(RISK_ERR_INVALID, format!("no reason code {code}"))),
     })
 }
 

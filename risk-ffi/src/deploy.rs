@@ -3,11 +3,12 @@
 //! named `"rules"`, `"fast"`, `"deep"`, `"policy"`; candidates and plans are TOML, in the
 //! forms `Candidate::from_toml` and `RolloutPlan::from_toml` document.
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
-use crate::handle::with_handle;
+use crate::export::export;
+use crate::handle::{lookup, with_handle};
 use risk_core::deploy::{Candidate, DeployError, RolloutPlan, Target};
 use std::ffi::c_char;
 use std::path::Path;
@@ -119,14 +120,9 @@ pub unsafe extern "C" fn risk_engine_deploy_status_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        let t = match target(target_name) {
-            Ok(t) => t,
-            Err(r) => return r,
-        };
-        with_handle(e, |h| {
-            write_text(&h.engine.deploy_status(t).to_json(), buf, cap, len)
-        })
+    export(buf, cap, len, || {
+        let t = target(target_name)?;
+        Ok(lookup(e)?.engine.deploy_status(t).to_json())
     })
 }
 

@@ -5,7 +5,7 @@ use crate::args::{bytes_arg, str_arg};
 use crate::decision::{risk_decision, to_c};
 use crate::error::risk_result::{self, *};
 use crate::error::{config_err, decide_err, fail, guard};
-use crate::handle::{register_handle, unregister_handle, with_handle};
+use crate::handle::{register_handle, unregister_handle, with_handle, Handle};
 use crate::txn::{build_txn, risk_txn};
 use risk_core::{ConfigError, Engine, ScorerRegistry, Shutdown, Transaction};
 use risk_rules::RuleScorer;
@@ -24,6 +24,10 @@ pub struct risk_engine {
     pub(crate) rules: Option<Arc<RuleScorer>>,
     /// The last drill's report (JSON), read by `risk_engine_drill_report_json`.
     pub(crate) last_drill: std::sync::Mutex<Option<String>>,
+}
+
+impl Handle for risk_engine {
+    const NAME: &'static str = "engine";
 }
 
 /// The `ScorerSpec::key` of the rule tier's table (`[rules.scorer]`); the fast and deep

@@ -11,49 +11,26 @@
 //! so `_free` never waits for calls in flight: they finish on their own reference, and
 //! later calls with the handle get `RISK_ERR_HANDLE`.
 
-use crate::engine::risk_engine;
 use crate::error::fail;
 use crate::error::risk_result::{self, *};
-use crate::subscription::risk_subscription;
+use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock, RwLock};
 
-/// Types a handle can name.
-pub(crate) trait Handle: Sized {
+/// Types a handle can name. Each implements it next to its definition; the registry
+/// knows none of them: it keeps every object as `dyn Any` and a lookup downcasts to the
+/// type the caller's pointer names, so a handle of another type is refused.
+pub(crate) trait Handle: Send + Sync + 'static {
+    /// The type's name in error messages ("engine", "subscription").
     const NAME: &'static str;
-    fn wrap(a: Arc<Self>) -> Entry;
-    fn unwrap(e: &Entry) -> Option<&Arc<Self>>;
 }
 
-pub(crate) enum Entry {
-    Engine(Arc<risk_engine>),
-    Subscription(Arc<risk_subscription>),
-}
+/// A live handle's object, of whichever [`Handle`] type registered it.
+type Entry = Arc<dyn Any + Send + Sync>;
 
-impl Handle for risk_engine {
-    const NAME: &'static str = "engine";
-    fn wrap(a: Arc<Self>) -> Entry {
-        Entry::Engine(a)
-    }
-    fn unwrap(e: &Entry) -> Option<&Arc<Self>> {
-        match e {
-            Entry::Engine(a) => Some(a),
-            Entry::Subscription(_) => None,
-        }
-    }
-}
-
-impl Handle for risk_subscription {
-    const NAME: &'static str = "subscription";
-    fn wrap(a: Arc<Self>) -> Entry {
-        Entry::Subscription(a)
-    }
-    fn unwrap(e: &Entry) -> Option<&Arc<Self>> {
-        match e {
-            Entry::Subscription(a) => Some(a),
-            Entry::Engine(_) => None,
-        }
-    }
+/// The entry as a `T`, if it is one.
+fn downcast<T: Handle>(e: &Entry) -> Option<Arc<T>> {
+    Arc::clone(e).downcast::<T>().ok()
 }
 
 /// Live handles by id.
@@ -91,7 +68,7 @@ impl Registry {
     pub(crate) fn insert<T: Handle>(&mut self, obj: Arc<T>) -> *mut T {
         let id = self.next;
         self.next = id.checked_add(1).expect("handle ids exhausted");
-        self.live.insert(id, T::wrap(obj));
+        self.live.insert(id, obj);
         std::ptr::without_provenance_mut(id)
     }
 
@@ -101,7 +78,7 @@ impl Registry {
             return Err(fail(RISK_ERR_NULL, format!("{} handle is NULL", T::NAME)));
         }
         match self.live.get(&p.addr()) {
-            Some(e) => T::unwrap(e).cloned().ok_or_else(|| {
+            Some(e) => downcast(e).ok_or_else(|| {
                 fail(
                     RISK_ERR_HANDLE,
                     format!("the handle is not a {} handle", T::NAME),
@@ -120,8 +97,10 @@ impl Registry {
             return None;
         }
         let id = p.addr();
-        T::unwrap(self.live.get(&id)?)?;
-        self.live.remove(&id).and_then(|e| T::unwrap(&e).cloned())
+        if !self.live.get(&id)?.is::<T>() {
+            return None;
+        }
+        self.live.remove(&id).and_then(|e| downcast(&e))
     }
 
     /// Entries the registry holds: live handles and whatever it keeps for freed ones.
@@ -175,19 +154,35 @@ pub(crate) fn unregister_handle<T: Handle>(p: *mut T) -> Option<Arc<T>> {
 mod tests {
     use super::*;
 
-    fn subscription() -> Arc<risk_subscription> {
-        Arc::new(risk_subscription::new(std::sync::mpsc::sync_channel(1).1))
+    /// A handle type of the tests' own (the registry's tests name no real one).
+    #[derive(Debug)]
+    struct Thing;
+
+    impl Handle for Thing {
+        const NAME: &'static str = "thing";
+    }
+
+    /// Another, to be refused where a `Thing` is expected.
+    #[derive(Debug)]
+    struct Other;
+
+    impl Handle for Other {
+        const NAME: &'static str = "other";
+    }
+
+    fn thing() -> Arc<Thing> {
+        Arc::new(Thing)
     }
 
     #[test]
     fn freed_handles_leave_nothing_behind() {
         let mut reg = Registry::default();
-        let keep = reg.insert(subscription());
-        let first = reg.insert(subscription());
+        let keep = reg.insert(thing());
+        let first = reg.insert(thing());
         assert!(reg.remove(first).is_some());
         let before = reg.retained();
         for _ in 0..10_000 {
-            let h = reg.insert(subscription());
+            let h = reg.insert(thing());
             assert_ne!(h, first, "a new handle aliases a freed one");
             assert!(reg.remove(h).is_some());
         }
@@ -206,5 +201,24 @@ mod tests {
         assert_eq!(reg.get(first).unwrap_err(), RISK_ERR_HANDLE);
         assert!(reg.remove(first).is_none());
         assert!(reg.get(keep).is_ok());
+    }
+
+    #[test]
+    fn a_handle_of_another_type_is_refused_and_kept() {
+        let mut reg = Registry::default();
+        let t = reg.insert(thing());
+        let as_other = t.cast::<Other>();
+        assert_eq!(reg.get(as_other).unwrap_err(), RISK_ERR_HANDLE);
+        assert!(crate::error::last_message().contains("not a other handle"));
+        assert!(
+            reg.remove(as_other).is_none(),
+            "freed through the wrong type"
+        );
+        assert!(reg.get(t).is_ok(), "a wrong-type free removed the handle");
+        assert_eq!(
+            reg.get(std::ptr::null::<Thing>()).unwrap_err(),
+            RISK_ERR_NULL
+        );
+        assert!(reg.remove(t).is_some());
     }
 }

@@ -1,10 +1,11 @@
 //! Health and the kill switch over the C ABI: `risk_engine_health_json` and
 //! `risk_engine_force_open`.
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
+use crate::export::export_handle;
 use crate::handle::with_handle;
 use risk_core::Switchable;
 use std::ffi::c_char;
@@ -24,11 +25,7 @@ pub unsafe extern "C" fn risk_engine_health_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_handle(e, |h| {
-            write_text(&h.engine.health().to_json(), buf, cap, len)
-        })
-    })
+    export_handle(e, buf, cap, len, |h| Ok(h.engine.health().to_json()))
 }
 
 /// Sets (`open` true) or clears the kill switch of `tier` (`"fast"` or `"deep"`): while

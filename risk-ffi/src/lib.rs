@@ -36,6 +36,8 @@ mod decision;
 mod txn;
 // The registry of live handles.
 mod handle;
+// The body of every function writing text to `(buf, cap, *len)`.
+mod export;
 // The engine handle: new, decide, batch, reload, shutdown, free.
 mod engine;
 // `risk_engine_decide_json`.

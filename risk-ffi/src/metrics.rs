@@ -1,11 +1,9 @@
 //! Engine metrics as JSON (`risk_engine_metrics_json`) and as the Prometheus/OpenMetrics
 //! text exposition (`risk_engine_metrics_text`).
 
-use crate::args::write_text;
 use crate::engine::risk_engine;
-use crate::error::guard;
 use crate::error::risk_result;
-use crate::handle::with_handle;
+use crate::export::export_handle;
 use risk_core::{GrayStats, LatencySummary, MetricsSnapshot};
 use serde_json::{json, Value};
 use std::ffi::c_char;
@@ -35,11 +33,8 @@ pub unsafe extern "C" fn risk_engine_metrics_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_handle(e, |h| {
-            let text = metrics_json(&h.engine.metrics()).to_string();
-            write_text(&text, buf, cap, len)
-        })
+    export_handle(e, buf, cap, len, |h| {
+        Ok(metrics_json(&h.engine.metrics()).to_string())
     })
 }
 
@@ -57,7 +52,7 @@ pub unsafe extern "C" fn risk_engine_metrics_text(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| with_handle(e, |h| write_text(&h.engine.metrics_text(), buf, cap, len)))
+    export_handle(e, buf, cap, len, |h| Ok(h.engine.metrics_text()))
 }
 
 /// The JSON document of [`risk_engine_metrics_json`]: the one place a snapshot becomes JSON.

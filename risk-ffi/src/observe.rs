@@ -1,10 +1,11 @@
 //! Monitors and drills over the C ABI: `risk_engine_monitor_json`,
 //! `risk_engine_monitor_tick`, `risk_engine_drill` and `risk_engine_drill_report_json`.
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
+use crate::export::export_handle;
 use crate::handle::with_handle;
 use crate::json::json_txn;
 use risk_core::{DrillPlan, Fault};
@@ -25,11 +26,9 @@ pub unsafe extern "C" fn risk_engine_monitor_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_handle(e, |h| match h.engine.monitor_report() {
-            Some(r) => write_text(&r.to_json(), buf, cap, len),
-            None => fail(RISK_ERR_INVALID, "the engine has no [monitor]"),
-        })
+    export_handle(e, buf, cap, len, |h| match h.engine.monitor_report() {
+        Some(r) => Ok(r.to_json()),
+        None => Err(fail(RISK_ERR_INVALID, "the engine has no [monitor]")),
     })
 }
 
@@ -167,12 +166,12 @@ pub unsafe extern "C" fn risk_engine_drill_report_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_handle(e, |h| {
-            match &*h.last_drill.lock().unwrap_or_else(|p| p.into_inner()) {
-                Some(j) => write_text(j, buf, cap, len),
-                None => fail(RISK_ERR_EMPTY, "no drill has run on this engine"),
-            }
-        })
+    export_handle(e, buf, cap, len, |h| {
+        let report = h
+            .last_drill
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        report.ok_or_else(|| fail(RISK_ERR_EMPTY, "no drill has run on this engine"))
     })
 }

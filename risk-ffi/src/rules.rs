@@ -2,22 +2,30 @@
 //! engine's `[rules.scorer] kind = "rules"`; a fast or deep tier of kind `rules` is not
 //! the rule file).
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
-use crate::handle::with_handle;
+use crate::export::{export, export_handle};
+use crate::handle::{lookup, with_handle};
 use crate::txn::{build_txn, risk_txn};
 use risk_rules::RuleScorer;
 use std::ffi::c_char;
 
-fn with_rules(e: *const risk_engine, f: impl FnOnce(&RuleScorer) -> risk_result) -> risk_result {
-    with_handle(e, |h| match &h.rules {
-        None => fail(
+/// The engine's rule tier, or `RISK_ERR_RELOAD` when it has no rule file.
+fn rules_of(h: &risk_engine) -> Result<&RuleScorer, risk_result> {
+    h.rules.as_deref().ok_or_else(|| {
+        fail(
             RISK_ERR_RELOAD,
             "the engine has no rule file (rules.scorer kind is not \"rules\")",
-        ),
-        Some(r) => f(r),
+        )
+    })
+}
+
+fn with_rules(e: *const risk_engine, f: impl FnOnce(&RuleScorer) -> risk_result) -> risk_result {
+    with_handle(e, |h| match rules_of(h) {
+        Ok(r) => f(r),
+        Err(code) => code,
     })
 }
 
@@ -63,45 +71,44 @@ pub unsafe extern "C" fn risk_engine_rules_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
-        with_rules(e, |r| {
-            let set = r.current();
-            let st = r.stats();
-            let shadow: Vec<serde_json::Value> = set
-                .shadow_hits()
-                .into_iter()
-                .map(|(id, hits)| serde_json::json!({ "id": id, "hits": hits }))
-                .collect();
-            let versions: Vec<serde_json::Value> = r
-                .versions()
-                .into_iter()
-                .map(|v| {
-                    serde_json::json!({
-                        "seq": v.seq,
-                        "version": v.version,
-                        "hash": format!("{:016x}", v.hash),
-                        "file": v.file,
-                        "loaded_at_ms": v.loaded_at_ms,
-                    })
+    export_handle(e, buf, cap, len, |h| {
+        let r = rules_of(h)?;
+        let set = r.current();
+        let st = r.stats();
+        let shadow: Vec<serde_json::Value> = set
+            .shadow_hits()
+            .into_iter()
+            .map(|(id, hits)| serde_json::json!({ "id": id, "hits": hits }))
+            .collect();
+        let versions: Vec<serde_json::Value> = r
+            .versions()
+            .into_iter()
+            .map(|v| {
+                serde_json::json!({
+                    "seq": v.seq,
+                    "version": v.version,
+                    "hash": format!("{:016x}", v.hash),
+                    "file": v.file,
+                    "loaded_at_ms": v.loaded_at_ms,
                 })
-                .collect();
-            let j = serde_json::json!({
-                "file": set.file(),
-                "version": set.version(),
-                "hash": format!("{:016x}", set.version_id().hash()),
-                "backend": set.backend(),
-                "rules": set.rules().len(),
-                "shadow": shadow,
-                "warnings": set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
-                "versions": versions,
-                "stats": {
-                    "reloads": st.reloads,
-                    "failures": st.failures,
-                    "last_error": st.last_error,
-                },
-            });
-            write_text(&j.to_string(), buf, cap, len)
-        })
+            })
+            .collect();
+        let j = serde_json::json!({
+            "file": set.file(),
+            "version": set.version(),
+            "hash": format!("{:016x}", set.version_id().hash()),
+            "backend": set.backend(),
+            "rules": set.rules().len(),
+            "shadow": shadow,
+            "warnings": set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            "versions": versions,
+            "stats": {
+                "reloads": st.reloads,
+                "failures": st.failures,
+                "last_error": st.last_error,
+            },
+        });
+        Ok(j.to_string())
     })
 }
 
@@ -123,24 +130,14 @@ pub unsafe extern "C" fn risk_engine_rules_explain(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| {
+    export(buf, cap, len, || {
         if txn.is_null() {
-            return fail(RISK_ERR_NULL, "txn is NULL");
+            return Err(fail(RISK_ERR_NULL, "txn is NULL"));
         }
-        with_handle(e, |h| {
-            let Some(r) = &h.rules else {
-                return fail(
-                    RISK_ERR_RELOAD,
-                    "the engine has no rule file (rules.scorer kind is not \"rules\")",
-                );
-            };
-            // SAFETY: `txn` is non-NULL and valid per the caller.
-            let t = match unsafe { build_txn(&h.engine, &*txn) } {
-                Ok(t) => t,
-                Err(code) => return code,
-            };
-            let text = r.current().explain(&t.features).to_json();
-            write_text(&text, buf, cap, len)
-        })
+        let h = lookup(e)?;
+        let r = rules_of(&h)?;
+        // SAFETY: `txn` is non-NULL and valid per the caller.
+        let t = unsafe { build_txn(&h.engine, &*txn) }?;
+        Ok(r.current().explain(&t.features).to_json())
     })
 }

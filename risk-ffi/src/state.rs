@@ -3,10 +3,11 @@
 //! `risk_engine_state_snapshot` and `risk_engine_state_json`. Every state error is
 //! `RISK_ERR_STATE` with the reason (an engine without `[state]` included).
 
-use crate::args::{str_arg, write_text};
+use crate::args::str_arg;
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
+use crate::export::export_handle;
 use crate::handle::with_handle;
 use risk_core::state::{StateEngine, StateError};
 use risk_core::TxnId;
@@ -20,11 +21,16 @@ fn no_state() -> risk_result {
     fail(RISK_ERR_STATE, "the engine has no [state] section")
 }
 
+/// The engine's state, or `RISK_ERR_STATE`.
+fn state_of(h: &risk_engine) -> Result<&StateEngine, risk_result> {
+    h.engine.state().map(|st| &**st).ok_or_else(no_state)
+}
+
 /// Runs `f` on the engine's state, or fails with `RISK_ERR_STATE`.
 fn with_state(e: *const risk_engine, f: impl FnOnce(&StateEngine) -> risk_result) -> risk_result {
-    with_handle(e, |h| match h.engine.state() {
-        Some(st) => f(st),
-        None => no_state(),
+    with_handle(e, |h| match state_of(h) {
+        Ok(st) => f(st),
+        Err(r) => r,
     })
 }
 
@@ -225,5 +231,5 @@ pub unsafe extern "C" fn risk_engine_state_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    guard(|| with_state(e, |st| write_text(&st.to_json(), buf, cap, len)))
+    export_handle(e, buf, cap, len, |h| Ok(state_of(h)?.to_json()))
 }

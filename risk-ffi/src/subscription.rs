@@ -12,7 +12,7 @@
 use crate::engine::risk_engine;
 use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
-use crate::handle::{register_handle, unregister_handle, with_handle};
+use crate::handle::{register_handle, unregister_handle, with_handle, Handle};
 use risk_core::{DeepFailure, DeepSource, DeepVerdict};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -30,6 +30,10 @@ pub struct risk_subscription {
     returned: Condvar,
     /// Polls waiting on the channel itself now (0 or 1); read by tests.
     receiving: AtomicUsize,
+}
+
+impl Handle for risk_subscription {
+    const NAME: &'static str = "subscription";
 }
 
 /// The receiver taken out of a subscription; put back on drop (a panic included), with one

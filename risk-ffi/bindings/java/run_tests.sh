@@ -35,7 +35,7 @@ echo "== compiling JNI glue -> $JNI_LIB"
 "$CC" -std=c11 -O2 -g -Wall -Wextra -Wshadow -Wconversion -Wno-sign-conversion -Werror \
   -shared -fPIC -fvisibility=hidden \
   -I"$JAVA_HOME/include" -I"$JAVA_HOME/include/linux" -I"$HEADER_DIR" \
-  "$HERE/src/main/c/risk_jni.c" "$HERE/src/main/c/risk_jni_state.c" -o "$JNI_LIB" \
+  "$HERE"/src/main/c/*.c -o "$JNI_LIB" \
   -L"$LIB_DIR" -lrisk_ffi -Wl,-rpath,"$LIB_DIR" -Wl,-z,defs
 
 # The glue must resolve librisk_ffi.so through its rpath.

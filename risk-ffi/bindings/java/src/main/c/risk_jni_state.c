@@ -20,8 +20,6 @@
 /* The state report: a few counters, a row per key source, a count per list. */
 #define STATE_JSON_INITIAL_CAP 1024
 
-static const risk_engine *engine_of(jlong eng) { return (const risk_engine *)(intptr_t)eng; }
-
 static jlong JNICALL n_report_label(JNIEnv *env, jclass cls, jlong eng, jlong txn, jboolean fraud, jlong at_ms) {
   (void)cls;
   size_t reached = 0;
