@@ -9,7 +9,7 @@
 //! - [`format`]: INT4 and INT8 weights, and AutoAWQ's GEMM layout;
 //! - [`linear`]: `QLinear`, a weight at any precision with its kernels;
 //! - [`int8_gemm`]: the INT8 x INT8 CPU GEMM;
-//! - [`error`]: `QuantError`.
+//! - [`error`]: `QuantError`, what went wrong quantizing, loading or saving weights.
 
 pub mod error;
 pub mod format;
