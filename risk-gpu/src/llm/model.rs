@@ -12,8 +12,9 @@
 //! interleaved rotary convention (pairs `(2i, 2i+1)`), which is what [`rope`] applies.
 //! Weights are dequantized to `f32` at load.
 //!
-//! The error type is in [`super::error`], the hyper-parameters in [`super::config`],
-//! loading (GGUF, safetensors, AutoAWQ) in [`super::load`].
+//! The error type ([`LlmError`]) and the hyper-parameters ([`LlamaConfig`]) have files
+//! of their own (`llm/error.rs`, `llm/config.rs`), and so has loading (GGUF, safetensors,
+//! AutoAWQ: `llm/load/`).
 
 pub use super::config::{Llama3Rope, LlamaConfig};
 pub use super::error::LlmError;

@@ -4,11 +4,11 @@
 //! read from the last position: either the normalised probability of configured answer
 //! tokens (`" yes"` vs `" no"`) or a linear probe over the final hidden state.
 //!
-//! The system prompt's KV state lives in a [`PrefixCache`] under a [`PrefixKey`] of its
-//! tokens, the model identity (name plus a hash of the weights file) and the precision
-//! plan, pinned, so a changed prompt, model or plan can never be served a stale state.
-//! A batch of transactions runs as one packed forward ([`Llama::forward_packed`]).
-
+//! The system prompt's KV state lives in a [`PrefixCache`](crate::llm::PrefixCache)
+//! under a [`PrefixKey`](crate::llm::PrefixKey) of its tokens, the model identity (name
+//! plus a hash of the weights file) and the precision plan, pinned, so a changed prompt,
+//! model or plan can never be served a stale state. A batch of transactions runs as one
+//! packed forward ([`Llama::forward_packed`](crate::llm::Llama::forward_packed)).
 //!
 //! The tier's files: [`DeepFiles`] and [`DeepOptions`] (`config`), the score's head
 //! ([`DeepHead`], `head`), the linear probe and its trainer ([`LinearProbe`], `probe`),
