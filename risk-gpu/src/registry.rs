@@ -60,9 +60,9 @@
 //! ```
 
 use crate::bert::{BertBackend, BertFiles, BertScorer};
-use crate::llm::{DeepFiles, DeepOptions, DeepScorer};
+use crate::llm::deep::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{OnnxConfig, OnnxScorer};
-use crate::quant::{Precision, QuantPlan};
+use crate::qlinear::plan::{Precision, QuantPlan};
 use crate::trees::{XgbModel, XgbScorer};
 use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;

@@ -5,6 +5,7 @@ mod bert;
 mod common;
 mod config_file;
 mod fuzz_seeds;
+mod layers;
 mod llm;
 mod llm_limits;
 mod onnx;

@@ -6,7 +6,8 @@
 
 use super::config::BertConfig;
 use super::BertError;
-use crate::quant::{Precision, QLinear};
+use crate::qlinear::linear::QLinear;
+use crate::qlinear::plan::Precision;
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
 use std::path::Path;

@@ -123,8 +123,8 @@ pub enum BertError {
     },
 }
 
-impl From<crate::quant::QuantError> for BertError {
-    fn from(e: crate::quant::QuantError) -> Self {
+impl From<crate::qlinear::error::QuantError> for BertError {
+    fn from(e: crate::qlinear::error::QuantError) -> Self {
         BertError::Tensor(e.to_string())
     }
 }

@@ -8,8 +8,8 @@ use super::encoder::{BertEncoder, Stop};
 use super::head::TextHead;
 use super::ort::{EncoderOutput, OrtEncoder};
 use super::{BertError, Pooling};
-use crate::llm::PromptTemplate;
-use crate::quant::Precision;
+use crate::llm::prompt::PromptTemplate;
+use crate::qlinear::plan::Precision;
 use candle_core::{Device, Tensor};
 use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Transaction};
 use std::path::{Path, PathBuf};
@@ -54,7 +54,7 @@ pub struct BertFiles {
     /// Token budget (special tokens included); longer texts are truncated.
     pub max_tokens: usize,
     /// Device of the candle backend.
-    pub device: crate::Device,
+    pub device: crate::device::Device,
 }
 
 impl BertFiles {
@@ -73,7 +73,7 @@ impl BertFiles {
                 precision: Precision::F32,
             },
             max_tokens: 64,
-            device: crate::Device::Cpu,
+            device: crate::device::Device::Cpu,
         }
     }
 }

@@ -19,7 +19,8 @@
 //! The maxima are well above every published Llama-family model (Llama 3.1 405B: 126
 //! blocks, hidden 16,384, 128 heads, MLP 53,248, vocabulary 128,256, context 131,072).
 
-use super::model::{LlamaConfig, LlmError};
+use super::config::LlamaConfig;
+use super::error::LlmError;
 use candle_core::quantized::gguf_file;
 use std::io::Read;
 

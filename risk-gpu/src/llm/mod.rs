@@ -1,7 +1,9 @@
 //! The Llama-family deep tier (issue [4]).
 //!
-//! - [`model`]: the Llama forward on candle-core (GGUF loading, explicit per-request KV
-//!   caches, packed multi-sequence prefill on a shared prefix);
+//! - [`model`]: the Llama forward on candle-core (explicit per-request KV caches, packed
+//!   multi-sequence prefill on a shared prefix); its error type, hyper-parameters and
+//!   loading (GGUF, safetensors, AutoAWQ) are in the crate-private `error`, `config` and
+//!   `load` modules, re-exported here and in [`model`];
 //! - [`tokenizer`]: from `tokenizer.json` or the GGUF's own metadata;
 //! - [`limits`]: the bounds on every size a model file states, checked before anything
 //!   is allocated from it;
@@ -11,11 +13,16 @@
 //!   identity and precision plan, with pinning, LRU and metrics;
 //! - [`deep`]: [`DeepScorer`], the gray-zone tier scoring by prefill only.
 
+pub(crate) mod config;
 pub mod deep;
+pub(crate) mod error;
+pub(crate) mod file_hash;
 pub mod limits;
+pub(crate) mod load;
 pub mod model;
 pub mod prefix_cache;
 pub mod prompt;
+mod quantize;
 pub mod tokenizer;
 
 pub use deep::{

@@ -10,7 +10,7 @@
 //! tokenized wrongly. (candle's own GGUF tokenizer adds a prefix space here and gets the
 //! first token of a prompt wrong.)
 
-use super::model::LlmError;
+use super::error::LlmError;
 use candle_core::quantized::gguf_file;
 use std::path::Path;
 use tokenizers::models::bpe::{Vocab, BPE};

@@ -71,7 +71,7 @@ pub struct OnnxConfig {
     /// `--features cuda` and its execution provider loads, else the CPU (the placement
     /// says which). `Some(Cpu)`: the CPU only. `Some(Cuda(i))`: CUDA device `i`, and the
     /// load fails when its execution provider cannot be registered.
-    pub device: Option<crate::Device>,
+    pub device: Option<crate::device::Device>,
 }
 
 impl OnnxConfig {
@@ -171,7 +171,7 @@ impl std::fmt::Debug for OnnxScorer {
 pub(crate) fn builder(
     env: &ort::environment::Environment,
     threads: usize,
-    device: Option<crate::Device>,
+    device: Option<crate::device::Device>,
 ) -> Result<(ort::session::builder::SessionBuilder, String), String> {
     let b = Session::builder(env).map_err(|e| e.to_string())?;
     let b = b
@@ -184,8 +184,8 @@ pub(crate) fn builder(
         .with_log_level(ort::logging::LogLevel::Fatal)
         .map_err(|e| e.to_string())?;
     match device {
-        Some(crate::Device::Cpu) => Ok((b, "cpu".to_string())),
-        Some(crate::Device::Cuda(i)) => cuda_provider(b, i, true),
+        Some(crate::device::Device::Cpu) => Ok((b, "cpu".to_string())),
+        Some(crate::device::Device::Cuda(i)) => cuda_provider(b, i, true),
         None => cuda_provider(b, 0, false),
     }
 }
@@ -274,8 +274,8 @@ impl OnnxScorer {
                 )))
             }
         };
-        let slots =
-            crate::feature_slots(schema, cfg.features.as_deref()).map_err(OnnxError::Model)?;
+        let slots = crate::slots::feature_slots(schema, cfg.features.as_deref())
+            .map_err(OnnxError::Model)?;
         if width >= 0 && width as usize != slots.len() {
             return Err(OnnxError::Model(format!(
                 "model input has {width} features, {} are mapped from the schema",

@@ -25,10 +25,11 @@
 //! with the scales folded and clipping applied; [`Llama::quantize`] with an `awq_int4`
 //! plan then quantizes it.
 
-use super::plan::{Precision, Proj, QuantPlan};
-use super::QuantError;
+use crate::llm::error::LlmError;
 use crate::llm::model::Block;
-use crate::llm::{Llama, LlmError};
+use crate::llm::model::Llama;
+use crate::qlinear::error::QuantError;
+use crate::qlinear::plan::{Precision, Proj, QuantPlan};
 use candle_core::{DType, Tensor};
 use std::time::Instant;
 
@@ -101,7 +102,10 @@ fn weights(b: &Block, p: Proj) -> Result<(Vec<f32>, usize, usize), LlmError> {
 
 /// Round-to-nearest INT4 quantize + dequantize (the "fake quantization" of the search).
 fn qdq(w: &[f32], out: usize, inp: usize, group: usize) -> Result<Vec<f32>, LlmError> {
-    Ok(super::format::Int4Weight::quantize("awq search", w, out, inp, group)?.dequantize())
+    Ok(
+        crate::qlinear::format::Int4Weight::quantize("awq search", w, out, inp, group)?
+            .dequantize(),
+    )
 }
 
 fn matmul_t(x: &Tensor, w: Vec<f32>, out: usize, inp: usize) -> Result<Tensor, LlmError> {
@@ -438,7 +442,8 @@ fn calibrate_block(
     }
     for p in Proj::ALL {
         let (v, out, inp) = w.remove(&p).expect("weight");
-        *nb.proj_mut(p) = super::QLinear::f32(Tensor::from_vec(v, (out, inp), &dev)?)?;
+        *nb.proj_mut(p) =
+            crate::qlinear::linear::QLinear::f32(Tensor::from_vec(v, (out, inp), &dev)?)?;
         nb.awq[p as usize] = awq(p);
     }
     Ok(nb)

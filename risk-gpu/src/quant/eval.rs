@@ -1,7 +1,8 @@
 //! Quality measures of a quantized model against its reference: perplexity of held-out
 //! text and the mean KL divergence of next-token distributions.
 
-use crate::llm::{Llama, LlmError};
+use crate::llm::error::LlmError;
+use crate::llm::model::Llama;
 use candle_core::{DType, Tensor, D};
 
 /// Log-probabilities `[T, vocab]` of every next token of `tokens` (position `t` predicts

@@ -23,25 +23,29 @@
 //! KServe and Triton all serve, and on loopback its cost is a small part of a remote
 //! call (BENCHMARKS.md [14]).
 //!
-//! [`FaultProxy`] is a loopback HTTP/1.1 proxy that delays, drops or corrupts responses,
-//! for testing a deployment's fallback (the integration tests and the benchmark use it).
+//! `FaultProxy` (feature `test-util`, off by default) is a loopback HTTP/1.1 proxy that
+//! delays, drops or corrupts responses, for testing a deployment's fallback (the
+//! integration tests and the benchmark turn the feature on).
 //!
 //! [`Scorer::score_within`]: risk_core::Scorer::score_within
 //! [`Scorer::score_batch_within`]: risk_core::Scorer::score_batch_within
 //! [`Scorer::warmup`]: risk_core::Scorer::warmup
 
+mod attempt;
 mod call;
 mod config;
 mod endpoint;
+#[cfg(feature = "test-util")]
 mod proxy;
 mod scorer;
 mod stats;
 mod toml;
 pub mod v2;
 
-pub use call::AttemptError;
+pub use attempt::AttemptError;
 pub use config::{BreakerConfig, Datatype, HedgeConfig, KServeConfig, RetryConfig, Wire};
 pub use endpoint::BreakerState;
+#[cfg(feature = "test-util")]
 pub use proxy::{Fault, FaultProxy};
 pub use scorer::{RemoteScorer, BINARY_EXTENSION};
 pub use stats::{AttemptFailures, EndpointStatus, RemoteStats};

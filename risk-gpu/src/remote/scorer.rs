@@ -1,6 +1,7 @@
 //! [`RemoteScorer`]: a model on a KServe V2 server as a tier.
 
-use super::call::{attempt, call, chain, CallError, Req, Shared};
+use super::attempt::chain;
+use super::call::{attempt, call, CallError, Req, Shared};
 use super::config::{Datatype, KServeConfig, Wire};
 use super::endpoint::{Endpoint, HedgeBudget, LatencyWindow};
 use super::stats::{Counters, EndpointStatus, RemoteStats};
@@ -172,8 +173,8 @@ impl RemoteScorer {
                 field: field.to_string(),
                 reason,
             })?;
-        let slots =
-            crate::feature_slots(schema, cfg.features.as_deref()).map_err(RemoteError::Feature)?;
+        let slots = crate::slots::feature_slots(schema, cfg.features.as_deref())
+            .map_err(RemoteError::Feature)?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("risk-kserve")

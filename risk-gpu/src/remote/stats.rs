@@ -1,6 +1,6 @@
 //! What a remote tier has done: calls, attempts, hedges, retries, failures by cause.
 
-use super::call::AttemptError;
+use super::attempt::AttemptError;
 use super::endpoint::BreakerState;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;

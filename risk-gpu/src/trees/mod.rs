@@ -8,7 +8,9 @@
 //! transactions scoring at or above `explain_above` get their top SHAP contributions
 //! ([`shap`]) as reason codes.
 
+mod avx2;
 mod avx512;
+mod binner;
 mod bytes;
 pub mod ensemble;
 pub mod flat;
@@ -33,7 +35,7 @@ pub const KERNELS: [&str; 4] = ["avx2-bytes", "avx512-top", "scalar", "walk"];
 /// nothing. A model runs a SIMD kernel only if it also fits that kernel's limits.
 pub fn kernel_available(name: &str) -> Option<bool> {
     match name {
-        "avx2-bytes" => Some(bytes::available()),
+        "avx2-bytes" => Some(binner::available()),
         "avx512-top" => Some(avx512::available()),
         "scalar" | "walk" => Some(true),
         _ => None,

@@ -15,7 +15,7 @@
 //! additions per leaf, instead of a test loop per leaf or `O(depth²)` unwinding.
 //!
 //! Where the CPU has AVX2 and BMI2 and the model fits the byte kernel's ranks (see
-//! [`super::bytes`]), the directions come faster: the row's bins decide all of a tree's
+//! [`super::binner`]), the directions come faster: the row's bins decide all of a tree's
 //! internal nodes (up to 64) at once as a bit mask, and each leaf's index is one `pext`
 //! of its path's agreement bits. Credits are then added row by row of tables padded to
 //! the deepest tree's depth (fixed-length loops) into four interleaved accumulators.
@@ -24,7 +24,7 @@
 //! (returns `None`) above a memory budget or depth, and the caller falls back to the
 //! recursive algorithm.
 
-use super::bytes::{Binner, Bmi2};
+use super::binner::{Binner, Bmi2};
 use super::ensemble::{Ensemble, Tree, LEAF};
 
 /// Largest table set built (values).

@@ -16,7 +16,7 @@
 //! group size, default 128). Two entries of the same kind covering one layer, ranges past
 //! the model's last layer and unknown names are errors naming the entry.
 
-use super::QuantError;
+use super::error::QuantError;
 use std::fmt;
 
 /// Storage precision of one weight matrix.

@@ -12,7 +12,7 @@
 //! `q = clamp(round(w / s) + z, 0, 15)`, rounding half to even (as `torch.round`); the
 //! scale is rounded to `f16` first so that what is stored is what was used.
 
-use super::QuantError;
+use super::error::QuantError;
 use half::f16;
 
 /// A 4-bit asymmetric group-quantized matrix `[out, inp]`.

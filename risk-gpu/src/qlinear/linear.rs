@@ -14,9 +14,9 @@
 //! 16), then one `f16` GEMM. The same code runs on the CPU in tests
 //! ([`QLinear::forward_device_path`]), which is how it is checked without a GPU.
 
+use super::error::QuantError;
 use super::format::{Int4Weight, Int8Weight};
 use super::plan::Precision;
-use super::QuantError;
 use candle_core::{DType, Device, Tensor};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
@@ -84,7 +84,7 @@ impl QLinear {
 
     /// Quantizes `w` (`f32`, `[out, inp]`) to `precision`; `name` appears in errors.
     /// For [`Precision::AwqInt4`] the AWQ scaling must already be folded into `w`
-    /// (see [`super::awq`]): the quantizer itself is round-to-nearest.
+    /// (see [`crate::quant::awq`]): the quantizer itself is round-to-nearest.
     pub fn quantize(name: &str, w: &Tensor, precision: Precision) -> Result<Self, QuantError> {
         let (out, inp) = w.dims2().map_err(cerr)?;
         let device = w.device().clone();

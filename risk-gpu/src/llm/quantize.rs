@@ -1,8 +1,11 @@
-//! [`Llama::quantize`]: a plan applied to a model.
+//! [`Llama::quantize`]: a plan applied to a model (round to nearest, or the AWQ-scaled
+//! weights [`crate::quant::calibrate`] left; the calibration itself is above this floor).
 
-use super::plan::{Precision, Proj, QuantPlan};
-use super::{QLinear, QuantError};
-use crate::llm::{Llama, LlmError};
+use super::error::LlmError;
+use super::model::Llama;
+use crate::qlinear::error::QuantError;
+use crate::qlinear::linear::QLinear;
+use crate::qlinear::plan::{Precision, Proj, QuantPlan};
 
 fn requantize(name: &str, w: &QLinear, p: Precision) -> Result<QLinear, LlmError> {
     if w.precision() == p {
@@ -14,7 +17,7 @@ fn requantize(name: &str, w: &QLinear, p: Precision) -> Result<QLinear, LlmError
 impl Llama {
     /// A copy of the model with its weights stored as `plan` says (unlisted weights keep
     /// their precision). `awq_int4` projections must have been calibrated for the same
-    /// group size ([`super::calibrate`]); otherwise the error names the projection. The
+    /// group size ([`crate::quant::calibrate`]); otherwise the error names the projection. The
     /// result's identity adds the plan, so its prefix-cache entries never mix with
     /// another plan's.
     pub fn quantize(&self, plan: &QuantPlan) -> Result<Llama, LlmError> {

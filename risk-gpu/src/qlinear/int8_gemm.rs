@@ -2,7 +2,7 @@
 //! activations quantized per row on the fly (symmetric, `absmax / 127`), products summed
 //! exactly in `i32`, then scaled back: `y[t, o] = sx[t] · sw[o] · Σₖ qx[t, k] · qw[o, k]`.
 //! This is what "dynamic INT8" means in ONNX Runtime and PyTorch; it is what makes an INT8
-//! layer *faster* than f32, not only smaller ([`QLinear`](super::QLinear)'s default INT8
+//! layer *faster* than f32, not only smaller ([`QLinear`](super::linear::QLinear)'s default INT8
 //! path dequantizes the weights and runs the f32 GEMM).
 //!
 //! Hand-written because candle has no integer GEMM (its GGML Q8 kernels quantize in blocks
