@@ -44,6 +44,13 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 servers_dir=${RISK_SERVERS_DIR:-$repo/target/servers}
 broker=$here/kafka/broker.sh
+# The throw-away CA and certificates of the TLS listeners (tools/certs.sh), made anew when
+# missing or within a day of expiry. Tests find them through RISK_TLS_DIR ($servers_dir/tls).
+tls_dir=${RISK_TLS_DIR:-$servers_dir/tls}
+tls_certs() {
+  [[ -s $tls_dir/server.pem ]] && openssl x509 -checkend 86400 -noout -in "$tls_dir/server.pem" >/dev/null \
+    || "$here/certs.sh" "$tls_dir" >/dev/null
+}
 
 all_servers=(kafka prometheus redis mlserver)
 
@@ -362,6 +369,7 @@ done
 
 case "$cmd" in
   start)
+    tls_certs || { echo "servers.sh: cannot make the test certificates in $tls_dir" >&2; exit 1; }
     for n in "${names[@]}"; do
       "${n}_start" || { echo "servers.sh: $n failed to start" >&2; exit 1; }
     done

@@ -66,13 +66,16 @@ pub mod deploy;
 mod engine;
 pub mod ensemble;
 pub mod error;
+pub mod files;
 pub mod hash;
 pub mod metrics;
 pub mod monitor;
 pub mod policy;
+pub mod pseudo;
 pub mod reason;
 pub mod schema;
 pub mod scorer;
+pub mod secret;
 mod setting;
 pub mod state;
 #[cfg(feature = "synth")]
