@@ -7,8 +7,14 @@
 //! cargo run --release --example audit_query -- --rule R_CT_SMALL_BURST --limit 3
 //! cargo run --release --example audit_query -- --from 1767225600000 --to 1767229200000
 //! cargo run --release --example audit_query -- --verify
+//! cargo run --release --example audit_query -- --verify --key env:RISK_PSEUDONYM_KEY
 //! cargo run --release --example audit_query -- --replay-decline-at 0.6
 //! ```
+//!
+//! `--verify` checks every checksum and the hash chain and names the first broken link
+//! (exit status 1 when the log is damaged or tampered with). `--key SPEC` (`env:NAME` or
+//! `file:PATH`) is the log's `[privacy] key`: the chain is checked keyed and `--entity`
+//! looks up the entity's pseudonym.
 //!
 //! `--dir DIR` reads another log (default `target/quickstart-audit`). `--replay-decline-at
 //! X` re-decides every recorded decision with the quickstart's rules and XGBoost model but
@@ -26,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dir =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/quickstart-audit");
     let mut q = Query::default();
-    let (mut limit, mut verify, mut replay_at) = (usize::MAX, false, None);
+    let (mut limit, mut verify, mut replay_at, mut key) = (usize::MAX, false, None, None);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -43,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--decisions-only" => q.verdicts = false,
             "--limit" => limit = val()?.parse()?,
             "--verify" => verify = true,
+            "--key" => key = Some(val()?),
             "--replay-decline-at" => replay_at = Some(val()?.parse::<f32>()?),
             "--help" | "-h" => {
                 println!("see the module docs of examples/audit_query.rs");
@@ -51,11 +58,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             other => return Err(format!("unknown argument {other}").into()),
         }
     }
-    let reader = AuditReader::new(&dir);
+    let mut reader = AuditReader::new(&dir);
+    if let Some(spec) = key {
+        let secret = risk_core::secret::Secret::resolve("--key", &spec)?;
+        let p = risk_core::pseudo::Pseudonymiser::new("--key", secret.expose().as_bytes())?;
+        reader = reader.with_pseudonymiser(p);
+    }
     if verify {
-        let n = reader.verify()?;
-        println!("{}: {n} records, every checksum good", dir.display());
-        return Ok(());
+        match reader.verify().and_then(|n| Ok((n, reader.verify_chain()?))) {
+            Ok((n, c)) => {
+                println!(
+                    "{}: {n} records in {} segments (seq {}..={}), every checksum good, chain intact ({}; {})",
+                    dir.display(),
+                    c.segments,
+                    c.first_seq,
+                    c.last_seq,
+                    if c.keyed { "keyed" } else { "unkeyed" },
+                    if c.anchored_at_start {
+                        "checked from record 1"
+                    } else {
+                        "anchored at the oldest record kept"
+                    }
+                );
+                return Ok(());
+            }
+            Err(e) => {
+                eprintln!("{}: NOT INTACT: {e}", dir.display());
+                std::process::exit(1);
+            }
+        }
     }
     if let Some(decline_at) = replay_at {
         let schema = risk_core::synth::schema();

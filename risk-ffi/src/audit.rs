@@ -1,5 +1,6 @@
-//! The audit trail over the C ABI: `risk_audit_query_json` (any log directory, no engine
-//! needed), `risk_engine_audit_flush` and `risk_engine_audit_stats_json`. The log itself
+//! The audit trail over the C ABI: `risk_audit_query_json` and `risk_audit_verify_json`
+//! (any log directory, no engine needed), `risk_engine_audit_flush` and
+//! `risk_engine_audit_stats_json`. The log itself
 //! is configured in `risk.toml` (`[audit]`, `[audit.kafka]`), as every engine option is.
 
 use crate::args::str_arg;
@@ -8,7 +9,7 @@ use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
 use crate::export::{export, export_handle};
 use crate::handle::with_handle;
-use risk_core::audit::{AuditReader, LogStats, Query, Recovery};
+use risk_core::audit::{AuditError, AuditReader, LogStats, Query, Recovery};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::ffi::c_char;
@@ -105,6 +106,61 @@ pub unsafe extern "C" fn risk_audit_query_json(
             })
             .collect();
         Ok(Value::Array(items).to_string())
+    })
+}
+
+/// Checks the audit log in directory `dir` end to end (every checksum, dense sequence
+/// numbers, segments named for their first record, every hash-chain link) and writes the
+/// result as JSON: `{"intact": true, "records", "segments", "first_seq", "last_seq",
+/// "anchored_at_start", "keyed", "unlinked"}`, or `{"intact": false, "segment", "offset",
+/// "seq", "error"}` naming the first broken link or damaged record. `key_spec` (NULL: an
+/// unkeyed check) is the log's `[privacy] key` as a secret reference, `env:NAME` or
+/// `file:PATH`; the key itself is never echoed. A broken log is `RISK_OK` with `"intact":
+/// false`; an unreadable directory or a bad key spec is `RISK_ERR_INVALID`.
+///
+/// # Safety
+/// `dir` is a NUL-terminated string; `key_spec` is NULL or one; `buf` has `cap` writable
+/// bytes (or is NULL); `len` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_audit_verify_json(
+    dir: *const c_char,
+    key_spec: *const c_char,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+) -> risk_result {
+    export(buf, cap, len, || {
+        // SAFETY: forwarded caller guarantees.
+        let dir = unsafe { str_arg(dir, "dir") }?;
+        let mut reader = AuditReader::new(dir);
+        if !key_spec.is_null() {
+            // SAFETY: forwarded caller guarantee.
+            let spec = unsafe { str_arg(key_spec, "key_spec") }?;
+            let secret = risk_core::secret::Secret::resolve("key_spec", spec)
+                .map_err(|e| fail(RISK_ERR_INVALID, e.to_string()))?;
+            let p = risk_core::pseudo::Pseudonymiser::new("key_spec", secret.expose().as_bytes())
+                .map_err(|e| fail(RISK_ERR_INVALID, e.to_string()))?;
+            reader = reader.with_pseudonymiser(p);
+        }
+        let broken = |segment: &std::path::Path, offset: u64, seq: Option<u64>, e: &AuditError| {
+            json!({"intact": false, "segment": segment.display().to_string(), "offset": offset,
+                   "seq": seq, "error": e.to_string()})
+        };
+        let v = match reader.verify_chain() {
+            Ok(r) => json!({"intact": true, "records": r.records, "segments": r.segments,
+                "first_seq": r.first_seq, "last_seq": r.last_seq,
+                "anchored_at_start": r.anchored_at_start, "keyed": r.keyed, "unlinked": r.unlinked}),
+            Err(e @ AuditError::Tampered { .. }) => {
+                let AuditError::Tampered { path, offset, seq, .. } = &e else { unreachable!() };
+                broken(path, *offset, Some(*seq), &e)
+            }
+            Err(e @ AuditError::Corrupt { .. }) => {
+                let AuditError::Corrupt { path, offset, .. } = &e else { unreachable!() };
+                broken(path, *offset, None, &e)
+            }
+            Err(e) => return Err(fail(RISK_ERR_INVALID, e.to_string())),
+        };
+        Ok(v.to_string())
     })
 }
 

@@ -60,7 +60,10 @@ mod rules;
 mod state;
 
 pub use args::RISK_MAX_INPUT;
-pub use audit::{risk_audit_query_json, risk_engine_audit_flush, risk_engine_audit_stats_json};
+pub use audit::{
+    risk_audit_query_json, risk_audit_verify_json, risk_engine_audit_flush,
+    risk_engine_audit_stats_json,
+};
 pub use decision::{
     risk_decision, risk_fallback_name, risk_reason, risk_reason_name, RISK_ACTION_APPROVE,
     RISK_ACTION_DECLINE, RISK_ACTION_REVIEW, RISK_CODE_UNKNOWN, RISK_ESCALATION_ENQUEUED,

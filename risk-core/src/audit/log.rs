@@ -50,6 +50,8 @@ pub struct SegmentLog {
     counters: Arc<Counters>,
     last_error: Arc<Mutex<Option<String>>>,
     recovery: Recovery,
+    /// The `[privacy] key`'s pseudonymiser, for [`reader`](Self::reader).
+    pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Selected slots per schema fingerprint (computed once per schema).
     slots: Mutex<Option<(u64, Arc<[u32]>)>>,
@@ -78,9 +80,15 @@ impl SegmentLog {
     /// [`open`](Self::open) with the clock that names segments and judges their age.
     pub fn open_with_clock(opts: LogOptions, clock: Arc<dyn Clock>) -> Result<Self, AuditError> {
         opts.validate()?;
-        std::fs::create_dir_all(&opts.dir).map_err(AuditError::io(&opts.dir))?;
+        crate::files::create_dir(&opts.dir, opts.file_mode)?;
         let segments = frame::list(&opts.dir).map_err(AuditError::io(&opts.dir))?;
         let recovery = recover(&segments, opts.truncate_corrupt_tail)?;
+        let chain = super::chain::Chain::new(
+            opts.pseudonymiser
+                .as_ref()
+                .map(|p| p.subkey(super::chain::KEY_PURPOSE)),
+            super::chain::last_link(&segments)?,
+        );
         let (tx, rx) = bounded(opts.queue_capacity);
         let counters = Arc::new(Counters::default());
         counters.written.store(recovery.last_seq, Relaxed);
@@ -94,6 +102,7 @@ impl SegmentLog {
             Arc::clone(&last_error),
             segments,
             recovery.last_seq,
+            chain,
         );
         w.start_segment()?;
         let (closed, pin) = (Arc::clone(&w.closed), Arc::clone(&w.pin));
@@ -111,6 +120,7 @@ impl SegmentLog {
             counters,
             last_error,
             recovery,
+            pseudonymiser: opts.pseudonymiser,
             writer: Mutex::new(Some(writer)),
             slots: Mutex::new(None),
             last_schema: AtomicU64::new(0),
@@ -123,9 +133,19 @@ impl SegmentLog {
         &self.dir
     }
 
-    /// A reader over the log as it is on disk now (and as it grows).
+    /// A reader over the log as it is on disk now (and as it grows), with the log's
+    /// pseudonymiser (entity lookups and the keyed chain).
     pub fn reader(&self) -> super::AuditReader {
-        super::AuditReader::new(self.dir.clone())
+        let r = super::AuditReader::new(self.dir.clone());
+        match &self.pseudonymiser {
+            Some(p) => r.with_pseudonymiser(p.clone()),
+            None => r,
+        }
+    }
+
+    /// Whether entity keys in this log's records are pseudonymised (`[privacy] key` set).
+    pub fn pseudonymised(&self) -> bool {
+        self.pseudonymiser.is_some()
     }
 
     /// Counters.

@@ -15,6 +15,7 @@
 //! give forward and backward compatibility, and one record is one Kafka message value.
 //! [`AuditEntry::to_json`] is the view for people.
 
+mod chain;
 mod config;
 mod frame;
 #[cfg(feature = "kafka")]
@@ -33,6 +34,7 @@ mod writer;
 pub(crate) use config::{KafkaSpec, RawAudit};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaForwarder, KafkaOptions, KafkaStats};
+pub use chain::ChainReport;
 pub use log::SegmentLog;
 pub use options::{Durability, FeatureSelection, LogOptions, LogStats, OnFull, Recovery};
 pub use reader::{AuditEntry, AuditReader, Entries, Query};
@@ -106,6 +108,21 @@ pub enum AuditError {
         /// What was wrong.
         what: String,
     },
+    /// The hash chain is broken: names the first broken link (see the `chain` module docs).
+    #[error("{path}: audit chain broken at record {seq} (byte {offset}): {what}")]
+    Tampered {
+        /// The segment.
+        path: PathBuf,
+        /// Byte offset of the first record whose link fails.
+        offset: u64,
+        /// Its sequence number.
+        seq: u64,
+        /// What was wrong.
+        what: String,
+    },
+    /// The log's directory is not private (writable by others) or cannot be made so.
+    #[error(transparent)]
+    Files(#[from] crate::files::FilesError),
     /// An option is out of range.
     #[error("audit option {key}: {message}")]
     Invalid {

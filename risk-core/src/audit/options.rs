@@ -67,11 +67,19 @@ pub struct LogOptions {
     /// At open, cut a damaged frame at the end of the last segment (and everything
     /// after it) instead of refusing to open. Off by default: damage is never silent.
     pub truncate_corrupt_tail: bool,
+    /// Keyed pseudonyms for the entity keys in records, and the key of the hash chain's
+    /// links (`[privacy] key`). `None`: entity keys are written as they are and the chain is
+    /// unkeyed (the build log and `health()` say the trail is not pseudonymised).
+    pub pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
+    /// Modes of the directory and segments (`file_mode`: `private` 0700/0600, default, or
+    /// `group` 0750/0640).
+    pub file_mode: crate::files::FileMode,
 }
 
 impl LogOptions {
     /// The defaults for `dir`: fsync per batch, 8192-record queue, drop when full,
-    /// batches of up to 4096, 64 MiB / 1 h segments, 180 days' retention, all features.
+    /// batches of up to 4096, 64 MiB / 1 h segments, 400 days' retention (PCI DSS 10.5.1 keeps
+    /// a year of audit history), all features, private files, no pseudonymiser.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
             dir: dir.into(),
@@ -81,10 +89,12 @@ impl LogOptions {
             max_batch: 4096,
             segment_bytes: 64 << 20,
             segment_age: Duration::from_secs(3600),
-            retention_age: Some(Duration::from_secs(180 * 86_400)),
+            retention_age: Some(Duration::from_secs(400 * 86_400)),
             retention_bytes: None,
             features: FeatureSelection::All,
             truncate_corrupt_tail: false,
+            pseudonymiser: None,
+            file_mode: crate::files::FileMode::Private,
         }
     }
 

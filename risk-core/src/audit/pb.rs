@@ -7,6 +7,12 @@ pub struct AuditRecord {
     /// Position in the local log: dense, starts at 1, increases by one per record.
     #[prost(uint64, tag = "1")]
     pub seq: u64,
+    /// Tamper evidence: the first 16 bytes of BLAKE3 (keyed with the chain key derived from
+    /// `\[privacy\] key` when one is configured) over the previous record's link followed by this
+    /// record encoded without this field; record 1 links from 16 zero bytes. Always the last
+    /// field written. Empty in records written before release 0.1 linked them.
+    #[prost(bytes = "vec", tag = "15")]
+    pub chain: ::prost::alloc::vec::Vec<u8>,
     /// What the record is.
     #[prost(oneof = "audit_record::Body", tags = "2, 3, 4, 5")]
     pub body: ::core::option::Option<audit_record::Body>,

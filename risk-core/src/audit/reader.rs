@@ -14,6 +14,7 @@
 //! are skipped; by transaction, entity or rule every segment in range is read (about
 //! 1-2 M records/s here; an index is future work).
 
+use super::chain::ChainReport;
 use super::frame::{self, FrameError, FrameReader, SegmentName};
 use super::pb::{self, audit_record::Body};
 use super::AuditError;
@@ -28,6 +29,7 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct AuditReader {
     dir: PathBuf,
+    pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
 }
 
 /// Which records to return. The default: every decision and verdict.
@@ -205,11 +207,17 @@ impl AuditEntry {
 impl AuditReader {
     /// A reader of the log in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into() }
+        Self {
+            dir: dir.into(),
+            pseudonymiser: None,
+        }
     }
 
     /// The records matching `q`, in log order.
-    pub fn query(&self, q: Query) -> Result<Entries, AuditError> {
+    pub fn query(&self, mut q: Query) -> Result<Entries, AuditError> {
+        if let (Some(p), Some(e)) = (&self.pseudonymiser, q.entity) {
+            q.entity = Some(p.u64(crate::pseudo::Domain::Entity, e));
+        }
         let all = frame::list(&self.dir).map_err(AuditError::io(&self.dir))?;
         // Segment i holds records decided from about its creation until the next one's;
         // a minute of slack covers records queued across a rotation.
@@ -244,14 +252,37 @@ impl AuditReader {
         self.query(Query::default())
     }
 
-    /// Reads every segment and checks every frame; the first damage found, if any.
+    /// Reads every segment and checks every frame and the hash chain (with the key given
+    /// to [`with_pseudonymiser`](Self::with_pseudonymiser), if any); the number of
+    /// records, or the first damage or broken link found.
     pub fn verify(&self) -> Result<u64, AuditError> {
         let mut n = 0;
         for e in self.query(Query::everything())? {
             e?;
             n += 1;
         }
+        self.verify_chain()?;
         Ok(n)
+    }
+
+    /// Checks the hash chain across every segment: sequence numbers dense and in order,
+    /// segments named for their first record, every link recomputed (keyed when this reader
+    /// has the `[privacy] key`). `Err(AuditError::Tampered)` names the first broken link.
+    pub fn verify_chain(&self) -> Result<ChainReport, AuditError> {
+        super::chain::verify(
+            &self.dir,
+            self.pseudonymiser
+                .as_ref()
+                .map(|p| p.subkey(super::chain::KEY_PURPOSE)),
+        )
+    }
+
+    /// This reader with the `[privacy] key` the log was written with: entity queries
+    /// ([`Query::entity`]) look up the pseudonym of the key they are given, and the chain
+    /// is checked keyed.
+    pub fn with_pseudonymiser(mut self, p: crate::pseudo::Pseudonymiser) -> Self {
+        self.pseudonymiser = Some(p);
+        self
     }
 }
 

@@ -151,7 +151,20 @@ pub(crate) fn decision(it: &DecisionItem) -> pb::DecisionRecord {
     }
 }
 
-/// The verdict record for `v`.
+/// Replaces the identifiers in `body` by their keyed pseudonyms (`[privacy] key`): the
+/// entity of decisions and verdicts. Transaction ids stay (they identify a payment to its
+/// processor, not a person, and reconciliation looks them up).
+pub(crate) fn pseudonymise(body: &mut pb::audit_record::Body, p: &crate::pseudo::Pseudonymiser) {
+    use crate::pseudo::Domain;
+    use pb::audit_record::Body;
+    match body {
+        Body::Decision(d) => d.entity = p.u64(Domain::Entity, d.entity),
+        Body::Verdict(v) => v.entity = p.u64(Domain::Entity, v.entity),
+        Body::Schema(_) | Body::Alert(_) => {}
+    }
+}
+
+/// The alert record for `a`.
 pub(crate) fn alert(a: &crate::monitor::Alert) -> pb::AlertRecord {
     pb::AlertRecord {
         kind: a.kind.as_str().into(),

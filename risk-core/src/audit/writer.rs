@@ -1,6 +1,7 @@
 //! The segment log's writer thread (group commit, durability, rotation, retention, write
 //! errors) and the recovery of the last segment at open. See `log.rs` for the contract.
 
+use super::chain::Chain;
 use super::frame::{self, FrameError, FrameReader, SegmentName};
 use super::options::{Durability, FeatureSelection, LogOptions, Recovery};
 use super::pb::{self, audit_record::Body};
@@ -87,6 +88,8 @@ pub(crate) struct Writer {
     schemas: Vec<Arc<FeatureSchema>>,
     last_sync: Nanos,
     unsynced: bool,
+    /// The hash chain's last link and key (records are linked as they are encoded).
+    chain: Chain,
 }
 
 impl Writer {
@@ -98,6 +101,7 @@ impl Writer {
         last_error: Arc<Mutex<Option<String>>>,
         segments: Vec<SegmentName>,
         last_seq: u64,
+        chain: Chain,
     ) -> Self {
         let now = clock.now();
         Self {
@@ -117,6 +121,7 @@ impl Writer {
             schemas: Vec::new(),
             last_sync: now,
             unsynced: false,
+            chain,
         }
     }
 
@@ -150,10 +155,7 @@ impl Writer {
 
     fn new_segment(&mut self) -> Result<(), AuditError> {
         let name = SegmentName::new(&self.opts.dir, self.next_seq, self.clock.unix_ms());
-        let mut file = OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&name.path)
+        let mut file = crate::files::create_new(&name.path, self.opts.file_mode)
             .map_err(AuditError::io(&name.path))?;
         file.write_all(&frame::header())
             .and_then(|()| file.sync_data())
@@ -235,14 +237,19 @@ impl Writer {
         Ok(())
     }
 
-    fn encode(&mut self, body: Body) {
+    fn encode(&mut self, mut body: Body) {
+        if let Some(p) = &self.opts.pseudonymiser {
+            record::pseudonymise(&mut body, p);
+        }
         let r = pb::AuditRecord {
             seq: self.next_seq,
             body: Some(body),
+            chain: Vec::new(),
         };
         self.scratch.clear();
         // Encoding into a Vec cannot fail (it grows).
         let _ = r.encode(&mut self.scratch);
+        self.chain.append(&mut self.scratch);
         frame::put(&mut self.buf, &self.scratch);
         self.next_seq += 1;
     }

@@ -65,9 +65,13 @@
 //! on_full = "drop"          # or "backpressure" (wait up to backpressure_max_wait_us)
 //! segment_bytes = 67108864
 //! segment_age_ms = 3600000
-//! retention_days = 180
+//! retention_days = 400     # default 400 (a year of history, PCI DSS 10.5.1)
 //! retention_bytes = 0       # 0: no byte bound
 //! features = "all"          # "all" | "none" | ["amount", "country", ...]
+//!
+//! [privacy]                 # see SECURITY.md
+//! key = "env:RISK_PSEUDONYM_KEY"  # keyed pseudonyms of identifiers written or sent, keyed audit chain
+//! file_mode = "private"     # files 0600, dirs 0700; "group": 0640 / 0750
 //! ```
 
 use crate::circuit::CircuitConfig;
@@ -76,6 +80,7 @@ use crate::policy::Policy;
 use crate::setting::{at_least_one, unit};
 use std::time::Duration;
 
+pub(crate) mod privacy;
 pub(crate) mod raw;
 pub use crate::scorer::constant::ConstantScorer;
 pub use crate::scorer::registry::{ScorerRegistry, ScorerSpec};

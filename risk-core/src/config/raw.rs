@@ -44,6 +44,8 @@ pub(crate) struct RawFile {
     pub monitor: Option<crate::monitor::config::RawMonitor>,
     #[serde(default)]
     pub state: Option<crate::state::RawState>,
+    #[serde(default)]
+    pub privacy: super::privacy::RawPrivacy,
 }
 
 #[derive(Debug, Deserialize)]
@@ -312,10 +314,13 @@ impl RawFile {
 
     /// `[audit]` as log options, when present.
     pub(crate) fn audit_options(&self, base_dir: &Path) -> Result<Option<LogOptions>, ConfigError> {
-        self.audit
-            .as_ref()
-            .map(|a| a.to_options(base_dir))
-            .transpose()
+        let Some(a) = &self.audit else {
+            return Ok(None);
+        };
+        let mut o = a.to_options(base_dir)?;
+        o.pseudonymiser = self.privacy.pseudonymiser()?;
+        o.file_mode = self.privacy.file_mode();
+        Ok(Some(o))
     }
 
     /// `[audit.kafka]`, when present.

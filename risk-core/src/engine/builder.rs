@@ -47,6 +47,8 @@ pub struct EngineBuilder {
     monitor: Option<crate::monitor::MonitorConfig>,
     on_alert: Option<super::monitor::AlertCallback>,
     state: Option<crate::state::StateConfig>,
+    /// `[privacy] key`: pseudonyms of identifiers written or sent.
+    pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -79,6 +81,7 @@ impl EngineBuilder {
             monitor: None,
             on_alert: None,
             state: None,
+            pseudonymiser: None,
         }
     }
 
@@ -100,6 +103,7 @@ impl EngineBuilder {
         b.deploy = raw.deploy_config(base_dir)?;
         b.fast_calibration = raw.fast_calibration()?;
         b.monitor = raw.monitor_config()?;
+        b.pseudonymiser = raw.privacy.pseudonymiser()?;
         if let Some(st) = &raw.state {
             b.state = Some(st.to_config(base_dir)?);
         }
@@ -130,6 +134,14 @@ impl EngineBuilder {
     /// a numeric field for each ([`StateConfig::extend_schema`](crate::state::StateConfig::extend_schema)).
     pub fn state(mut self, cfg: crate::state::StateConfig) -> Self {
         self.state = Some(cfg);
+        self
+    }
+
+    /// The `[privacy] key`'s pseudonymiser: identifiers this engine writes or sends are
+    /// replaced by keyed pseudonyms (see [`crate::pseudo`]). An audit log opened by the
+    /// caller takes its own ([`LogOptions::pseudonymiser`](crate::audit::LogOptions)).
+    pub fn pseudonymiser(mut self, p: crate::pseudo::Pseudonymiser) -> Self {
+        self.pseudonymiser = Some(p);
         self
     }
 
@@ -436,7 +448,17 @@ impl EngineBuilder {
                 Arc::clone(&self.clock),
             )?)),
         };
+        let writes_ids = self.audit_log.is_some() || self.audit.is_some();
+        let pseudonymised = self.pseudonymiser.is_some()
+            && self.audit_log.as_ref().is_none_or(|l| l.pseudonymised());
+        if writes_ids && !pseudonymised {
+            tracing::warn!(
+                target: "risk::privacy",
+                "identifiers in the audit trail are not pseudonymised: set [privacy] key (see SECURITY.md)"
+            );
+        }
         let inner = Arc::new(Inner {
+            pseudonymised,
             state,
             schema: self.schema,
             deploy: DeployCtl::new(self.deploy, dir, self.registry, keys),

@@ -73,6 +73,9 @@ pub struct Health {
     pub deep: TierHealth,
     /// Targets with a deploy in progress.
     pub deploying: Vec<Target>,
+    /// Whether identifiers this engine writes or sends are keyed pseudonyms (`[privacy]
+    /// key` set). `false`: the audit trail holds entity keys as they are.
+    pub pseudonymised: bool,
 }
 
 impl Health {
@@ -159,6 +162,7 @@ impl Engine {
                 serving: self.deploy_status(Target::Deep).serving,
             },
             deploying,
+            pseudonymised: i.pseudonymised,
         }
     }
 }

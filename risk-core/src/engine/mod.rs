@@ -60,6 +60,8 @@ pub struct Engine {
 }
 
 struct Inner {
+    /// Whether a `[privacy] key` pseudonymises what this engine writes (`health()`).
+    pseudonymised: bool,
     schema: Arc<FeatureSchema>,
     cfg: EngineConfig,
     /// The versioned slots (rules, fast, policy), loaded once per decision.

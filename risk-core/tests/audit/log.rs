@@ -443,7 +443,9 @@ fn an_unusable_directory_is_a_typed_error_at_open() {
     let file = dir.path().join("plain-file");
     std::fs::write(&file, b"x").unwrap();
     match SegmentLog::open(opts(&file.join("audit"))) {
-        Err(AuditError::Io { path, .. }) => assert!(path.starts_with(&file)),
+        Err(AuditError::Files(risk_core::files::FilesError::Io { path, .. })) => {
+            assert!(path.starts_with(&file))
+        }
         other => panic!("{other:?}"),
     }
     let mut o = opts(dir.path());

@@ -6,3 +6,4 @@ mod kafka;
 mod log;
 mod proto;
 mod replay;
+mod tamper;
