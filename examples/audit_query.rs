@@ -65,7 +65,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reader = reader.with_pseudonymiser(p);
     }
     if verify {
-        match reader.verify().and_then(|n| Ok((n, reader.verify_chain()?))) {
+        match reader
+            .verify()
+            .and_then(|n| Ok((n, reader.verify_chain()?)))
+        {
             Ok((n, c)) => {
                 println!(
                     "{}: {n} records in {} segments (seq {}..={}), every checksum good, chain intact ({}; {})",

@@ -427,6 +427,24 @@ risk_result risk_audit_query_json(const char *dir,
                                   size_t cap,
                                   size_t *len);
 
+// Checks the audit log in directory `dir` end to end (every checksum, dense sequence
+// numbers, segments named for their first record, every hash-chain link) and writes the
+// result as JSON: `{"intact": true, "records", "segments", "first_seq", "last_seq",
+// "anchored_at_start", "keyed", "unlinked"}`, or `{"intact": false, "segment", "offset",
+// "seq", "error"}` naming the first broken link or damaged record. `key_spec` (NULL: an
+// unkeyed check) is the log's `[privacy] key` as a secret reference, `env:NAME` or
+// `file:PATH`; the key itself is never echoed. A broken log is `RISK_OK` with `"intact":
+// false`; an unreadable directory or a bad key spec is `RISK_ERR_INVALID`.
+//
+// # Safety
+// `dir` is a NUL-terminated string; `key_spec` is NULL or one; `buf` has `cap` writable
+// bytes (or is NULL); `len` is writable.
+risk_result risk_audit_verify_json(const char *dir,
+                                   const char *key_spec,
+                                   char *buf,
+                                   size_t cap,
+                                   size_t *len);
+
 // Waits up to `timeout_ms` until every record the engine's audit log accepted is
 // durable, and writes the durable sequence number to `*durable_seq` (may be NULL).
 // `RISK_ERR_INVALID` when the engine has no `[audit]` log; `RISK_ERR_AUDIT` when the

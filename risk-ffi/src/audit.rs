@@ -151,11 +151,18 @@ pub unsafe extern "C" fn risk_audit_verify_json(
                 "first_seq": r.first_seq, "last_seq": r.last_seq,
                 "anchored_at_start": r.anchored_at_start, "keyed": r.keyed, "unlinked": r.unlinked}),
             Err(e @ AuditError::Tampered { .. }) => {
-                let AuditError::Tampered { path, offset, seq, .. } = &e else { unreachable!() };
+                let AuditError::Tampered {
+                    path, offset, seq, ..
+                } = &e
+                else {
+                    unreachable!()
+                };
                 broken(path, *offset, Some(*seq), &e)
             }
             Err(e @ AuditError::Corrupt { .. }) => {
-                let AuditError::Corrupt { path, offset, .. } = &e else { unreachable!() };
+                let AuditError::Corrupt { path, offset, .. } = &e else {
+                    unreachable!()
+                };
                 broken(path, *offset, None, &e)
             }
             Err(e) => return Err(fail(RISK_ERR_INVALID, e.to_string())),

@@ -203,7 +203,10 @@ pub(crate) fn verify(dir: &Path, key: Option<[u8; 32]>) -> Result<ChainReport, A
                     return Err(broken(
                         at,
                         rec.seq,
-                        format!("record {} where {due} was due (records dropped or reordered)", rec.seq),
+                        format!(
+                            "record {} where {due} was due (records dropped or reordered)",
+                            rec.seq
+                        ),
                     ));
                 }
             } else {
@@ -214,7 +217,11 @@ pub(crate) fn verify(dir: &Path, key: Option<[u8; 32]>) -> Result<ChainReport, A
             rep.records += 1;
             let Some((body, got)) = split(&buf) else {
                 if prev.is_some() {
-                    return Err(broken(at, rec.seq, "record has no link after linked records".into()));
+                    return Err(broken(
+                        at,
+                        rec.seq,
+                        "record has no link after linked records".into(),
+                    ));
                 }
                 rep.unlinked += 1;
                 continue;

@@ -31,10 +31,10 @@ mod reader;
 mod record;
 mod writer;
 
+pub use chain::ChainReport;
 pub(crate) use config::{KafkaSpec, RawAudit};
 #[cfg(feature = "kafka")]
 pub use kafka::{KafkaForwarder, KafkaOptions, KafkaStats};
-pub use chain::ChainReport;
 pub use log::SegmentLog;
 pub use options::{Durability, FeatureSelection, LogOptions, LogStats, OnFull, Recovery};
 pub use reader::{AuditEntry, AuditReader, Entries, Query};

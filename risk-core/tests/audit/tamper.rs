@@ -86,7 +86,9 @@ fn rewrite(path: &Path, payloads: &[Vec<u8>]) {
 
 fn tampered(r: Result<impl std::fmt::Debug, AuditError>) -> (PathBuf, u64, String) {
     match r {
-        Err(AuditError::Tampered { path, seq, what, .. }) => (path, seq, what),
+        Err(AuditError::Tampered {
+            path, seq, what, ..
+        }) => (path, seq, what),
         other => panic!("expected a broken link, got {other:?}"),
     }
 }
@@ -196,7 +198,10 @@ fn swapped_segments_are_named() {
     let dir = tempfile::tempdir().unwrap();
     write_log(dir.path(), 80);
     let segs = segments(dir.path());
-    let (a, b) = (std::fs::read(&segs[1]).unwrap(), std::fs::read(&segs[2]).unwrap());
+    let (a, b) = (
+        std::fs::read(&segs[1]).unwrap(),
+        std::fs::read(&segs[2]).unwrap(),
+    );
     std::fs::write(&segs[1], &b).unwrap();
     std::fs::write(&segs[2], &a).unwrap();
     let (path, _, what) = tampered(keyed_reader(dir.path()).verify_chain());
@@ -242,10 +247,19 @@ fn entity_keys_are_pseudonymised_and_found_with_the_key() {
         .filter_map(|e| e.unwrap().decision().map(|d| d.entity))
         .collect();
     assert_eq!(raw.len(), 30);
-    assert!(raw.iter().all(|&e| !(5000..5003).contains(&e)), "raw entity ids on disk");
-    let with_key = keyed_reader(dir.path()).query(Query::entity(5001)).unwrap().count();
+    assert!(
+        raw.iter().all(|&e| !(5000..5003).contains(&e)),
+        "raw entity ids on disk"
+    );
+    let with_key = keyed_reader(dir.path())
+        .query(Query::entity(5001))
+        .unwrap()
+        .count();
     assert_eq!(with_key, 10);
-    let without = AuditReader::new(dir.path()).query(Query::entity(5001)).unwrap().count();
+    let without = AuditReader::new(dir.path())
+        .query(Query::entity(5001))
+        .unwrap()
+        .count();
     assert_eq!(without, 0);
 }
 

@@ -548,3 +548,60 @@ fn a_damaged_segment_is_an_element_of_kind_damaged() {
     let one = query(&log, Some(r#"{"txn": 3}"#));
     assert!(one.iter().any(|r| r["kind"] == "damaged"), "{one:?}");
 }
+
+/// `risk_audit_verify_json(dir, key_spec)` parsed, or the failing code.
+fn verify(dir: &Path, key_spec: Option<&str>) -> Result<Value, risk_result> {
+    let d = CString::new(dir.to_str().unwrap()).unwrap();
+    let k = key_spec.map(|k| CString::new(k).unwrap());
+    let kp = k.as_ref().map_or(std::ptr::null(), |k| k.as_ptr());
+    // SAFETY: `d` and `k` are NUL-terminated (or NULL); buffer and length come from
+    // `read_text`.
+    read_text(|buf, cap, len| unsafe { risk_audit_verify_json(d.as_ptr(), kp, buf, cap, len) })
+        .map(|t| serde_json::from_str(&t).unwrap())
+}
+
+#[test]
+fn verify_names_the_first_broken_link_of_a_tampered_log() {
+    let (dir, e) = audit_engine("audit_verify");
+    decide_all(e);
+    assert_eq!(flush(e, FLUSH_MS).0, RISK_OK, "{}", last_error());
+    free_engine(e);
+    let log = dir.join("audit");
+    let v = verify(&log, None).unwrap_or_else(|r| panic!("{r:?}: {}", last_error()));
+    assert_eq!(v["intact"], true, "{v}");
+    assert_eq!(v["records"], 4, "{v}");
+    assert_eq!(v["anchored_at_start"], true, "{v}");
+    assert_eq!(v["keyed"], false, "{v}");
+    // A bad key reference is refused by name, never echoed.
+    assert_eq!(
+        verify(&log, Some("env:RISK_NO_SUCH_KEY_VAR")).unwrap_err(),
+        RISK_ERR_INVALID
+    );
+    assert!(
+        last_error().contains("RISK_NO_SUCH_KEY_VAR"),
+        "{}",
+        last_error()
+    );
+
+    // Drop record 2 (whole frame: every checksum still good).
+    let seg = std::fs::read_dir(&log)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "log"))
+        .unwrap();
+    let bytes = std::fs::read(&seg).unwrap();
+    let f = frames(&bytes);
+    let (at, n) = f[1];
+    let mut cut = bytes[..at].to_vec();
+    cut.extend_from_slice(&bytes[at + 8 + n..]);
+    std::fs::write(&seg, &cut).unwrap();
+    let v = verify(&log, None).unwrap();
+    assert_eq!(v["intact"], false, "{v}");
+    assert_eq!(v["seq"], 3, "{v}");
+    assert_eq!(v["offset"], at as u64, "{v}");
+    assert_eq!(v["segment"], seg.display().to_string(), "{v}");
+    assert!(
+        v["error"].as_str().unwrap().contains("where 2 was due"),
+        "{v}"
+    );
+}
