@@ -165,3 +165,96 @@ pub fn writer(c: &mut Criterion) {
     }
     g.finish();
 }
+
+/// `[privacy] key` on vs off: `decide` with the log on and every record accepted (entity
+/// pseudonyms and the keyed chain are computed by the writer thread, off the caller's
+/// path), the writer's throughput with both, and the pseudonym itself (three identifiers
+/// per transaction: entity, IP and e-mail keys).
+pub fn privacy(c: &mut Criterion) {
+    use risk_core::pseudo::{Domain, Pseudonymiser};
+    let txns = rows();
+    let key = Pseudonymiser::new("privacy.key", b"bench-pseudonym-key-0123456789").unwrap();
+    let mut g = c.benchmark_group("privacy");
+    let mut i = 0;
+    for (name, p) in [
+        ("decide_plain", None),
+        ("decide_pseudonymised", Some(key.clone())),
+    ] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/bench-audit")
+            .join(name);
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut o = LogOptions::new(&dir);
+        o.retention_bytes = Some(256 << 20);
+        o.pseudonymiser = p;
+        let l = Arc::new(SegmentLog::open(o).unwrap());
+        let e = engine(Some(Arc::clone(&l)));
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for k in 0..iters {
+                    i = (i + 1) % txns.len();
+                    let t0 = Instant::now();
+                    black_box(e.decide(black_box(&txns[i])).unwrap());
+                    total += t0.elapsed();
+                    if k % 256 == 255 {
+                        l.flush(Duration::from_secs(60)).unwrap();
+                    }
+                }
+                total
+            })
+        });
+        assert_eq!(l.stats().shed_full, 0, "{name}: records shed");
+    }
+    g.bench_function("pseudonyms_3_keys", |b| {
+        b.iter(|| {
+            i = (i + 1) % txns.len();
+            let t = &txns[i];
+            let id = t.entity.0;
+            black_box((
+                key.u64(Domain::Entity, black_box(id)),
+                key.u64(Domain::Group, black_box(id ^ 0x9e37)),
+                key.u64(Domain::Group, black_box(id.rotate_left(17))),
+            ))
+        })
+    });
+    g.finish();
+
+    let n = 20_000u64;
+    let mut g = c.benchmark_group("privacy_writer");
+    g.throughput(Throughput::Elements(n));
+    g.sample_size(10);
+    for (name, p) in [
+        ("plain", None),
+        ("pseudonymised_keyed_chain", Some(key.clone())),
+    ] {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../target/bench-audit")
+            .join(format!("writer_{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut o = LogOptions::new(&dir);
+        o.durability = Durability::None;
+        o.on_full = OnFull::Backpressure {
+            max_wait: Duration::from_secs(60),
+        };
+        o.retention_bytes = Some(256 << 20);
+        o.pseudonymiser = p;
+        let l = Arc::new(SegmentLog::open(o).unwrap());
+        let e = engine(Some(Arc::clone(&l)));
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let t0 = Instant::now();
+                    for j in 0..n as usize {
+                        black_box(e.decide(&txns[j % txns.len()]).unwrap());
+                    }
+                    l.flush(Duration::from_secs(60)).unwrap();
+                    total += t0.elapsed();
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+}

@@ -29,7 +29,7 @@ criterion_group!(
 criterion_group!(
     name = audit;
     config = engine::config();
-    targets = audit::decide, audit::throughput, audit::writer
+    targets = audit::decide, audit::throughput, audit::writer, audit::privacy
 );
 criterion_group!(
     name = deep;
