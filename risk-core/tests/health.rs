@@ -9,7 +9,7 @@ use std::time::Duration;
 
 /// Collects every event's target and fields, rendered.
 #[derive(Default, Clone)]
-struct Capture(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Capture(pub(crate) Arc<Mutex<Vec<String>>>);
 
 struct Fields(String);
 impl tracing::field::Visit for Fields {
@@ -41,7 +41,7 @@ impl tracing::Subscriber for Capture {
 }
 
 impl Capture {
-    fn any(&self, all: &[&str]) -> bool {
+    pub(crate) fn any(&self, all: &[&str]) -> bool {
         self.0
             .lock()
             .iter()

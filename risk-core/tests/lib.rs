@@ -10,6 +10,7 @@ mod gray;
 mod health;
 mod layering;
 mod monitor;
+mod privacy;
 mod prom;
 mod reliability;
 mod state;
