@@ -99,6 +99,9 @@ type Health struct {
 	Deep TierHealth `json:"deep"`
 	// Deploying lists the targets with a deploy in progress (TargetFast, ...).
 	Deploying []string `json:"deploying"`
+	// Pseudonymised is whether identifiers the engine writes or sends are keyed
+	// pseudonyms ([privacy] key set; see SECURITY.md).
+	Pseudonymised bool `json:"pseudonymised"`
 }
 
 // TierHealth is one model tier's state.
