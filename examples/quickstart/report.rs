@@ -197,6 +197,31 @@ pub fn print_audit(
         "  features the engine computed = the training export's, bit for bit: {parity} of {}",
         export.len()
     );
+    let chain = log.reader().verify_chain()?;
+    println!(
+        "  hash chain intact over {} records in {} segments ({}); entity keys {}",
+        chain.records,
+        chain.segments,
+        if chain.keyed { "keyed" } else { "unkeyed" },
+        if log.pseudonymised() {
+            "pseudonymised"
+        } else {
+            "as they are (set [privacy] key to pseudonymise; SECURITY.md)"
+        }
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777);
+        let files: Vec<u32> = std::fs::read_dir(log.dir())?
+            .filter_map(|e| mode(&e.ok()?.path()).ok())
+            .collect();
+        println!(
+            "  file modes: directory {:o}, files {:?}",
+            mode(log.dir())?,
+            files.iter().map(|m| format!("{m:o}")).collect::<std::collections::BTreeSet<_>>()
+        );
+    }
     if let Some(d) = decisions.iter().find(|d| !d.rules_fired.is_empty()) {
         let t = Instant::now();
         let hits: Vec<_> = log
