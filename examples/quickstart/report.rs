@@ -212,14 +212,18 @@ pub fn print_audit(
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        let mode = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777);
+        let mode =
+            |p: &std::path::Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777);
         let files: Vec<u32> = std::fs::read_dir(log.dir())?
             .filter_map(|e| mode(&e.ok()?.path()).ok())
             .collect();
         println!(
             "  file modes: directory {:o}, files {:?}",
             mode(log.dir())?,
-            files.iter().map(|m| format!("{m:o}")).collect::<std::collections::BTreeSet<_>>()
+            files
+                .iter()
+                .map(|m| format!("{m:o}"))
+                .collect::<std::collections::BTreeSet<_>>()
         );
     }
     if let Some(d) = decisions.iter().find(|d| !d.rules_fired.is_empty()) {
