@@ -285,7 +285,8 @@ impl ModelDirectory {
 
     /// Writes `bytes` to `path` atomically with this directory's mode.
     fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), DeployError> {
-        files::write_atomic(path, bytes, self.mode).map_err(|e| DeployError::Directory(e.to_string()))
+        files::write_atomic(path, bytes, self.mode)
+            .map_err(|e| DeployError::Directory(e.to_string()))
     }
 }
 

@@ -233,8 +233,12 @@ fn the_directory_is_private_and_verifies_artifacts_by_blake3_and_refuses_unsafe_
     run(&e, &mut next, 600, 1000);
     let v2 = model_file(work, "v2.json", "2", 0.82)
         + "endpoint = \"https://risk:hunter2-pass@kserve.example/v2?token=tok-SECRET\"\n";
-    e.deploy(Target::Fast, Candidate::from_toml(&v2, work).unwrap(), immediate())
-        .unwrap();
+    e.deploy(
+        Target::Fast,
+        Candidate::from_toml(&v2, work).unwrap(),
+        immediate(),
+    )
+    .unwrap();
     let serving = e.versions().fast.unwrap();
     let dir = e.model_directory().unwrap().clone();
     let key = format!("{:016x}", serving.hash());
@@ -269,11 +273,23 @@ fn the_directory_is_private_and_verifies_artifacts_by_blake3_and_refuses_unsafe_
     drop(e);
     // A changed artifact is refused, at read and at restart.
     let good = std::fs::read(vdir.join("v2.json")).unwrap();
-    std::fs::write(vdir.join("v2.json"), br#"{"version":"2","scale":0.0,"offset":1}"#).unwrap();
+    std::fs::write(
+        vdir.join("v2.json"),
+        br#"{"version":"2","scale":0.0,"offset":1}"#,
+    )
+    .unwrap();
     let err = dir.meta(Target::Fast, &key).unwrap_err();
-    assert!(matches!(&err, DeployError::ArtifactMismatch { expected, .. } if *expected == a.blake3), "{err}");
-    let err = open(work, &clock, &work.join("v1.json")).unwrap_err().to_string();
-    assert!(err.contains("BLAKE3") && err.contains("deploy.dir"), "{err}");
+    assert!(
+        matches!(&err, DeployError::ArtifactMismatch { expected, .. } if *expected == a.blake3),
+        "{err}"
+    );
+    let err = open(work, &clock, &work.join("v1.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("BLAKE3") && err.contains("deploy.dir"),
+        "{err}"
+    );
     std::fs::write(vdir.join("v2.json"), &good).unwrap();
     dir.meta(Target::Fast, &key).unwrap();
     // Absolute paths and `..` in meta.json are refused by name.
@@ -299,7 +315,9 @@ fn the_directory_is_private_and_verifies_artifacts_by_blake3_and_refuses_unsafe_
             "{err}"
         );
         assert!(err.to_string().contains(why), "{err}");
-        let err = open(work, &clock, &work.join("v1.json")).unwrap_err().to_string();
+        let err = open(work, &clock, &work.join("v1.json"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("refusing"), "{err}");
     }
     std::fs::write(&meta_path, &original).unwrap();

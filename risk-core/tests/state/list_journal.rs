@@ -76,7 +76,10 @@ fn entries_with_control_characters_are_refused_and_the_journal_is_unchanged() {
         "a@x.com\n",
     ] {
         let e = l.remove("vip_emails", bad).unwrap_err();
-        assert!(matches!(&e, StateError::BadEntry { list, .. } if list == "vip_emails"), "{e}");
+        assert!(
+            matches!(&e, StateError::BadEntry { list, .. } if list == "vip_emails"),
+            "{e}"
+        );
         assert!(e.to_string().contains("control character"), "{e}");
         let e = l.add("vip_emails", bad, None).unwrap_err();
         assert!(matches!(&e, StateError::BadEntry { .. }), "{e}");
@@ -85,7 +88,11 @@ fn entries_with_control_characters_are_refused_and_the_journal_is_unchanged() {
             Err(StateError::BadEntry { .. })
         ));
     }
-    assert_eq!(std::fs::read(&journal).unwrap(), before, "nothing journalled");
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "nothing journalled"
+    );
     assert!(!l.contains("vip_emails", "attacker@x.com").unwrap());
     drop(st);
     // The next start reads the journal back.
@@ -140,7 +147,8 @@ fn the_journal_is_compacted_when_due_and_at_load() {
     assert!(!l.contains("vip_emails", "gone@x.com").unwrap());
     assert_eq!(l.len("vip_emails").unwrap(), 2);
     // Purging expired entries compacts the journal of the list that had some.
-    l.add("vip_emails", "brief@x.com", Some(T0 + 2_000)).unwrap();
+    l.add("vip_emails", "brief@x.com", Some(T0 + 2_000))
+        .unwrap();
     assert_eq!(l.journal_lines("vip_emails").unwrap(), 3);
     clk.advance(Duration::from_millis(1_000));
     assert_eq!(l.purge_expired(), 1);
@@ -155,13 +163,16 @@ fn pseudonymised_journals_hold_no_entry_text_and_lookups_still_match() {
     let c = cfg(dir.path(), Some(&file));
     let s = schema(&c);
     let key = b"0123456789abcdef-list-key";
-    let st = StateEngine::with_privacy(c.clone(), Arc::clone(&s), clock(T0), private(key))
-        .unwrap();
+    let st = StateEngine::with_privacy(c.clone(), Arc::clone(&s), clock(T0), private(key)).unwrap();
     let l = st.lists();
     l.add("vip_emails", "Alice@Example.COM", None).unwrap();
     l.add("blocked_devices", "48879", None).unwrap(); // 0xbeef
     assert_eq!(hits(&st, &s, 48879, "alice@example.com"), (1.0, 1.0));
-    assert_eq!(hits(&st, &s, 7, "bob@example.org"), (0.0, 1.0), "file hashed at load");
+    assert_eq!(
+        hits(&st, &s, 7, "bob@example.org"),
+        (0.0, 1.0),
+        "file hashed at load"
+    );
     assert_eq!(hits(&st, &s, 8, "carol@example.com"), (0.0, 0.0));
     drop(st);
     for name in ["vip_emails.journal", "blocked_devices.journal"] {
@@ -170,19 +181,27 @@ fn pseudonymised_journals_hold_no_entry_text_and_lookups_still_match() {
         for raw in ["alice", "example", "48879", "000000000000beef", "bob"] {
             assert!(!lower.contains(raw), "{name} holds {raw:?}: {text}");
         }
-        assert!(text.starts_with("# risk list journal v2; keys: pseudonyms "), "{text}");
+        assert!(
+            text.starts_with("# risk list journal v2; keys: pseudonyms "),
+            "{text}"
+        );
     }
     // The same key reads it back; another key or none is refused by name.
-    let st = StateEngine::with_privacy(c.clone(), Arc::clone(&s), clock(T0), private(key))
-        .unwrap();
+    let st = StateEngine::with_privacy(c.clone(), Arc::clone(&s), clock(T0), private(key)).unwrap();
     assert_eq!(hits(&st, &s, 48879, "ALICE@example.com"), (1.0, 1.0));
-    assert!(st.lists().contains("vip_emails", "alice@example.com").unwrap());
+    assert!(st
+        .lists()
+        .contains("vip_emails", "alice@example.com")
+        .unwrap());
     drop(st);
     let other = private(b"0123456789abcdef-other-key");
     let e = StateEngine::with_privacy(c.clone(), Arc::clone(&s), clock(T0), other)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("pseudonyms of key id") && e.contains("journal:1"), "{e}");
+    assert!(
+        e.contains("pseudonyms of key id") && e.contains("journal:1"),
+        "{e}"
+    );
     let e = StateEngine::new(c, s, clock(T0)).unwrap_err().to_string();
     assert!(e.contains("no [privacy] key is configured"), "{e}");
 }
@@ -193,7 +212,9 @@ fn a_raw_journal_is_pseudonymised_when_a_key_is_configured() {
     let c = cfg(dir.path(), None);
     let s = schema(&c);
     let st = StateEngine::new(c.clone(), Arc::clone(&s), clock(T0)).unwrap();
-    st.lists().add("vip_emails", "dave@example.com", None).unwrap();
+    st.lists()
+        .add("vip_emails", "dave@example.com", None)
+        .unwrap();
     drop(st);
     // A journal written before keys were journalled: entry text, read and rewritten.
     let j = dir.path().join("vip_emails.journal");
@@ -205,7 +226,10 @@ fn a_raw_journal_is_pseudonymised_when_a_key_is_configured() {
     assert_eq!(hits(&st, &s, 1, "dave@example.com").1, 1.0);
     assert_eq!(hits(&st, &s, 1, "erin@example.com").1, 1.0);
     let text = std::fs::read_to_string(&j).unwrap();
-    assert!(!text.contains("erin") && text.contains("pseudonyms"), "{text}");
+    assert!(
+        !text.contains("erin") && text.contains("pseudonyms"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -225,13 +249,21 @@ fn journals_and_snapshots_are_private_and_an_open_directory_is_refused() {
     st.snapshot(&snap).unwrap();
     assert_eq!(mode_of(&snap), 0o600);
     assert_eq!(mode_of(&base.path().join("snaps")), 0o700);
-    assert_eq!(std::fs::read_dir(base.path().join("snaps")).unwrap().count(), 1);
+    assert_eq!(
+        std::fs::read_dir(base.path().join("snaps"))
+            .unwrap()
+            .count(),
+        1
+    );
     drop(st);
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
     let e = StateEngine::new(c.clone(), Arc::clone(&s), clock(T0))
         .unwrap_err()
         .to_string();
-    assert!(e.contains("writable by others") && e.contains("state.lists"), "{e}");
+    assert!(
+        e.contains("writable by others") && e.contains("state.lists"),
+        "{e}"
+    );
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     let st = StateEngine::new(c, s, clock(T0)).unwrap();
     let open = base.path().join("open");

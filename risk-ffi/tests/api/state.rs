@@ -153,7 +153,11 @@ fn list_entries_with_line_breaks_are_refused_over_the_c_abi() {
         let r = unsafe { risk_engine_list_add(e, list.as_ptr(), v.as_ptr(), 0) };
         assert_eq!(r, RISK_ERR_STATE, "{bad:?}");
     }
-    assert_eq!(std::fs::read(&journal).unwrap(), before, "journal unchanged");
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "journal unchanged"
+    );
     let (forged, mut hit) = (c("43"), true);
     // SAFETY: as above; `hit` writable.
     assert_eq!(

@@ -156,7 +156,12 @@ mod tests {
         ];
         assert_eq!(
             compact(&file, &journal, 50),
-            vec![Op::Remove(1), Op::Remove(2), Op::Add(7, 100), Op::Add(8, 200)]
+            vec![
+                Op::Remove(1),
+                Op::Remove(2),
+                Op::Add(7, 100),
+                Op::Add(8, 200)
+            ]
         );
     }
 
@@ -166,13 +171,21 @@ mod tests {
         let b = Pseudonymiser::new("privacy.key", b"0123456789abcdef-B").unwrap();
         let raw = header(None);
         let pa = header(Some(&a));
-        assert_eq!(keys_from_header(raw.trim_end(), None), Some(Ok(KeyMap::AsIs)));
+        assert_eq!(
+            keys_from_header(raw.trim_end(), None),
+            Some(Ok(KeyMap::AsIs))
+        );
         assert_eq!(
             keys_from_header(raw.trim_end(), Some(&a)),
             Some(Ok(KeyMap::Pseudonymise))
         );
-        assert_eq!(keys_from_header(pa.trim_end(), Some(&a)), Some(Ok(KeyMap::AsIs)));
-        let e = keys_from_header(pa.trim_end(), Some(&b)).unwrap().unwrap_err();
+        assert_eq!(
+            keys_from_header(pa.trim_end(), Some(&a)),
+            Some(Ok(KeyMap::AsIs))
+        );
+        let e = keys_from_header(pa.trim_end(), Some(&b))
+            .unwrap()
+            .unwrap_err();
         assert!(e.contains(&a.key_id()) && e.contains(&b.key_id()), "{e}");
         assert!(keys_from_header(pa.trim_end(), None).unwrap().is_err());
         assert_eq!(keys_from_header("# a comment", None), None);

@@ -19,15 +19,15 @@ mod journal;
 
 use super::def::ListDef;
 use super::plan::CKey;
-use super::{StatePrivacy, StateError};
+use super::{StateError, StatePrivacy};
 use crate::clock::Clock;
 use crate::files;
 use crate::hash::{email_hash, key_hash, splitmix};
 use crate::pseudo::{Domain, Pseudonymiser};
 use crate::schema::FeatureSchema;
 use arc_swap::ArcSwap;
-use journal::{KeyMap, Op};
 pub use journal::COMPACT_MIN_LINES;
+use journal::{KeyMap, Op};
 use parking_lot::{Mutex, RwLock};
 use std::collections::HashMap;
 use std::fs::File;
@@ -46,7 +46,9 @@ const NEVER: i64 = i64::MAX;
 pub(crate) fn entry_key(src: CKey, schema: &FeatureSchema, s: &str) -> Result<u64, String> {
     let s = s.trim();
     if let Some(c) = s.chars().find(|c| c.is_control()) {
-        return Err(format!("an entry may not contain a control character ({c:?})"));
+        return Err(format!(
+            "an entry may not contain a control character ({c:?})"
+        ));
     }
     if s.is_empty() || s.len() > MAX_VALUE_LEN {
         return Err(format!("an entry must have 1 to {MAX_VALUE_LEN} bytes"));

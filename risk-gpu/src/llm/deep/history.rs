@@ -122,7 +122,11 @@ mod tests {
     fn history_is_bounded_in_bytes_oldest_first() {
         let memo = "m".repeat(200);
         let each = entry_bytes(&txn(1, 7, &memo));
-        assert_eq!(each, 64 + 202);
+        assert_eq!(
+            each,
+            64 + crate::llm::prompt::MAX_FENCED_CHARS + 5,
+            "capped text"
+        );
         let mut h = history(100, 3 * each);
         for id in 1..=10 {
             h.observe(&txn(id, 7, &memo));
