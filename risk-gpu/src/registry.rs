@@ -29,6 +29,7 @@
 //! no = "no"
 //! max_suffix_tokens = 128          # optional
 //! history = 2                      # recent transactions per entity in the prompt
+//! history_bytes = 4096             # prompt bytes of one entity's history (oldest go first)
 //! cache_entries = 8                # prefix states kept
 //! cache_mb = 512
 //! device = "cpu"                   # or "cuda", "cuda:N" (built with --features cuda)
@@ -85,7 +86,7 @@ fn count(spec: &ScorerSpec, name: &str, default: usize) -> Result<usize, ConfigE
     }
 }
 
-const LLM_KEYS: [&str; 14] = [
+const LLM_KEYS: [&str; 15] = [
     "kind",
     "model",
     "template",
@@ -96,6 +97,7 @@ const LLM_KEYS: [&str; 14] = [
     "max_suffix_tokens",
     "history",
     "history_entities",
+    "history_bytes",
     "cache_entries",
     "cache_mb",
     "quant",
@@ -148,6 +150,7 @@ fn llm(spec: &ScorerSpec) -> Result<DeepScorer, ConfigError> {
         max_suffix_tokens: count(spec, "max_suffix_tokens", d.max_suffix_tokens)?,
         history: count(spec, "history", d.history)?,
         history_entities: count(spec, "history_entities", d.history_entities)?,
+        history_bytes: count(spec, "history_bytes", d.history_bytes)?,
         cache_entries: count(spec, "cache_entries", d.cache_entries)?.max(1),
         cache_bytes: count(spec, "cache_mb", d.cache_bytes >> 20)? << 20,
     };

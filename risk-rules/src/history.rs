@@ -12,7 +12,6 @@
 use crate::ruleset::RuleSet;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Most versions a history may keep.
@@ -69,6 +68,9 @@ pub enum HistoryError {
     /// `keep` is out of range.
     #[error("rule history must keep between 1 and {MAX_KEEP} versions, not {0}")]
     Keep(usize),
+    /// The history's directory or a file cannot be private (a directory others can write).
+    #[error("rule history: {0}")]
+    Files(#[from] risk_core::files::FilesError),
 }
 
 /// The versions a [`RuleScorer`](crate::scorer::RuleScorer) has served.
@@ -86,13 +88,14 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> HistoryError + '_ {
     }
 }
 
-/// Writes `bytes` to `path` through a synced temporary file and a rename.
+/// Writes `bytes` to `path` through a synced temporary file (created exclusively, `0600`)
+/// and a rename.
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), HistoryError> {
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(io(path))
+    Ok(risk_core::files::write_atomic(
+        path,
+        bytes,
+        risk_core::files::FileMode::Private,
+    )?)
 }
 
 impl History {
@@ -102,7 +105,7 @@ impl History {
             return Err(HistoryError::Keep(keep));
         }
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        risk_core::files::create_dir(&dir, risk_core::files::FileMode::Private)?;
         let index = dir.join("index.json");
         let entries = match std::fs::metadata(&index) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),

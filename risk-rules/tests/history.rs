@@ -146,3 +146,33 @@ fn the_history_is_bounded_and_survives_a_restart() {
     sc.rollback("v3").unwrap();
     assert_eq!(sc.current().version(), "v3");
 }
+
+#[test]
+fn the_history_is_private_and_an_open_directory_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let d = dir("modes");
+    let file = d.join("r.rules");
+    std::fs::write(&file, src("v1", 100.0)).unwrap();
+    let hist = d.join("deep/hist");
+    let sc = RuleScorer::from_file(&file, schema())
+        .unwrap()
+        .with_history(History::open(&hist, 10).unwrap())
+        .unwrap();
+    std::fs::write(&file, src("v2", 1000.0)).unwrap();
+    sc.reload().unwrap();
+    assert_eq!(mode(&hist), 0o700);
+    assert_eq!(mode(&d.join("deep")), 0o700);
+    let mut files = 0;
+    for e in std::fs::read_dir(&hist).unwrap() {
+        let p = e.unwrap().path();
+        assert_eq!(mode(&p), 0o600, "{}", p.display());
+        files += 1;
+    }
+    assert!(files >= 3, "index and two versions: {files}");
+    std::fs::set_permissions(&hist, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let e = History::open(&hist, 10).unwrap_err();
+    assert!(matches!(e, HistoryError::Files(_)), "{e}");
+    assert!(e.to_string().contains("writable by others"), "{e}");
+    std::fs::remove_dir_all(&d).unwrap();
+}

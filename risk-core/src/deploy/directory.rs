@@ -7,16 +7,24 @@
 //! <dir>/<target>/<key>/<artifact>      a copy of the model or rule file (spec candidates)
 //! <dir>/<target>/PROMOTED              the promoted version's key
 //! ```
-//! `key` is the content hash as 16 hex digits. Every file is written to a temporary name,
+//! `key` is the content hash as 16 hex digits. Every file is written to a temporary name
+//! (created exclusively, `0600`; directories `0700`, one writable by others refused),
 //! synced, renamed over the old one and the directory synced, so a crash leaves the old
 //! file or the new one, never a torn one: a crash mid-deploy leaves `PROMOTED` naming the
 //! last promoted version.
+//!
+//! The copied artifact is recorded in `meta.json` by name and BLAKE3 at save; reading a
+//! version back ([`ModelDirectory::meta`], so every restore and stored deploy) re-hashes it
+//! and refuses a mismatch ([`DeployError::ArtifactMismatch`]), and refuses a `meta.json`
+//! whose artifact or spec `path` is absolute or holds `..` ([`DeployError::UnsafePath`]).
+//! URLs in a stored spec are written without credentials
+//! ([`redact_url`](crate::secret::redact_url)).
 
 use super::{DeployError, Target};
 use crate::calibrate::Calibration;
+use crate::files::{self, FileMode};
 use serde::{Deserialize, Serialize};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// The most bytes a `meta.json` or `PROMOTED` file may have.
 const MAX_META: u64 = 16 << 20;
@@ -48,6 +56,19 @@ pub struct VersionMeta {
     pub gate: Option<serde_json::Value>,
     /// State changes, oldest first.
     pub history: Vec<StateChange>,
+    /// The artifact copied into the version's directory, with its hash at save.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub artifact: Option<ArtifactMeta>,
+}
+
+/// A stored artifact: its file name in the version's directory and its BLAKE3.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactMeta {
+    /// File name (one plain component).
+    pub file: String,
+    /// BLAKE3 of its bytes, 64 lowercase hex digits.
+    pub blake3: String,
 }
 
 /// Thresholds as stored.
@@ -80,6 +101,7 @@ pub struct StateChange {
 #[derive(Debug, Clone)]
 pub struct ModelDirectory {
     root: PathBuf,
+    mode: FileMode,
 }
 
 fn io(what: &str, p: &Path, e: std::io::Error) -> DeployError {
@@ -96,11 +118,16 @@ pub(crate) fn valid_key(key: &str) -> bool {
 }
 
 impl ModelDirectory {
-    /// Opens (creating) a model directory.
+    /// Opens (creating, `0700`) a model directory; one others can write is refused.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, DeployError> {
+        Self::open_with_mode(root, FileMode::Private)
+    }
+
+    /// [`open`](Self::open) with the modes of `mode`.
+    pub fn open_with_mode(root: impl Into<PathBuf>, mode: FileMode) -> Result<Self, DeployError> {
         let root = root.into();
-        std::fs::create_dir_all(&root).map_err(|e| io("cannot create", &root, e))?;
-        Ok(Self { root })
+        files::create_dir(&root, mode).map_err(|e| DeployError::Directory(e.to_string()))?;
+        Ok(Self { root, mode })
     }
 
     /// The directory.
@@ -151,7 +178,33 @@ impl ModelDirectory {
                 m.key
             )));
         }
+        self.verify(target, &m, &p)?;
         Ok(m)
+    }
+
+    /// Refuses unsafe paths in `m` and an artifact whose hash changed since it was saved.
+    fn verify(&self, target: Target, m: &VersionMeta, meta: &Path) -> Result<(), DeployError> {
+        if let Some(text) = &m.spec {
+            if let Ok(table) = toml::from_str::<toml::Table>(text) {
+                if let Some(p) = table.get("path").and_then(|p| p.as_str()) {
+                    check_path(meta, p, false)?;
+                }
+            }
+        }
+        let Some(a) = &m.artifact else {
+            return Ok(());
+        };
+        check_path(meta, &a.file, true)?;
+        let path = self.version_dir(target, &m.key).join(&a.file);
+        let got = hash_file(&path)?;
+        if got != a.blake3 {
+            return Err(DeployError::ArtifactMismatch {
+                path,
+                expected: a.blake3.clone(),
+                got,
+            });
+        }
+        Ok(())
     }
 
     /// The promoted version of `target`, if one was ever promoted.
@@ -173,20 +226,27 @@ impl ModelDirectory {
         artifact: Option<&Path>,
     ) -> Result<(), DeployError> {
         let dir = self.version_dir(target, &meta.key);
-        std::fs::create_dir_all(&dir).map_err(|e| io("cannot create", &dir, e))?;
+        files::create_dir(&dir, self.mode).map_err(|e| DeployError::Directory(e.to_string()))?;
+        let mut meta = meta.clone();
         if let Some(src) = artifact {
             let name = src.file_name().ok_or_else(|| {
                 DeployError::Directory(format!("{} has no file name", src.display()))
             })?;
             let dst = dir.join(name);
-            if !dst.exists() {
-                let bytes = std::fs::read(src).map_err(|e| io("cannot read", src, e))?;
-                write_atomic(&dst, &bytes)?;
+            let bytes = std::fs::read(src).map_err(|e| io("cannot read", src, e))?;
+            let hash = blake3::hash(&bytes).to_hex().to_string();
+            if !dst.exists() || hash_file(&dst)? != hash {
+                self.write(&dst, &bytes)?;
             }
+            meta.artifact = Some(ArtifactMeta {
+                file: name.to_string_lossy().into_owned(),
+                blake3: hash,
+            });
         }
-        let text = serde_json::to_string_pretty(meta)
+        meta.spec = meta.spec.as_deref().map(redact_spec);
+        let text = serde_json::to_string_pretty(&meta)
             .map_err(|e| DeployError::Directory(e.to_string()))?;
-        write_atomic(&dir.join("meta.json"), text.as_bytes())
+        self.write(&dir.join("meta.json"), text.as_bytes())
     }
 
     /// Appends a state change to a stored version.
@@ -220,7 +280,68 @@ impl ModelDirectory {
     /// Makes `key` the promoted version of `target` (atomically).
     pub(crate) fn set_promoted(&self, target: Target, key: &str) -> Result<(), DeployError> {
         let p = self.root.join(target.as_str()).join("PROMOTED");
-        write_atomic(&p, key.as_bytes())
+        self.write(&p, key.as_bytes())
+    }
+
+    /// Writes `bytes` to `path` atomically with this directory's mode.
+    fn write(&self, path: &Path, bytes: &[u8]) -> Result<(), DeployError> {
+        files::write_atomic(path, bytes, self.mode)
+            .map_err(|e| DeployError::Directory(e.to_string()))
+    }
+}
+
+/// Refuses a path from a `meta.json` that is absolute or climbs out with `..` (and, for
+/// the artifact, anything but one plain file name).
+fn check_path(meta: &Path, p: &str, file_name: bool) -> Result<(), DeployError> {
+    let bad = |why| DeployError::UnsafePath {
+        meta: meta.to_path_buf(),
+        path: p.to_owned(),
+        why,
+    };
+    let path = Path::new(p);
+    if path.is_absolute() || p.starts_with('/') || p.starts_with('\\') {
+        return Err(bad("is absolute"));
+    }
+    let mut n = 0;
+    for c in path.components() {
+        match c {
+            Component::Normal(_) => n += 1,
+            Component::CurDir => {}
+            Component::ParentDir => return Err(bad("holds a `..` component")),
+            Component::RootDir | Component::Prefix(_) => return Err(bad("is absolute")),
+        }
+    }
+    if file_name && n != 1 {
+        return Err(bad("is not one file name"));
+    }
+    Ok(())
+}
+
+/// The BLAKE3 of a file's bytes (64 hex digits).
+fn hash_file(p: &Path) -> Result<String, DeployError> {
+    let mut h = blake3::Hasher::new();
+    let f = std::fs::File::open(p).map_err(|e| io("cannot read", p, e))?;
+    h.update_reader(f).map_err(|e| io("cannot read", p, e))?;
+    Ok(h.finalize().to_hex().to_string())
+}
+
+/// `spec` (a TOML table) with every string that holds a URL written without credentials.
+fn redact_spec(spec: &str) -> String {
+    fn walk(v: &mut toml::Value) {
+        match v {
+            toml::Value::String(s) if s.contains("://") => *s = crate::secret::redact_url(s),
+            toml::Value::Array(a) => a.iter_mut().for_each(walk),
+            toml::Value::Table(t) => t.iter_mut().for_each(|(_, v)| walk(v)),
+            _ => {}
+        }
+    }
+    match toml::from_str::<toml::Table>(spec) {
+        Ok(t) => {
+            let mut v = toml::Value::Table(t);
+            walk(&mut v);
+            toml::to_string(&v).unwrap_or_default()
+        }
+        Err(_) => spec.to_owned(),
     }
 }
 
@@ -235,20 +356,4 @@ fn read_bounded(p: &Path) -> Result<String, DeployError> {
         )));
     }
     std::fs::read_to_string(p).map_err(|e| io("cannot read", p, e))
-}
-
-/// Writes `bytes` to `path` through a synced temporary file and a rename, then syncs
-/// the directory.
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DeployError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(|e| io("cannot create", &tmp, e))?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .map_err(|e| io("cannot write", &tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| io("cannot rename onto", path, e))?;
-    if let Ok(d) = std::fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }

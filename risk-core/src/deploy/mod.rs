@@ -21,7 +21,7 @@ pub(crate) mod slot;
 pub(crate) mod stats;
 
 pub use candidate::Candidate;
-pub use directory::{ModelDirectory, StateChange, VersionMeta};
+pub use directory::{ArtifactMeta, ModelDirectory, StateChange, VersionMeta};
 pub use gate::{auprc, GateReport};
 pub use plan::{CanaryStage, Gate, Guards, RolloutPlan, ShadowStage, MAX_SAMPLE};
 pub use stats::{psi, StatsSnap, SCORE_BINS};
@@ -154,6 +154,28 @@ pub enum DeployError {
     /// The model directory could not be read or written.
     #[error("model directory: {0}")]
     Directory(String),
+    /// A stored artifact whose BLAKE3 is not the one its `meta.json` recorded at save
+    /// (changed on disk since): refused, nothing is built from it.
+    #[error("model directory: {path} has BLAKE3 {got}, its meta.json recorded {expected}; refusing a changed artifact")]
+    ArtifactMismatch {
+        /// The artifact.
+        path: std::path::PathBuf,
+        /// The hash recorded at save (hex).
+        expected: String,
+        /// The hash of the file now (hex).
+        got: String,
+    },
+    /// A `meta.json` naming a path that is absolute or climbs out (`..`) of its version's
+    /// directory.
+    #[error("model directory: {meta}: path {path:?} {why}; refusing it")]
+    UnsafePath {
+        /// The `meta.json`.
+        meta: std::path::PathBuf,
+        /// The path it names.
+        path: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// The engine is shut down.
     #[error("the engine is shut down")]
     ShutDown,

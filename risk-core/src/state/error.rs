@@ -53,6 +53,9 @@ pub enum StateError {
         /// Why.
         reason: String,
     },
+    /// A state directory or file that cannot be private (a directory others can write).
+    #[error("{0}")]
+    Files(#[from] crate::files::FilesError),
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -83,6 +86,7 @@ impl StateError {
             StateError::BadSnapshot { .. } => 1607,
             StateError::Io { .. } => 1608,
             StateError::NoState => 1609,
+            StateError::Files(_) => 1610,
         }
     }
 }

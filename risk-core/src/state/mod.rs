@@ -57,7 +57,7 @@ pub use crate::hash::{email_hash, key_hash};
 pub(crate) use config::RawState;
 pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use error::StateError;
-pub use lists::{Lists, MAX_LIST_FILE};
+pub use lists::{Lists, COMPACT_MIN_LINES, MAX_LIST_FILE};
 pub use plan::MAX_BUCKETS;
 pub use snapshot::SnapshotInfo;
 use stats::Counters;
@@ -108,6 +108,16 @@ pub(crate) struct LabelApplied {
     pub prev: Option<bool>,
 }
 
+/// How state writes its files and names identifiers in them (wired from `[privacy]`).
+#[derive(Clone, Debug, Default)]
+pub struct StatePrivacy {
+    /// Keyed pseudonyms (`[privacy] key`): list entries are held and journalled as
+    /// pseudonyms; `None`: raw keys.
+    pub pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
+    /// Modes of the files and directories state creates (journals, snapshots).
+    pub file_mode: crate::files::FileMode,
+}
+
 /// Entity state: the plan, the store, lists and pending labels. The engine holds one;
 /// it can also run alone (the training export computes features exactly as serving).
 pub struct StateEngine {
@@ -121,6 +131,7 @@ pub struct StateEngine {
     schema: Arc<FeatureSchema>,
     clock: Arc<dyn Clock>,
     counters: Counters,
+    privacy: StatePrivacy,
 }
 
 impl std::fmt::Debug for StateEngine {
@@ -140,6 +151,18 @@ impl StateEngine {
         cfg: StateConfig,
         schema: Arc<FeatureSchema>,
         clock: Arc<dyn Clock>,
+    ) -> Result<Self, ConfigError> {
+        Self::with_privacy(cfg, schema, clock, StatePrivacy::default())
+    }
+
+    /// [`new`](Self::new) with `privacy`: list entries pseudonymised by its key (list
+    /// files hashed at load, journals holding pseudonyms only) and files created with its
+    /// modes.
+    pub fn with_privacy(
+        cfg: StateConfig,
+        schema: Arc<FeatureSchema>,
+        clock: Arc<dyn Clock>,
+        privacy: StatePrivacy,
     ) -> Result<Self, ConfigError> {
         let plan = Plan::compile(&cfg, &schema)?;
         let label_sources: Vec<usize> = (0..plan.sources.len())
@@ -166,6 +189,7 @@ impl StateEngine {
             Arc::clone(&schema),
             Arc::clone(&clock),
             cfg.dir.clone(),
+            privacy.clone(),
         )
         .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?;
         let store = match &cfg.redis {
@@ -193,6 +217,7 @@ impl StateEngine {
             clock,
             counters: Counters::default(),
             cfg,
+            privacy,
         };
         if let Some(p) = me.cfg.snapshot.clone() {
             if p.exists() {

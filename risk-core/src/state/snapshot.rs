@@ -2,14 +2,14 @@
 //!
 //! File: `RSKSTAT1` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's clock and groups).
-//! Written to a temporary file, synced, then renamed over the old one: a crash leaves
-//! the previous snapshot. A snapshot written by other feature definitions, a torn or
+//! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
+//! the old one: a crash leaves the previous snapshot. Its directory is created `0700` and
+//! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 
 use super::mem::KeyState;
 use super::{StateEngine, StateError};
 use crate::hash::Fnv;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"RSKSTAT1";
@@ -49,7 +49,8 @@ impl StateEngine {
         })
     }
 
-    /// Writes every key's state to `path` (atomically: temporary file, sync, rename).
+    /// Writes every key's state to `path` (atomically: temporary file, sync, rename;
+    /// private modes, see [`crate::files`]).
     pub fn snapshot(&self, path: impl AsRef<Path>) -> Result<SnapshotInfo, StateError> {
         let path = path.as_ref();
         let items = self.mem_or_refuse(path)?.dump();
@@ -58,24 +59,17 @@ impl StateEngine {
             path: path.to_path_buf(),
             reason: format!("encoding: {e}"),
         })?;
-        let tmp = path.with_extension("tmp");
-        let io = |e| StateError::io(&tmp, e);
-        let mut f = std::fs::File::create(&tmp).map_err(io)?;
-        f.write_all(MAGIC).map_err(io)?;
-        f.write_all(&self.fingerprint().to_le_bytes()).map_err(io)?;
-        f.write_all(&(payload.len() as u64).to_le_bytes())
-            .map_err(io)?;
-        f.write_all(&crc32c::crc32c(&payload).to_le_bytes())
-            .map_err(io)?;
-        f.write_all(&payload).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        drop(f);
-        std::fs::rename(&tmp, path).map_err(|e| StateError::io(path, e))?;
+        let mut bytes = Vec::with_capacity(HEADER + payload.len());
+        bytes.extend_from_slice(MAGIC);
+        bytes.extend_from_slice(&self.fingerprint().to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let mode = self.privacy.file_mode;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
+            crate::files::create_dir(dir, mode)?;
         }
+        crate::files::write_atomic(path, &bytes, mode)?;
         Ok(SnapshotInfo {
             path: path.to_path_buf(),
             keys,

@@ -208,3 +208,119 @@ fn risk_toml_deploy_table_and_fast_calibration() {
         assert!(r.is_err(), "accepted: {bad}");
     }
 }
+
+fn mode_of(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+/// Edits one version's `meta.json` with `f`.
+fn edit_meta(meta: &Path, f: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(meta).unwrap()).unwrap();
+    f(&mut v);
+    std::fs::write(meta, serde_json::to_string(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn the_directory_is_private_and_verifies_artifacts_by_blake3_and_refuses_unsafe_paths() {
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path();
+    let clock = ManualClock::new();
+    model_file(work, "v1.json", "1", 0.8);
+    let e = open(work, &clock, &work.join("v1.json")).unwrap();
+    let mut next = 0;
+    run(&e, &mut next, 600, 1000);
+    let v2 = model_file(work, "v2.json", "2", 0.82)
+        + "endpoint = \"https://risk:hunter2-pass@kserve.example/v2?token=tok-SECRET\"\n";
+    e.deploy(
+        Target::Fast,
+        Candidate::from_toml(&v2, work).unwrap(),
+        immediate(),
+    )
+    .unwrap();
+    let serving = e.versions().fast.unwrap();
+    let dir = e.model_directory().unwrap().clone();
+    let key = format!("{:016x}", serving.hash());
+    let vdir = dir.version_dir(Target::Fast, &key);
+    let meta_path = vdir.join("meta.json");
+    let meta = dir.meta(Target::Fast, &key).unwrap();
+    let a = meta.artifact.clone().expect("the artifact is recorded");
+    assert_eq!(a.file, "v2.json");
+    assert_eq!(
+        a.blake3,
+        blake3::hash(&std::fs::read(work.join("v2.json")).unwrap())
+            .to_hex()
+            .to_string()
+    );
+    // Private modes, and no credential in meta.json.
+    for d in [work.join("models"), work.join("models/fast"), vdir.clone()] {
+        assert_eq!(mode_of(&d), 0o700, "{}", d.display());
+    }
+    for f in [
+        meta_path.clone(),
+        vdir.join("v2.json"),
+        work.join("models/fast/PROMOTED"),
+    ] {
+        assert_eq!(mode_of(&f), 0o600, "{}", f.display());
+    }
+    let text = std::fs::read_to_string(&meta_path).unwrap();
+    assert!(
+        !text.contains("hunter2") && !text.contains("tok-SECRET"),
+        "{text}"
+    );
+    assert!(text.contains("kserve.example"), "{text}");
+    drop(e);
+    // A changed artifact is refused, at read and at restart.
+    let good = std::fs::read(vdir.join("v2.json")).unwrap();
+    std::fs::write(
+        vdir.join("v2.json"),
+        br#"{"version":"2","scale":0.0,"offset":1}"#,
+    )
+    .unwrap();
+    let err = dir.meta(Target::Fast, &key).unwrap_err();
+    assert!(
+        matches!(&err, DeployError::ArtifactMismatch { expected, .. } if *expected == a.blake3),
+        "{err}"
+    );
+    let err = open(work, &clock, &work.join("v1.json"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("BLAKE3") && err.contains("deploy.dir"),
+        "{err}"
+    );
+    std::fs::write(vdir.join("v2.json"), &good).unwrap();
+    dir.meta(Target::Fast, &key).unwrap();
+    // Absolute paths and `..` in meta.json are refused by name.
+    let original = std::fs::read_to_string(&meta_path).unwrap();
+    for (field, path, why) in [
+        ("artifact", "/etc/passwd", "absolute"),
+        ("artifact", "../../v1.json", ".."),
+        ("artifact", "sub/v2.json", "one file name"),
+        ("spec", "/etc/passwd", "absolute"),
+        ("spec", "../../../v1.json", ".."),
+    ] {
+        std::fs::write(&meta_path, &original).unwrap();
+        edit_meta(&meta_path, |v| {
+            if field == "artifact" {
+                v["artifact"]["file"] = path.into();
+            } else {
+                v["spec"] = format!("kind = \"amount\"\npath = \"{path}\"\n").into();
+            }
+        });
+        let err = dir.meta(Target::Fast, &key).unwrap_err();
+        assert!(
+            matches!(&err, DeployError::UnsafePath { path: p, .. } if p == path),
+            "{err}"
+        );
+        assert!(err.to_string().contains(why), "{err}");
+        let err = open(work, &clock, &work.join("v1.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("refusing"), "{err}");
+    }
+    std::fs::write(&meta_path, &original).unwrap();
+    let e = open(work, &clock, &work.join("v1.json")).unwrap();
+    assert_eq!(e.versions().fast.unwrap(), serving);
+}

@@ -3,6 +3,7 @@
 
 mod engine;
 mod labels;
+mod list_journal;
 mod lists;
 #[cfg(feature = "redis")]
 mod redis;

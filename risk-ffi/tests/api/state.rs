@@ -123,6 +123,62 @@ fn state_over_the_c_abi() {
     unsafe { risk_engine_free(e) };
 }
 
+/// A value with a line break cannot forge a journal line through the C ABI (regression:
+/// `remove("x\n+43")` planted an entry, `remove("x\nzzz")` broke the next start).
+#[test]
+fn list_entries_with_line_breaks_are_refused_over_the_c_abi() {
+    let dir = scratch("state-list-inject");
+    std::fs::write(dir.join("state.rules"), RULES).unwrap();
+    let e = engine(&toml(), &dir).unwrap();
+    let (list, dev) = (c("blocked_devices"), c("42"));
+    // SAFETY: NUL-terminated strings; `e` live.
+    assert_eq!(
+        unsafe { risk_engine_list_add(e, list.as_ptr(), dev.as_ptr(), 0) },
+        RISK_OK
+    );
+    let journal = dir.join("lists/blocked_devices.journal");
+    let before = std::fs::read(&journal).unwrap();
+    for bad in ["x\n+43", "x\nzzz", "42\r\n-42", "42\n"] {
+        let v = c(bad);
+        let mut removed = true;
+        // SAFETY: as above; `removed` writable.
+        let r = unsafe { risk_engine_list_remove(e, list.as_ptr(), v.as_ptr(), &mut removed) };
+        assert_eq!(r, RISK_ERR_STATE, "{bad:?}");
+        let msg = last_error();
+        assert!(
+            msg.contains("blocked_devices") && msg.contains("control character"),
+            "{msg}"
+        );
+        // SAFETY: as above.
+        let r = unsafe { risk_engine_list_add(e, list.as_ptr(), v.as_ptr(), 0) };
+        assert_eq!(r, RISK_ERR_STATE, "{bad:?}");
+    }
+    assert_eq!(
+        std::fs::read(&journal).unwrap(),
+        before,
+        "journal unchanged"
+    );
+    let (forged, mut hit) = (c("43"), true);
+    // SAFETY: as above; `hit` writable.
+    assert_eq!(
+        unsafe { risk_engine_list_contains(e, list.as_ptr(), forged.as_ptr(), &mut hit) },
+        RISK_OK
+    );
+    assert!(!hit, "no entry planted");
+    // SAFETY: freed once.
+    unsafe { risk_engine_free(e) };
+    // The next start reads the journal back.
+    let e = engine(&toml(), &dir).unwrap();
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { risk_engine_list_contains(e, list.as_ptr(), dev.as_ptr(), &mut hit) },
+        RISK_OK
+    );
+    assert!(hit);
+    // SAFETY: freed once.
+    unsafe { risk_engine_free(e) };
+}
+
 #[test]
 fn an_engine_without_state_refuses_state_calls() {
     let e = engine(&minimal(), Path::new(".")).unwrap();

@@ -122,9 +122,15 @@ impl TextHead {
                 m.insert("head.b2".into(), t(&[*b2], &[1])?);
             }
         }
-        candle_core::safetensors::save(&m, path).map_err(|e| err(e.to_string()))?;
+        let mode = risk_core::files::FileMode::Private;
+        let tmp = path.with_extension("safetensors.partial");
+        let _ = std::fs::remove_file(&tmp);
+        risk_core::files::create_new(&tmp, mode).map_err(|e| err(e.to_string()))?;
+        candle_core::safetensors::save(&m, &tmp).map_err(|e| err(e.to_string()))?;
+        std::fs::rename(&tmp, path).map_err(|e| err(e.to_string()))?;
         let json = serde_json::to_string_pretty(&self.meta).map_err(|e| err(e.to_string()))?;
-        std::fs::write(sidecar(path), json + "\n").map_err(|e| err(e.to_string()))
+        risk_core::files::write_atomic(&sidecar(path), (json + "\n").as_bytes(), mode)
+            .map_err(|e| err(e.to_string()))
     }
 
     /// Reads `path` and its sidecar, checking shapes and values (finite).

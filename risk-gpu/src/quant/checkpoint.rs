@@ -97,7 +97,12 @@ pub fn save(model: &Llama, tokenizer: Option<&LlmTokenizer>, dir: &Path) -> Resu
         path: p.display().to_string(),
         message: e.to_string(),
     };
-    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+    risk_core::files::create_dir(dir, risk_core::files::FileMode::Private).map_err(|e| {
+        LlmError::Io {
+            path: dir.display().to_string(),
+            message: e.to_string(),
+        }
+    })?;
     let mut t = HashMap::new();
     put_proj(&mut t, "model.embed_tokens", &model.embed, None)?;
     for (i, b) in model.blocks.iter().enumerate() {
@@ -168,11 +173,22 @@ pub fn save(model: &Llama, tokenizer: Option<&LlmTokenizer>, dir: &Path) -> Resu
     }
     let cfg_path = dir.join("config.json");
     let text = serde_json::to_string_pretty(&cfg).map_err(|e| LlmError::Format(e.to_string()))?;
-    std::fs::write(&cfg_path, text).map_err(|e| io(&cfg_path, e))?;
-    // Written under a temporary name and renamed: a crash never leaves a half file
-    // under the real name.
+    risk_core::files::write_atomic(
+        &cfg_path,
+        text.as_bytes(),
+        risk_core::files::FileMode::Private,
+    )
+    .map_err(|e| LlmError::Io {
+        path: cfg_path.display().to_string(),
+        message: e.to_string(),
+    })?;
+    // Written under a temporary name (created exclusively, 0600) and renamed: a crash
+    // never leaves a half file under the real name.
     let st = dir.join("model.safetensors");
     let tmp = dir.join("model.safetensors.partial");
+    let _ = std::fs::remove_file(&tmp);
+    risk_core::files::create_new(&tmp, risk_core::files::FileMode::Private)
+        .map_err(|e| io(&tmp, e))?;
     candle_core::safetensors::save(&t, &tmp)?;
     std::fs::rename(&tmp, &st).map_err(|e| io(&st, e))?;
     if let Some(t) = tokenizer {

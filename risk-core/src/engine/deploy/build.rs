@@ -513,6 +513,7 @@ impl Inner {
                 }),
                 gate: None,
                 history: Vec::new(),
+                artifact: None,
             },
         };
         if !plan.by.is_empty() {

@@ -16,6 +16,9 @@ pub struct DeepOptions {
     pub history: usize,
     /// Entities whose history is kept (oldest-seen evicted beyond).
     pub history_entities: usize,
+    /// Most bytes of prompt text one entity's history may bring (each transaction counted
+    /// as 64 bytes plus its fenced free text); the oldest transactions go first.
+    pub history_bytes: usize,
     /// Prefix states kept (the system prompt's is pinned).
     pub cache_entries: usize,
     /// Bytes of prefix state kept.
@@ -28,6 +31,7 @@ impl Default for DeepOptions {
             max_suffix_tokens: 128,
             history: 2,
             history_entities: 100_000,
+            history_bytes: 4096,
             cache_entries: 8,
             cache_bytes: 512 << 20,
         }

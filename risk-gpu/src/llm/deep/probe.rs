@@ -254,9 +254,10 @@ impl LinearProbe {
             v.insert("model".into(), m.clone().into());
         }
         let p = sidecar(path.as_ref());
-        std::fs::write(
+        risk_core::files::write_atomic(
             &p,
-            serde_json::to_string_pretty(&v).unwrap_or_default() + "\n",
+            (serde_json::to_string_pretty(&v).unwrap_or_default() + "\n").as_bytes(),
+            risk_core::files::FileMode::Private,
         )
         .map_err(|e| LlmError::Io {
             path: p.display().to_string(),
@@ -269,14 +270,21 @@ impl LinearProbe {
         let p = path.as_ref();
         let w = Tensor::new(self.weight.as_slice(), &Device::Cpu)?;
         let b = Tensor::new(&[self.bias], &Device::Cpu)?;
+        let fail = |e: String| LlmError::Io {
+            path: p.display().to_string(),
+            message: e,
+        };
+        // A fresh 0600 file under a temporary name, renamed over `p`.
+        let tmp = p.with_extension("safetensors.partial");
+        let _ = std::fs::remove_file(&tmp);
+        risk_core::files::create_new(&tmp, risk_core::files::FileMode::Private)
+            .map_err(|e| fail(e.to_string()))?;
         candle_core::safetensors::save(
             &HashMap::from([("weight".to_owned(), w), ("bias".to_owned(), b)]),
-            p,
+            &tmp,
         )
-        .map_err(|e| LlmError::Io {
-            path: p.display().to_string(),
-            message: e.to_string(),
-        })
+        .map_err(|e| fail(e.to_string()))?;
+        std::fs::rename(&tmp, p).map_err(|e| fail(e.to_string()))
     }
 
     /// The probe's probability for one hidden state.

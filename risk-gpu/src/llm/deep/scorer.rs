@@ -129,6 +129,7 @@ impl DeepScorer {
         let key = PrefixKey::new(&prefix, model.identity(), model.plan());
         let history = History {
             per_entity: opts.history,
+            per_entity_bytes: opts.history_bytes,
             max_entities: opts.history_entities,
             map: HashMap::new(),
             order: VecDeque::new(),
