@@ -3,13 +3,19 @@
 //! `http://127.0.0.1:8085`) against the same engine with the native XGBoost scorer, on
 //! the same varied rows. The remote tier's own overhead over a raw socket, throughput and
 //! hedging figures come from `cargo run --release --example remote_bench`.
+//!
+//! `kserve_mlserver_tls` is the same MLServer over HTTPS with mutual TLS, through the
+//! stunnel proxy `tools/servers.sh` starts (`RISK_MLSERVER_TLS_URL`, default
+//! `https://127.0.0.1:8443`; certificates in `RISK_TLS_DIR`, default
+//! `<repo>/target/servers/tls`): its excess over `kserve_mlserver` is TLS on pooled
+//! keep-alive connections plus the proxy's loopback hop.
 
 use criterion::{black_box, Criterion};
 use risk_core::synth::{generate, schema, SynthConfig};
 use risk_core::{ConstantScorer, Engine, Scorer, Tier};
 use risk_gpu::remote::{KServeConfig, RemoteScorer};
 use risk_gpu::trees::{XgbModel, XgbScorer};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +35,20 @@ pub fn decide(c: &mut Criterion) {
     cfg.output = Some("predict_proba".into());
     let remote = RemoteScorer::load(&cfg, &schema())
         .unwrap_or_else(|e| panic!("{e}: start MLServer with tools/servers.sh start mlserver"));
+    let tls_dir = std::env::var_os("RISK_TLS_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/servers/tls"),
+        PathBuf::from,
+    );
+    let tls_url =
+        std::env::var("RISK_MLSERVER_TLS_URL").unwrap_or_else(|_| "https://127.0.0.1:8443".into());
+    let mut tls = KServeConfig::new(vec![tls_url], "xgb-fraud");
+    tls.output = Some("predict_proba".into());
+    tls.ca_file = Some(tls_dir.join("ca.pem"));
+    tls.client_cert = Some(tls_dir.join("client.pem"));
+    tls.client_key = Some(tls_dir.join("client.key"));
+    let remote_tls = RemoteScorer::load(&tls, &schema()).unwrap_or_else(|e| {
+        panic!("{e}: start MLServer and its TLS proxy with tools/servers.sh start mlserver")
+    });
     let model = XgbModel::from_file(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models/xgb_fraud.json"),
     )
@@ -42,6 +62,7 @@ pub fn decide(c: &mut Criterion) {
     for (name, e) in [
         ("native_xgboost", engine(Arc::new(native))),
         ("kserve_mlserver", engine(Arc::new(remote))),
+        ("kserve_mlserver_tls", engine(Arc::new(remote_tls))),
     ] {
         let mut i = 0;
         assert_eq!(e.decide(&rows[0]).unwrap().tier, Tier::Fast, "{name}");

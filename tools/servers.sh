@@ -30,6 +30,12 @@
 #               through RISK_MLSERVER_URL=http://127.0.0.1:8085; the kill-mid-run test starts an
 #               MLServer of its own from RISK_MLSERVER_VENV on the repository's model directory
 #               (RISK_MLSERVER_REPO, default $RISK_SERVERS_DIR/mlserver/repo).
+#               HTTPS in front of it (MLServer 1.7 has no TLS settings): stunnel (Debian's
+#               stunnel4, installed by tools/setup.sh) on 127.0.0.1:8443 -> 127.0.0.1:8085, server
+#               certificate $tls_dir/server.pem, client certificates REQUIRED and verified against
+#               $tls_dir/ca.pem (mutual TLS); log and pid under $RISK_SERVERS_DIR/mlserver. Tests
+#               find it through RISK_MLSERVER_TLS_URL=https://127.0.0.1:8443 and the certificates
+#               through RISK_TLS_DIR.
 #
 # Environment: RISK_SERVERS_DIR (default <repo>/target/servers), RISK_KAFKA_LIBS (jar directory,
 # default <repo>/target/kafka/libs; see tools/kafka/broker.sh), RISK_PROMETHEUS_START_TIMEOUT
@@ -292,7 +298,8 @@ mlserver_start() {
   command -v curl >/dev/null || { echo "servers.sh: mlserver: curl not found" >&2; return 1; }
   if mlserver_ready; then
     echo "mlserver: already serving xgb-fraud on 127.0.0.1:$mlserver_port"
-    return 0
+    mlserver_tls_start
+    return
   fi
   local model=$mlserver_dir/repo/xgb-fraud
   mkdir -p "$model"
@@ -328,8 +335,69 @@ JSON
     sleep 0.1
   done
   echo "mlserver: ready on 127.0.0.1:$mlserver_port (pid $(<"$mlserver_dir/mlserver.pid"), $mlserver_dir)"
+  mlserver_tls_start
+}
+# The TLS-terminating proxy (stunnel, mutual TLS) in front of MLServer's HTTP port.
+mlserver_tls_port=8443
+mlserver_tls_ready() {
+  curl -sf -o /dev/null --cacert "$tls_dir/ca.pem" --cert "$tls_dir/client.pem" --key "$tls_dir/client.key" \
+    "https://127.0.0.1:$mlserver_tls_port/v2/models/xgb-fraud/ready"
+}
+mlserver_tls_pid() {
+  [[ -f $mlserver_dir/stunnel.pid ]] || return 0
+  local pid
+  pid=$(<"$mlserver_dir/stunnel.pid")
+  if kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+}
+mlserver_tls_start() {
+  if mlserver_tls_ready; then
+    echo "mlserver: already serving HTTPS (mutual TLS) on 127.0.0.1:$mlserver_tls_port"
+    return 0
+  fi
+  local stunnel
+  stunnel=$(command -v stunnel4 || command -v stunnel) \
+    || { echo "servers.sh: mlserver: stunnel4 not found (tools/setup.sh installs it)" >&2; return 1; }
+  mkdir -p "$mlserver_dir"
+  cat > "$mlserver_dir/stunnel.conf" <<CONF
+foreground = yes
+pid =
+output = $mlserver_dir/stunnel.log
+[mlserver-tls]
+accept = 127.0.0.1:$mlserver_tls_port
+connect = 127.0.0.1:$mlserver_port
+cert = $tls_dir/server.pem
+key = $tls_dir/server.key
+CAfile = $tls_dir/ca.pem
+verifyChain = yes
+requireCert = yes
+sslVersionMin = TLSv1.2
+CONF
+  "$stunnel" "$mlserver_dir/stunnel.conf" >>"$mlserver_dir/stunnel.log" 2>&1 8>&- &
+  echo $! >"$mlserver_dir/stunnel.pid"
+  local deadline=$((SECONDS + 20))
+  until mlserver_tls_ready; do
+    if [[ -z $(mlserver_tls_pid) ]] || (( SECONDS >= deadline )); then
+      echo "servers.sh: mlserver: HTTPS not ready on 127.0.0.1:$mlserver_tls_port; $mlserver_dir/stunnel.log:" >&2
+      tail -n 30 "$mlserver_dir/stunnel.log" >&2 || true
+      return 1
+    fi
+    sleep 0.1
+  done
+  echo "mlserver: HTTPS (mutual TLS) on 127.0.0.1:$mlserver_tls_port (stunnel pid $(<"$mlserver_dir/stunnel.pid"))"
+}
+mlserver_tls_stop() {
+  local pid
+  pid=$(mlserver_tls_pid)
+  rm -f "$mlserver_dir/stunnel.pid"
+  [[ -n $pid ]] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$((SECONDS + 10))
+  while kill -0 "$pid" 2>/dev/null && (( SECONDS < deadline )); do sleep 0.05; done
+  kill -KILL "$pid" 2>/dev/null || true
+  echo "mlserver: HTTPS proxy stopped (stunnel pid $pid)"
 }
 mlserver_stop() {
+  mlserver_tls_stop
   local pid
   pid=$(mlserver_pid)
   if [[ -n $pid ]]; then
@@ -349,6 +417,12 @@ mlserver_status() {
   pid=$(mlserver_pid)
   if mlserver_ready; then
     echo "mlserver: serving xgb-fraud on 127.0.0.1:$mlserver_port${pid:+ (pid $pid)}"
+    if mlserver_tls_ready; then
+      echo "mlserver: serving HTTPS (mutual TLS) on 127.0.0.1:$mlserver_tls_port"
+    else
+      echo "mlserver: HTTPS proxy on 127.0.0.1:$mlserver_tls_port not running"
+      return 1
+    fi
   else
     echo "mlserver: not running"
     return 1

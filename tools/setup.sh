@@ -5,7 +5,8 @@
 #
 #   Debian packages: valgrind (the C ABI stress runs under memcheck and helgrind),
 #                    redis-server (the Redis entity-state store tests), prometheus (the
-#                    metrics tests query a real Prometheus), curl (tools/servers.sh polls it)
+#                    metrics tests query a real Prometheus), curl (tools/servers.sh polls it),
+#                    stunnel4 (the HTTPS, mutual-TLS proxy in front of MLServer)
 #   rustup components: rustfmt, clippy
 #   checked, not installed (they come with the machine): gcc, go, java 17+ and mvn (the Go
 #   and Java bindings, the Kafka broker's jars), python3 >= 3.10 with pip and venv
@@ -18,9 +19,9 @@ say() { printf 'setup: %s\n' "$*"; }
 die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
 
 # ---- Debian packages ---------------------------------------------------------------------
-declare -A pkg_of=([valgrind]=valgrind [redis-server]=redis-server [prometheus]=prometheus [curl]=curl)
+declare -A pkg_of=([valgrind]=valgrind [redis-server]=redis-server [prometheus]=prometheus [curl]=curl [stunnel4]=stunnel4)
 missing=()
-for cmd in valgrind redis-server prometheus curl; do
+for cmd in valgrind redis-server prometheus curl stunnel4; do
   command -v "$cmd" >/dev/null || missing+=("${pkg_of[$cmd]}")
 done
 if ((${#missing[@]})); then
@@ -36,7 +37,7 @@ if ((${#missing[@]})); then
   # --no-install-recommends: prometheus would pull exporters and disk tools otherwise.
   DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-for cmd in valgrind redis-server prometheus curl; do
+for cmd in valgrind redis-server prometheus curl stunnel4; do
   command -v "$cmd" >/dev/null || die "$cmd still missing after apt-get install"
 done
 

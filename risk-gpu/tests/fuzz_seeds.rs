@@ -75,7 +75,7 @@ fn kserve_response_fuzz_seeds_parse_or_fail_typed() {
         parsed.insert(p.file_name().unwrap().to_string_lossy().into_owned(), r);
     }
     assert!(
-        parsed.len() >= 4,
+        parsed.len() >= 5,
         "seed corpus missing in {}",
         seeds.display()
     );
@@ -87,6 +87,12 @@ fn kserve_response_fuzz_seeds_parse_or_fail_typed() {
     let nested = parsed["nested_null.json"].as_ref().unwrap();
     assert_eq!(nested[0], 0.25);
     assert!(nested[1].is_nan());
+    // Once overflowed `rows * cols` (4 x 2^62) and panicked on a slice index.
+    let huge = parsed["huge_width_overflow.json"].as_ref().unwrap_err();
+    assert!(
+        huge.starts_with("shape") && huge.contains("overflow"),
+        "{huge}"
+    );
     assert!(parsed["error_body.json"]
         .as_ref()
         .unwrap_err()

@@ -27,8 +27,8 @@ pub enum AttemptError {
     /// The body did not hold the expected tensor.
     #[error("unexpected response: {0}")]
     Shape(String),
-    /// The body was larger than `max_response_bytes`.
-    #[error("response of {0} bytes or more exceeds the limit")]
+    /// The body was larger than `max_response_bytes` (the limit).
+    #[error("response body over {0} bytes (max_response_kb)")]
     TooLarge(usize),
 }
 

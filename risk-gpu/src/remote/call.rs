@@ -156,23 +156,9 @@ async fn send(
                 })?,
         ),
     };
-    let max = sh.max_response_bytes;
-    let expect = resp.content_length().unwrap_or(0) as usize;
-    if expect > max {
-        return Err(AttemptError::TooLarge(expect));
-    }
-    let mut buf = Vec::with_capacity(expect.max(256));
-    while let Some(chunk) = resp.chunk().await.map_err(AttemptError::from_reqwest)? {
-        if buf.len() + chunk.len() > max {
-            return Err(AttemptError::TooLarge(buf.len() + chunk.len()));
-        }
-        buf.extend_from_slice(&chunk);
-    }
+    let buf = super::http::read_body(&mut resp, sh.max_response_bytes).await?;
     if !status.is_success() {
-        return Err(AttemptError::Status {
-            status: status.as_u16(),
-            message: v2::error_text(&buf),
-        });
+        return Err(super::http::status_error(status, &buf));
     }
     let want = Want {
         id,

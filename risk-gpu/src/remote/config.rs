@@ -1,5 +1,8 @@
 //! How to reach a model over the Open Inference Protocol, and how hard to try.
 
+use risk_core::secret::{redact_url, Secret};
+use std::net::IpAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Tensor element type of the feature input (`datatype` in the V2 protocol).
@@ -118,12 +121,39 @@ impl Default for BreakerConfig {
     }
 }
 
+/// Default largest response body: 4 MiB (an infer answer of 1,024 rows is ~40 KiB).
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 4 << 20;
+
+/// Whether `host_port` (`host[:port]`, `[v6][:port]`) names the loopback interface.
+fn loopback(host_port: &str) -> bool {
+    let host = match host_port.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host_port.rsplit_once(':').map_or(host_port, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
 /// A model served over KServe V2 REST (`POST /v2/models/{model}[/versions/{v}]/infer`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KServeConfig {
-    /// Base URLs of the replicas serving the model, e.g. `http://10.0.0.5:8080`
-    /// (`http` only; put TLS in a sidecar).
+    /// Base URLs of the replicas serving the model, e.g. `https://10.0.0.5:8443` or
+    /// `http://10.0.0.5:8080`. Credentials in a URL (`user:pass@`) are refused: give a
+    /// token as [`bearer_token`](Self::bearer_token).
     pub endpoints: Vec<String>,
+    /// PEM file of the CA certificate(s) that sign the servers' certificates. When set,
+    /// `https://` endpoints are trusted only if signed by these (the system's roots are
+    /// not used); when `None`, the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of the client certificate (chain) presented to servers that require one
+    /// (mutual TLS); with [`client_key`](Self::client_key).
+    pub client_cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (PKCS#8, SEC1 or PKCS#1,
+    /// unencrypted); with [`client_cert`](Self::client_cert).
+    pub client_key: Option<PathBuf>,
+    /// Sent as `Authorization: Bearer <token>` on every request (marked sensitive, never
+    /// printed). Refused over `http://` to a host other than loopback.
+    pub bearer_token: Option<Secret>,
     /// Model name.
     pub model: String,
     /// Model version (`None`: the server's default).
@@ -152,7 +182,8 @@ pub struct KServeConfig {
     pub warmup_requests: usize,
     /// Rows per infer request; a larger batch is split.
     pub max_batch: usize,
-    /// Largest response body read.
+    /// Largest response body read, of every request (readiness, metadata, warm-up and
+    /// infer); a larger one is refused (`response body over N bytes`) without reading on.
     pub max_response_bytes: usize,
     /// Hedging (`None`: off).
     pub hedge: Option<HedgeConfig>,
@@ -168,6 +199,10 @@ impl KServeConfig {
     pub fn new(endpoints: Vec<String>, model: impl Into<String>) -> Self {
         Self {
             endpoints,
+            ca_file: None,
+            client_cert: None,
+            client_key: None,
+            bearer_token: None,
             model: model.into(),
             version: None,
             input: "input-0".into(),
@@ -181,7 +216,7 @@ impl KServeConfig {
             load_timeout: Duration::from_secs(10),
             warmup_requests: 8,
             max_batch: 1024,
-            max_response_bytes: 16 << 20,
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             hedge: Some(HedgeConfig::default()),
             retry: RetryConfig::default(),
             breaker: BreakerConfig::default(),
@@ -200,13 +235,46 @@ impl KServeConfig {
             ));
         }
         for e in &self.endpoints {
-            let rest = e
-                .strip_prefix("http://")
-                .ok_or_else(|| ("endpoints", format!("{e:?}: expected http://host:port")))?;
+            let shown = redact_url(e);
+            let (scheme, rest) = e
+                .split_once("://")
+                .filter(|(s, _)| *s == "http" || *s == "https")
+                .ok_or_else(|| {
+                    (
+                        "endpoints",
+                        format!("{shown:?}: expected http://host:port or https://host:port"),
+                    )
+                })?;
             let host = rest.trim_end_matches('/');
-            if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
-                return Err(("endpoints", format!("{e:?}: expected http://host:port")));
+            if host.contains('@') {
+                return Err((
+                    "endpoints",
+                    format!(
+                        "{shown:?}: credentials in the URL are refused (they would travel and \
+                         print with it); give a token as bearer_token"
+                    ),
+                ));
             }
+            if host.is_empty() || host.contains(['/', '?', '#', ' ']) {
+                return Err((
+                    "endpoints",
+                    format!("{shown:?}: expected {scheme}://host:port"),
+                ));
+            }
+            if scheme == "http" && self.bearer_token.is_some() && !loopback(host) {
+                return Err((
+                    "bearer_token",
+                    format!(
+                        "would travel in clear text to {shown:?}: use https:// (plain http \
+                         only to a loopback host)"
+                    ),
+                ));
+            }
+        }
+        match (&self.client_cert, &self.client_key) {
+            (Some(_), None) => return Err(("client_key", "client_cert needs client_key".into())),
+            (None, Some(_)) => return Err(("client_cert", "client_key needs client_cert".into())),
+            _ => {}
         }
         let name_ok = |s: &str| {
             !s.is_empty()

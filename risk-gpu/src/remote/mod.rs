@@ -14,6 +14,12 @@
 //! - **retries** only for failures another attempt can fix, and only within the budget;
 //! - a **circuit breaker per endpoint** and health-based selection (lower smoothed
 //!   latency times attempts in flight, of two candidates);
+//! - **TLS** (rustls) for `https://` endpoints, trusting the configured CA only
+//!   (`ca_file`) or the system's roots, with a client identity for mutual TLS
+//!   (`client_cert`, `client_key`) and a bearer token (`bearer_token`, an `env:`/`file:`
+//!   secret, sent as a sensitive header); credentials in a URL are refused, redirects are
+//!   never followed (a 3xx is an error naming its status), and every response body,
+//!   load-time GETs included, is read under `max_response_bytes`;
 //! - at load, server and model readiness (`/v2/health/ready`, `.../ready`) and the
 //!   model's metadata compared with the schema; warm-up requests in [`Scorer::warmup`].
 //!
@@ -35,6 +41,7 @@ mod attempt;
 mod call;
 mod config;
 mod endpoint;
+mod http;
 #[cfg(feature = "test-util")]
 mod proxy;
 mod scorer;
@@ -43,7 +50,10 @@ mod toml;
 pub mod v2;
 
 pub use attempt::AttemptError;
-pub use config::{BreakerConfig, Datatype, HedgeConfig, KServeConfig, RetryConfig, Wire};
+pub use config::{
+    BreakerConfig, Datatype, HedgeConfig, KServeConfig, RetryConfig, Wire,
+    DEFAULT_MAX_RESPONSE_BYTES,
+};
 pub use endpoint::BreakerState;
 #[cfg(feature = "test-util")]
 pub use proxy::{Fault, FaultProxy};

@@ -1,13 +1,15 @@
 //! [`RemoteScorer`]: a model on a KServe V2 server as a tier.
 
-use super::attempt::chain;
+use super::attempt::{chain, AttemptError};
 use super::call::{attempt, call, CallError, Req, Shared};
 use super::config::{Datatype, KServeConfig, Wire};
 use super::endpoint::{Endpoint, HedgeBudget, LatencyWindow};
+use super::http;
 use super::stats::{Counters, EndpointStatus, RemoteStats};
 use super::v2::{self, ModelMetadata, ServerMetadata};
 use super::RemoteError;
 use bytes::Bytes;
+use risk_core::secret::redact_url;
 use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -51,23 +53,26 @@ impl std::fmt::Debug for RemoteScorer {
     }
 }
 
-async fn get(client: &reqwest::Client, url: &str, timeout: Duration) -> Result<Vec<u8>, String> {
-    let r = client
+/// A load-time GET: no redirect followed, the body bounded like every other.
+async fn get(
+    client: &reqwest::Client,
+    url: &str,
+    timeout: Duration,
+    max: usize,
+) -> Result<Vec<u8>, String> {
+    let fail = |e: AttemptError| format!("GET {}: {e}", redact_url(url));
+    let mut r = client
         .get(url)
         .timeout(timeout)
         .send()
         .await
-        .map_err(|e| format!("GET {url}: {}", chain(&e)))?;
+        .map_err(|e| format!("GET {}: {}", redact_url(url), chain(&e)))?;
     let status = r.status();
-    let body = r.bytes().await.map_err(|e| format!("GET {url}: {e}"))?;
+    let body = http::read_body(&mut r, max).await.map_err(fail)?;
     if !status.is_success() {
-        return Err(format!(
-            "GET {url}: HTTP {}: {}",
-            status.as_u16(),
-            v2::error_text(&body)
-        ));
+        return Err(fail(http::status_error(status, &body)));
     }
-    Ok(body.to_vec())
+    Ok(body)
 }
 
 /// What one endpoint said at load.
@@ -78,16 +83,16 @@ struct Probe {
 }
 
 async fn probe(client: &reqwest::Client, base: &str, cfg: &KServeConfig) -> Result<Probe, String> {
-    let t = cfg.load_timeout;
-    get(client, &format!("{base}/v2/health/ready"), t).await?;
+    let (t, max) = (cfg.load_timeout, cfg.max_response_bytes);
+    get(client, &format!("{base}/v2/health/ready"), t, max).await?;
     let model_url = format!("{base}{}", cfg.model_path());
-    get(client, &format!("{model_url}/ready"), t).await?;
-    let server = get(client, &format!("{base}/v2"), t).await?;
+    get(client, &format!("{model_url}/ready"), t, max).await?;
+    let server = get(client, &format!("{base}/v2"), t, max).await?;
     let server: ServerMetadata = serde_json::from_slice(&server)
-        .map_err(|e| format!("GET {base}/v2: not server metadata: {e}"))?;
-    let model_bytes = get(client, &model_url, t).await?;
+        .map_err(|e| format!("GET {}/v2: not server metadata: {e}", redact_url(base)))?;
+    let model_bytes = get(client, &model_url, t, max).await?;
     let model: ModelMetadata = serde_json::from_slice(&model_bytes)
-        .map_err(|e| format!("GET {model_url}: not model metadata: {e}"))?;
+        .map_err(|e| format!("GET {}: not model metadata: {e}", redact_url(&model_url)))?;
     Ok(Probe {
         server,
         model,
@@ -181,15 +186,7 @@ impl RemoteScorer {
             .enable_all()
             .build()
             .map_err(|e| RemoteError::Runtime(e.to_string()))?;
-        let client = reqwest::Client::builder()
-            .http1_only()
-            .no_proxy()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(cfg.pool_idle)
-            .pool_idle_timeout(cfg.pool_idle_timeout)
-            .connect_timeout(cfg.load_timeout)
-            .build()
-            .map_err(|e| RemoteError::Runtime(e.to_string()))?;
+        let client = http::client(cfg)?;
         let endpoints: Vec<Endpoint> = cfg
             .endpoints
             .iter()
@@ -211,7 +208,7 @@ impl RemoteScorer {
                 Ok(p) => {
                     checked &=
                         check(&p.model, cfg, slots.len()).map_err(|m| RemoteError::Metadata {
-                            endpoint: e.base.clone(),
+                            endpoint: redact_url(&e.base),
                             message: m,
                         })?;
                     first.get_or_insert(p);
@@ -235,7 +232,12 @@ impl RemoteScorer {
             Wire::Binary if all_binary => true,
             Wire::Binary => {
                 return Err(RemoteError::Metadata {
-                    endpoint: cfg.endpoints.join(", "),
+                    endpoint: cfg
+                        .endpoints
+                        .iter()
+                        .map(|e| redact_url(e))
+                        .collect::<Vec<_>>()
+                        .join(", "),
                     message: format!(
                         "wire = binary, but not every server lists {BINARY_EXTENSION:?}"
                     ),
@@ -326,7 +328,7 @@ impl RemoteScorer {
             .endpoints
             .iter()
             .map(|e| EndpointStatus {
-                url: e.base.clone(),
+                url: redact_url(&e.base),
                 breaker: e.breaker.state(),
                 opens: e.breaker.opens(),
                 attempts: e.attempts.load(Ordering::Relaxed),
@@ -399,7 +401,9 @@ impl RemoteScorer {
                 CallError::NoEndpoint => {
                     ScoreError::Failed("kserve: every endpoint's circuit breaker is open".into())
                 }
-                CallError::Attempt(ep, e) => ScoreError::Failed(format!("kserve {ep}: {e}")),
+                CallError::Attempt(ep, e) => {
+                    ScoreError::Failed(format!("kserve {}: {e}", redact_url(&ep)))
+                }
             })
         });
         match &r {
@@ -512,7 +516,7 @@ impl Scorer for RemoteScorer {
                 None => passed += 1,
                 Some(m) => {
                     e.breaker.force_open(Instant::now());
-                    errors.push(format!("{}: {m}", e.base));
+                    errors.push(format!("{}: {m}", redact_url(&e.base)));
                 }
             }
         }

@@ -3,7 +3,11 @@
 //! ```toml
 //! [fast.scorer]
 //! kind = "kserve"
-//! endpoints = ["http://10.0.0.5:8080", "http://10.0.0.6:8080"]
+//! endpoints = ["https://10.0.0.5:8443", "https://10.0.0.6:8443"]  # or http://
+//! ca_file = "tls/ca.pem"        # optional: trust only this CA (else the system's roots)
+//! client_cert = "tls/client.pem"  # optional, with client_key: mutual TLS
+//! client_key = "tls/client.key"
+//! bearer_token = "env:KSERVE_TOKEN"  # optional: or file:PATH; sent as Authorization: Bearer
 //! model = "xgb-fraud"
 //! version = "1"                 # optional: the server's default version
 //! input = "input-0"             # default input-0
@@ -17,7 +21,7 @@
 //! load_timeout_ms = 10000       # each readiness, metadata and warm-up request
 //! warmup_requests = 8           # per endpoint, concurrent
 //! max_batch = 1024              # rows per infer request
-//! max_response_kb = 16384
+//! max_response_kb = 4096       # every response body, load-time GETs included
 //! hedge = true                  # false: no hedging; or a table:
 //! [fast.scorer.hedge]
 //! percentile = 0.95             # hedge after this percentile of recent latencies
@@ -32,14 +36,25 @@
 //! open_ms = 1000                # then one probe
 //! ```
 
+//!
+//! Paths are relative to the config file's directory. `user:pass@` in an endpoint is
+//! refused; `bearer_token` must be `env:NAME` or `file:PATH` (an inline token would be
+//! stored with the table in the model directory's `meta.json`).
+
 use super::config::{BreakerConfig, Datatype, HedgeConfig, KServeConfig, RetryConfig, Wire};
 use super::RemoteScorer;
+use risk_core::secret::SecretSpec;
 use risk_core::{ConfigError, ScorerSpec};
+use std::path::PathBuf;
 use std::time::Duration;
 
-const KEYS: [&str; 19] = [
+const KEYS: [&str; 23] = [
     "kind",
     "endpoints",
+    "ca_file",
+    "client_cert",
+    "client_key",
+    "bearer_token",
     "model",
     "version",
     "input",
@@ -148,6 +163,28 @@ pub fn config(spec: &ScorerSpec) -> Result<KServeConfig, ConfigError> {
     let model =
         string(t, at, "model")?.ok_or_else(|| invalid(&format!("{at}.model"), "missing string"))?;
     let mut c = KServeConfig::new(endpoints, model);
+    let path = |key: &str| -> Result<Option<PathBuf>, ConfigError> {
+        Ok(string(t, at, key)?.map(|p| spec.base_dir.join(p)))
+    };
+    c.ca_file = path("ca_file")?;
+    c.client_cert = path("client_cert")?;
+    c.client_key = path("client_key")?;
+    if let Some(s) = string(t, at, "bearer_token")? {
+        let key = format!("{at}.bearer_token");
+        if !(s.starts_with("env:") || s.starts_with("file:")) {
+            return Err(invalid(
+                &key,
+                "give the token as env:NAME or file:PATH, not inline (the table is stored \
+                 in the model directory's meta.json)",
+            ));
+        }
+        let token = SecretSpec::new(s).resolve(&key).map_err(|e| {
+            let m = e.to_string();
+            let m = m.strip_prefix(&format!("{key}: ")).unwrap_or(&m).to_owned();
+            invalid(&key, m)
+        })?;
+        c.bearer_token = Some(token);
+    }
     c.version = string(t, at, "version")?.map(str::to_owned);
     if let Some(s) = string(t, at, "input")? {
         c.input = s.to_owned();

@@ -334,28 +334,47 @@ pub(crate) fn decode(
             want.positive
         )));
     }
-    let n = want.rows * cols;
+    // A server's shape is untrusted: `rows * cols` (and the byte size) may not fit a usize.
+    let n = want
+        .rows
+        .checked_mul(cols)
+        .filter(|n| n.checked_mul(dt.size()).is_some())
+        .ok_or_else(|| {
+            shape_err(format!(
+                "shape {:?}: {} x {cols} values overflow",
+                t.shape, want.rows
+            ))
+        })?;
     let binary = t.parameters.as_ref().and_then(|p| p.binary_data_size);
     let mut probs = Vec::with_capacity(want.rows);
     match (&t.data, binary) {
         (_, Some(size)) => {
-            let offset = json.len()
-                + resp.outputs[..idx]
-                    .iter()
-                    .filter_map(|o| o.parameters.as_ref().and_then(|p| p.binary_data_size))
-                    .sum::<u64>() as usize;
-            if header_len.is_none() || size as usize != n * dt.size() {
+            if header_len.is_none() || u64::try_from(n * dt.size()).ok() != Some(size) {
                 return Err(shape_err(format!(
                     "{size} binary bytes for {n} {} values",
                     dt.name()
                 )));
             }
-            let raw = body.get(offset..offset + size as usize).ok_or_else(|| {
+            let past = |m: &str| {
                 DecodeError::Malformed(format!(
-                    "binary output ends past the {}-byte body",
+                    "binary output {m} past the {}-byte body",
                     body.len()
                 ))
-            })?;
+            };
+            let before = resp.outputs[..idx]
+                .iter()
+                .filter_map(|o| o.parameters.as_ref().and_then(|p| p.binary_data_size))
+                .try_fold(0u64, u64::checked_add)
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| past("starts"))?;
+            let offset = json
+                .len()
+                .checked_add(before)
+                .ok_or_else(|| past("starts"))?;
+            let end = offset
+                .checked_add(n * dt.size())
+                .ok_or_else(|| past("ends"))?;
+            let raw = body.get(offset..end).ok_or_else(|| past("ends"))?;
             for r in 0..want.rows {
                 let at = (r * cols + col) * dt.size();
                 probs.push(match dt {
@@ -510,6 +529,33 @@ mod tests {
             error_text(br#"{"error":"Model m not found"}"#),
             "Model m not found"
         );
+    }
+
+    #[test]
+    fn huge_output_width_is_a_typed_error_not_an_overflow() {
+        // 4 x 2^62 wraps to 0 in a usize: the empty data once "matched" and the slice
+        // index then panicked (also the seed fuzz/seeds/kserve_response/huge_width_overflow.json).
+        let w = Want {
+            positive: 0,
+            ..want(4)
+        };
+        let json = br#"{"outputs":[{"name":"predict_proba","shape":[4,4611686018427387904],"datatype":"FP32","data":[]}]}"#;
+        let e = decode(json, None, &w).unwrap_err();
+        assert!(
+            matches!(&e, DecodeError::Shape(m) if m.contains("overflow")),
+            "{e:?}"
+        );
+        // Binary: 4 x 2^61 x 8 bytes wraps to 0 as well.
+        let bin = br#"{"outputs":[{"name":"predict_proba","shape":[4,2305843009213693952],"datatype":"FP64","parameters":{"binary_data_size":0}}]}"#;
+        let e = decode(bin, Some(bin.len()), &w).unwrap_err();
+        assert!(
+            matches!(&e, DecodeError::Shape(m) if m.contains("overflow")),
+            "{e:?}"
+        );
+        // An earlier output's size that runs past the address space.
+        let far = br#"{"outputs":[{"name":"a","shape":[1],"datatype":"FP32","parameters":{"binary_data_size":18446744073709551615}},{"name":"predict_proba","shape":[1,1],"datatype":"FP32","parameters":{"binary_data_size":4}}]}"#;
+        let e = decode(far, Some(far.len()), &want(1)).unwrap_err();
+        assert!(matches!(e, DecodeError::Malformed(_)), "{e:?}");
     }
 
     #[test]

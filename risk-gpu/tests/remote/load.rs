@@ -113,7 +113,8 @@ fn bad_configs_are_typed_errors_naming_the_field() {
         other => panic!("{field}: {other:?}"),
     };
     check(cfg(&[]), "endpoints");
-    check(cfg(&["https://10.0.0.1:443".into()]), "endpoints");
+    check(cfg(&["ftp://10.0.0.1:21".into()]), "endpoints");
+    check(cfg(&["https://u:p@10.0.0.1:443".into()]), "endpoints");
     check(cfg(&["http://h:1/v2/models".into()]), "endpoints");
     let mut c = cfg(&[mlserver_url()]);
     c.model = "a/b".into();

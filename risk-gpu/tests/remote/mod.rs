@@ -1,13 +1,17 @@
 //! The remote tier (issue [14]) against a real MLServer serving the committed XGBoost
 //! model (`tools/servers.sh start mlserver`; `RISK_MLSERVER_URL`, default
 //! `http://127.0.0.1:8085`), faults injected by `risk_gpu::remote::FaultProxy`. A server
-//! that is not there fails these tests; it never skips them.
+//! that is not there fails these tests; it never skips them. The TLS tests (`tls.rs`) go
+//! through the mutual-TLS proxy in front of it (`RISK_MLSERVER_TLS_URL`, default
+//! `https://127.0.0.1:8443`, certificates in `RISK_TLS_DIR`).
 
+mod canned;
 mod config;
 mod equality;
 mod faults;
 mod kill;
 mod load;
+mod tls;
 
 use crate::common::*;
 use risk_core::synth::schema;
