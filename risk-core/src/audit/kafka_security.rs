@@ -448,3 +448,195 @@ impl fmt::Debug for PropertyNames<'_> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(k: &str, v: &str) -> String {
+        match check_property(k, v) {
+            Err(e @ KafkaConfigError::Refused { .. }) => e.to_string(),
+            other => panic!("{k}={v}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn properties_that_weaken_delivery_load_code_or_disable_checks_are_refused_by_name() {
+        for (k, v) in [
+            ("acks", "1"),
+            ("request.required.acks", "0"),
+            ("enable.idempotence", "false"),
+            ("plugin.library.paths", "/tmp/evil.so"),
+            ("ssl.engine.location", "/tmp/engine.so"),
+            ("sasl.kerberos.kinit.cmd", "sh -c evil"),
+            ("ssl.endpoint.identification.algorithm", "none"),
+            ("enable.ssl.certificate.verification", "false"),
+            ("max.in.flight", "10"),
+            ("max.in.flight.requests.per.connection", "100"),
+            ("retries", "0"),
+            ("sasl.oauthbearer.client.secret", "Oauth-S3cret-Value"),
+            ("ssl.keystore.password", "x"),
+        ] {
+            let m = refused(k, v);
+            assert!(m.contains(&format!("audit.kafka.properties.{k}")), "{m}");
+            assert!(!m.contains(v) || v.len() < 3, "{m} repeats the value");
+        }
+        // Case does not get round the list.
+        refused("ACKS", "0");
+    }
+
+    #[test]
+    fn properties_with_their_own_key_name_it() {
+        for (k, key) in [
+            ("sasl.password", "sasl_password"),
+            ("ssl.key.password", "ssl_key_password"),
+            ("security.protocol", "security_protocol"),
+            ("ssl.ca.location", "ssl_ca_file"),
+            ("ssl.key.pem", "ssl_key_file"),
+            ("bootstrap.servers", "brokers"),
+        ] {
+            let e = check_property(k, "Some-Value-42").unwrap_err();
+            let m = e.to_string();
+            assert!(m.contains(&format!("set audit.kafka.{key} instead")), "{m}");
+            assert!(!m.contains("Some-Value-42"), "{m}");
+            assert_eq!(e.key(), format!("audit.kafka.properties.{k}"));
+        }
+    }
+
+    #[test]
+    fn harmless_properties_pass() {
+        for (k, v) in [
+            ("linger.ms", "20"),
+            ("compression.type", "zstd"),
+            ("max.in.flight", "5"),
+            ("ssl.endpoint.identification.algorithm", "https"),
+            ("client.id", "risk-audit"),
+            ("batch.num.messages", "5000"),
+        ] {
+            check_property(k, v).unwrap_or_else(|e| panic!("{k}: {e}"));
+        }
+    }
+
+    #[test]
+    fn security_keys_must_fit_the_protocol() {
+        let pw = || Some(Secret::from_value("Pa55-Distinctive"));
+        let mut s = KafkaSecurity {
+            protocol: SecurityProtocol::SaslSsl,
+            sasl_mechanism: Some(SaslMechanism::ScramSha512),
+            sasl_username: Some("risk".into()),
+            ..Default::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert_eq!(e.key(), "audit.kafka.sasl_password");
+        s.sasl_password = pw();
+        s.validate().unwrap();
+        s.protocol = SecurityProtocol::SaslPlaintext;
+        s.sasl_mechanism = Some(SaslMechanism::Plain);
+        let e = s.validate().unwrap_err();
+        assert!(matches!(e, KafkaConfigError::PlaintextPassword), "{e}");
+        assert!(e.to_string().contains("allow_plaintext_password"), "{e}");
+        s.allow_plaintext_password = true;
+        s.validate().unwrap();
+        let s = KafkaSecurity {
+            protocol: SecurityProtocol::Plaintext,
+            sasl_password: pw(),
+            ..Default::default()
+        };
+        assert_eq!(s.validate().unwrap_err().key(), "audit.kafka.sasl_password");
+        let s = KafkaSecurity {
+            protocol: SecurityProtocol::Plaintext,
+            ssl_ca_file: Some("/etc/hostname".into()),
+            ..Default::default()
+        };
+        assert_eq!(s.validate().unwrap_err().key(), "audit.kafka.ssl_ca_file");
+        let s = KafkaSecurity {
+            protocol: SecurityProtocol::Ssl,
+            ssl_ca_file: Some("/nonexistent/ca.pem".into()),
+            ..Default::default()
+        };
+        let e = s.validate().unwrap_err();
+        assert!(
+            matches!(
+                e,
+                KafkaConfigError::File {
+                    key: "ssl_ca_file",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let s = KafkaSecurity {
+            protocol: SecurityProtocol::Ssl,
+            ssl_key_password: pw(),
+            ..Default::default()
+        };
+        assert_eq!(
+            s.validate().unwrap_err().key(),
+            "audit.kafka.ssl_key_password"
+        );
+        assert!(!format!("{s:?}").contains("Pa55"));
+    }
+
+    #[test]
+    fn risk_toml_maps_security_keys_and_refuses_properties_by_name() {
+        let raw = |extra: &str| -> crate::audit::RawAudit {
+            toml::from_str(&format!(
+                "dir = \"a\"\n[kafka]\nbrokers = \"127.0.0.1:9094\"\ntopic = \"t\"\n{extra}"
+            ))
+            .unwrap()
+        };
+        std::env::set_var("RISK_KAFKA_TEST_PW", "Env-Secret-Distinctive-9");
+        let spec = raw(
+            "security_protocol = \"SASL_SSL\"\nsasl_mechanism = \"SCRAM-SHA-512\"\n\
+             sasl_username = \"risk\"\nsasl_password = \"env:RISK_KAFKA_TEST_PW\"\n\
+             [kafka.properties]\n\"linger.ms\" = 10",
+        )
+        .kafka_spec()
+        .unwrap()
+        .unwrap();
+        assert_eq!(spec.security.protocol, SecurityProtocol::SaslSsl);
+        assert_eq!(
+            spec.security.sasl_password.as_ref().unwrap().expose(),
+            "Env-Secret-Distinctive-9"
+        );
+        let dbg = format!("{spec:?}");
+        assert!(!dbg.contains("Env-Secret"), "{dbg}");
+        let mut props = Vec::new();
+        spec.security
+            .apply(&mut |k, v| props.push((k, v.to_owned())));
+        assert!(props.contains(&("sasl.mechanisms", "SCRAM-SHA-512".into())));
+        assert!(props.contains(&("security.protocol", "SASL_SSL".into())));
+        assert!(props.contains(&("ssl.endpoint.identification.algorithm", "https".into())));
+
+        let e = raw("[kafka.properties]\nacks = \"1\"")
+            .kafka_spec()
+            .unwrap_err();
+        assert!(e.to_string().contains("audit.kafka.properties.acks"), "{e}");
+        let e = raw("[kafka.properties]\n\"sasl.password\" = \"Inline-Leak-Distinctive\"")
+            .kafka_spec()
+            .unwrap_err();
+        assert!(e.to_string().contains("audit.kafka.sasl_password"), "{e}");
+        assert!(!e.to_string().contains("Inline-Leak"), "{e}");
+        let e = raw("security_protocol = \"TLS\"").kafka_spec().unwrap_err();
+        assert!(
+            e.to_string().contains("audit.kafka.security_protocol"),
+            "{e}"
+        );
+        let e = raw(
+            "security_protocol = \"SASL_SSL\"\nsasl_mechanism = \"SCRAM-SHA-512\"\n\
+             sasl_username = \"risk\"\nsasl_password = \"env:RISK_KAFKA_TEST_PW_UNSET\"",
+        )
+        .kafka_spec()
+        .unwrap_err();
+        assert!(e.to_string().contains("audit.kafka.sasl_password"), "{e}");
+    }
+
+    #[test]
+    fn scrub_removes_every_secret() {
+        let s = [Secret::from_value("abc-123"), Secret::from_value("zz9")];
+        assert_eq!(
+            scrub("x abc-123 y zz9 abc-123", &s),
+            "x [redacted] y [redacted] [redacted]"
+        );
+    }
+}
