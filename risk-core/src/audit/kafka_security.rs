@@ -475,7 +475,7 @@ mod tests {
             ("max.in.flight.requests.per.connection", "100"),
             ("retries", "0"),
             ("sasl.oauthbearer.client.secret", "Oauth-S3cret-Value"),
-            ("ssl.keystore.password", "x"),
+            ("sasl.oauthbearer.config", "principal=x secret=y"),
         ] {
             let m = refused(k, v);
             assert!(m.contains(&format!("audit.kafka.properties.{k}")), "{m}");

@@ -266,8 +266,8 @@ fn refused_properties_stop_the_forwarder_at_start_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let log = Arc::new(SegmentLog::open(LogOptions::new(dir.path())).unwrap());
     for (k, v) in [
-        ("acks", "0"),
-        ("plugin.library.paths", "/tmp/x.so"),
+        ("acks", "Acks-Value-Distinctive"),
+        ("plugin.library.paths", "/tmp/Plugin-Distinctive.so"),
         ("ssl.endpoint.identification.algorithm", "none"),
         ("sasl.password", "Prop-Secret-Distinctive"),
     ] {
