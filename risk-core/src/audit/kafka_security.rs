@@ -411,15 +411,13 @@ pub fn check_property(property: &str, value: &str) -> Result<(), KafkaConfigErro
         "enable.ssl.certificate.verification" if !value.trim().eq_ignore_ascii_case("true") => {
             return refuse("it disables the broker certificate check")
         }
-        "max.in.flight" | "max.in.flight.requests.per.connection" => {
-            if !matches!(value.trim().parse::<u32>(), Ok(1..=5)) {
-                return refuse("the idempotent producer needs 1 to 5");
-            }
+        "max.in.flight" | "max.in.flight.requests.per.connection"
+            if !matches!(value.trim().parse::<u32>(), Ok(1..=5)) =>
+        {
+            return refuse("the idempotent producer needs 1 to 5")
         }
-        "message.send.max.retries" | "retries" => {
-            if matches!(value.trim().parse::<u64>(), Ok(0)) {
-                return refuse("the idempotent producer needs retries");
-            }
+        "message.send.max.retries" | "retries" if matches!(value.trim().parse::<u64>(), Ok(0)) => {
+            return refuse("the idempotent producer needs retries")
         }
         _ => {}
     }

@@ -269,7 +269,7 @@ mod tests {
             "ssl.key.password".into(),
             "Sup3r-Secret-Value".into(),
         );
-        let m = client_error(e, &[secret.clone()]);
+        let m = client_error(e, std::slice::from_ref(&secret));
         assert_eq!(
             m.to_string(),
             "audit.kafka: librdkafka refused property ssl.key.password"
