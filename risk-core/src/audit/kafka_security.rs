@@ -302,6 +302,7 @@ impl KafkaSecurity {
 
     /// The librdkafka properties these settings map to, secrets included (for the client
     /// only: never format them).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn apply(&self, set: &mut dyn FnMut(&'static str, &str)) {
         let p = self.protocol;
         set("security.protocol", p.as_str());
@@ -335,6 +336,7 @@ impl KafkaSecurity {
     }
 
     /// The secret values, to scrub from any text librdkafka hands back.
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
     pub(crate) fn secrets(&self) -> Vec<Secret> {
         [&self.sasl_password, &self.ssl_key_password]
             .into_iter()
@@ -345,6 +347,7 @@ impl KafkaSecurity {
 }
 
 /// `text` with every secret value replaced by `[redacted]`.
+#[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) fn scrub(text: &str, secrets: &[Secret]) -> String {
     let mut out = text.to_owned();
     for s in secrets {
