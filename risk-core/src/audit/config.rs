@@ -38,7 +38,25 @@ pub(crate) struct RawAudit {
     pub kafka: Option<RawKafka>,
 }
 
-/// `[audit.kafka]`.
+/// `[audit.kafka]`: `brokers`, `topic`, `max_in_flight`, `message_timeout_ms`, and the
+/// link's security: `security_protocol` (`PLAINTEXT` default, `SSL`, `SASL_PLAINTEXT`,
+/// `SASL_SSL`), `sasl_mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`),
+/// `sasl_username`, `sasl_password` (`env:NAME` / `file:PATH`), `ssl_ca_file`,
+/// `ssl_cert_file` + `ssl_key_file` (mutual TLS), `ssl_key_password` (`env:` / `file:`),
+/// `allow_plaintext_password` (`SASL_PLAINTEXT` + `PLAIN` is refused without it);
+/// `[audit.kafka.properties]`: further librdkafka properties, each checked by name
+/// (`check_kafka_property`).
+///
+/// ```toml
+/// [audit.kafka]
+/// brokers = "kafka-1:9094"
+/// topic = "risk-audit"
+/// security_protocol = "SASL_SSL"
+/// sasl_mechanism = "SCRAM-SHA-512"
+/// sasl_username = "risk"
+/// sasl_password = "env:RISK_KAFKA_PASSWORD"
+/// ssl_ca_file = "/etc/risk/kafka-ca.pem"
+/// ```
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawKafka {
