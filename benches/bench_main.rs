@@ -9,6 +9,7 @@ mod deadline;
 mod deploy;
 mod engine;
 mod ffi;
+mod kafka;
 mod llm;
 mod observe;
 mod quant;
@@ -61,6 +62,11 @@ criterion_group!(
     config = engine::config();
     targets = remote::decide
 );
+criterion_group!(
+    name = audit_kafka;
+    config = engine::config();
+    targets = kafka::throughput
+);
 criterion_main!(
     benches,
     deep,
@@ -68,6 +74,7 @@ criterion_main!(
     lifecycle,
     state,
     state_redis,
+    audit_kafka,
     text,
     remote
 );

@@ -6,9 +6,15 @@
 #   tools/servers.sh status [NAME...]   one line per server; exit 0 when all run, 3 when not
 #
 # NAME defaults to all of: kafka prometheus redis mlserver. Servers:
-#   kafka       Kafka 4.4.0 KRaft broker on 127.0.0.1:9092 (controller 127.0.0.1:9093), data under
-#               $RISK_SERVERS_DIR/kafka; topics risk-audit (3 partitions), risk-audit-test (1).
-#               Tests find it through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092.
+#   kafka       Kafka 4.4.0 KRaft broker, data under $RISK_SERVERS_DIR/kafka; topics risk-audit
+#               (3 partitions), risk-audit-test (1). Listeners: PLAINTEXT 127.0.0.1:9092, SSL
+#               127.0.0.1:9093 (client certificate required, CA $RISK_TLS_DIR/ca.pem), SASL_SSL
+#               127.0.0.1:9094 (SCRAM-SHA-512, user "risk", password random per start in
+#               $RISK_SERVERS_DIR/kafka/scram.password, 0600); controller 127.0.0.1:9099 (plain).
+#               Tests find them through RISK_KAFKA_BOOTSTRAP=127.0.0.1:9092,
+#               RISK_KAFKA_SSL_BOOTSTRAP=127.0.0.1:9093, RISK_KAFKA_SASL_SSL_BOOTSTRAP=127.0.0.1:9094,
+#               RISK_KAFKA_SCRAM_PASSWORD_FILE. A data directory made for other listeners (an
+#               older servers.sh) is formatted anew; new certificates restart the broker.
 #   prometheus  Prometheus (the distribution's package: apt-get install -y --no-install-recommends
 #               prometheus) on 127.0.0.1:9095, config tools/prometheus/prometheus.yml, TSDB and
 #               prometheus.log under $RISK_SERVERS_DIR/prometheus. It scrapes job "risk" at
@@ -64,17 +70,32 @@ listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # ---- kafka ----------------------------------------------------------------------------------
 kafka_port=9092
+kafka_ssl_port=9093
+kafka_sasl_ssl_port=9094
+kafka_controller_port=9099
 kafka_dir=$servers_dir/kafka
 kafka_topics=("risk-audit 3" "risk-audit-test 1")
+export RISK_KAFKA_CONTROLLER_PORT=$kafka_controller_port
 
 kafka_start() {
   "$broker" fetch
+  local want="listeners=PLAINTEXT://127.0.0.1:$kafka_port,SSL://127.0.0.1:$kafka_ssl_port,SASL_SSL://127.0.0.1:$kafka_sasl_ssl_port,CONTROLLER://127.0.0.1:$kafka_controller_port"
+  if "$broker" status "$kafka_dir" >/dev/null 2>&1 \
+     && ! cat "$tls_dir/server.key" "$tls_dir/server.pem" | cmp -s - "$kafka_dir/keystore.pem"; then
+    echo "kafka: the certificates in $tls_dir changed: restarting the broker"
+    "$broker" stop "$kafka_dir"
+  fi
+  if ! "$broker" status "$kafka_dir" >/dev/null 2>&1 && [[ -f $kafka_dir/server.properties ]] \
+     && ! grep -qxF "$want" "$kafka_dir/server.properties"; then
+    echo "kafka: $kafka_dir was made for other listeners: formatting it anew (test data only)"
+    rm -rf "$kafka_dir/data" "$kafka_dir/server.properties"
+  fi
   if "$broker" status "$kafka_dir" >/dev/null 2>&1; then
     echo "kafka: already running on 127.0.0.1:$kafka_port (pid $(<"$kafka_dir/broker.pid"), $kafka_dir)"
   elif listening "$kafka_port"; then
     echo "kafka: something answers on 127.0.0.1:$kafka_port already (not started here): reusing it"
   else
-    "$broker" start "$kafka_port" "$kafka_dir"
+    "$broker" start "$kafka_port" "$kafka_dir" "$kafka_ssl_port" "$kafka_sasl_ssl_port" "$tls_dir"
   fi
   # also checks that what answers on the port is a Kafka broker
   local t

@@ -7,6 +7,8 @@
 #                    redis-server (the Redis entity-state store tests), prometheus (the
 #                    metrics tests query a real Prometheus), curl (tools/servers.sh polls it),
 #                    stunnel4 (the HTTPS, mutual-TLS proxy in front of MLServer)
+#                    pkg-config and libssl-dev (rdkafka's librdkafka is built against the
+#                    system OpenSSL for the Kafka forwarder's SSL and SASL_SSL)
 #   rustup components: rustfmt, clippy
 #   checked, not installed (they come with the machine): gcc, go, java 17+ and mvn (the Go
 #   and Java bindings, the Kafka broker's jars), python3 >= 3.10 with pip and venv
@@ -24,6 +26,10 @@ missing=()
 for cmd in valgrind redis-server prometheus curl stunnel4; do
   command -v "$cmd" >/dev/null || missing+=("${pkg_of[$cmd]}")
 done
+# libraries, not commands: asked of dpkg
+for pkg in pkg-config libssl-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+done
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     apt=(apt-get)
@@ -40,6 +46,7 @@ fi
 for cmd in valgrind redis-server prometheus curl stunnel4; do
   command -v "$cmd" >/dev/null || die "$cmd still missing after apt-get install"
 done
+pkg-config --exists openssl || die "OpenSSL's pkg-config file still missing after apt-get install (libssl-dev)"
 
 # ---- Rust components ---------------------------------------------------------------------
 for c in rustfmt clippy; do

@@ -3,8 +3,11 @@
 # and the integration tests. No Kafka tarball is needed: tools/kafka/pom.xml lists the jars.
 #
 #   broker.sh fetch                         jars -> $RISK_KAFKA_LIBS (idempotent; fast when present)
-#   broker.sh start PORT DIR                start (formats DIR if fresh, else reuses its data);
-#                                           returns once the broker is ready
+#   broker.sh start PORT DIR [SSL_PORT SASL_SSL_PORT TLS_DIR]
+#                                           start (formats DIR if fresh, else reuses its data);
+#                                           returns once the broker is ready. With the TLS
+#                                           arguments, also an SSL listener (client certificate
+#                                           required) and a SASL_SSL SCRAM-SHA-512 listener, see below
 #   broker.sh stop DIR                      TERM, then KILL after a bounded wait (idempotent)
 #   broker.sh kill9 DIR                     kill -9 (outage tests; DIR keeps its data)
 #   broker.sh status DIR                    exit 0 when DIR's broker runs, 3 when not
@@ -15,9 +18,18 @@
 #                                           TIMEOUT_MS without a record; stdout, one line a record:
 #                                           "HEADERS<TAB>KEY" (HEADERS "k1:v1,k2:v2" or NO_HEADERS)
 #
-# The listener is PLAINTEXT on 127.0.0.1:PORT, the controller on 127.0.0.1:PORT+1. DIR holds
-# server.properties, data/ (log.dirs), broker.log (broker.log.prev: the previous run's) and
-# broker.pid.
+# The listener is PLAINTEXT on 127.0.0.1:PORT, the controller on 127.0.0.1:PORT+1
+# (RISK_KAFKA_CONTROLLER_PORT overrides). DIR holds server.properties, data/ (log.dirs),
+# broker.log (broker.log.prev: the previous run's) and broker.pid.
+#
+# TLS (start with SSL_PORT SASL_SSL_PORT TLS_DIR; TLS_DIR as tools/certs.sh writes it):
+#   SSL://127.0.0.1:SSL_PORT            TLS, server.pem/server.key, client certificates required
+#                                       and checked against ca.pem (ssl.client.auth=required)
+#   SASL_SSL://127.0.0.1:SASL_SSL_PORT  TLS (no client certificate) + SASL SCRAM-SHA-512, user
+#                                       "risk"; its password is random, made at each start and
+#                                       written to DIR/scram.password (0600)
+# PEM key and trust stores (DIR/keystore.pem: server key + certificate, 0600). The controller
+# and the inter-broker listener stay PLAINTEXT on loopback; there is no authorizer (no ACLs).
 #
 # Environment:
 #   RISK_KAFKA_LIBS           jar directory (default <repo>/target/kafka/libs)
@@ -120,17 +132,33 @@ cmd_fetch() {
   echo "kafka jars fetched into $libs ($(ls "$libs" | wc -l) files, $((SECONDS - t0)) s)"
 }
 
-write_properties() { # PORT DIR
-  local port=$1 dir=$2 cport=$(($1 + 1))
+# the listeners= line for PORT [SSL_PORT SASL_SSL_PORT]
+listeners_line() {
+  local cport=${RISK_KAFKA_CONTROLLER_PORT:-$(($1 + 1))}
+  if (( $# == 3 )); then
+    echo "listeners=PLAINTEXT://127.0.0.1:$1,SSL://127.0.0.1:$2,SASL_SSL://127.0.0.1:$3,CONTROLLER://127.0.0.1:$cport"
+  else
+    echo "listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$cport"
+  fi
+}
+
+write_properties() { # PORT DIR [SSL_PORT SASL_SSL_PORT TLS_DIR]
+  local port=$1 dir=$2 cport=${RISK_KAFKA_CONTROLLER_PORT:-$(($1 + 1))}
+  local advertised="PLAINTEXT://127.0.0.1:$port" map="CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+  if (( $# == 5 )); then
+    advertised+=",SSL://127.0.0.1:$3,SASL_SSL://127.0.0.1:$4"
+    map+=",SSL:SSL,SASL_SSL:SASL_SSL"
+  fi
   cat >"$dir/server.properties.new" <<EOF
-# written by tools/kafka/broker.sh start $port $dir
+# written by tools/kafka/broker.sh start $*
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=127.0.0.1:$cport
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+$(listeners_line "$port" "${@:3:2}")
+advertised.listeners=$advertised
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=$map
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
@@ -147,20 +175,44 @@ group.initial.rebalance.delay.ms=0
 broker.session.timeout.ms=4000
 broker.heartbeat.interval.ms=1000
 EOF
+  if (( $# == 5 )); then
+    local tls=$5
+    # PEM stores (KIP-651): the key store is the server's PKCS#8 key and its certificate
+    (umask 077 && cat "$tls/server.key" "$tls/server.pem" >"$dir/keystore.pem")
+    cat >>"$dir/server.properties.new" <<EOF
+ssl.keystore.type=PEM
+ssl.keystore.location=$dir/keystore.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$tls/ca.pem
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+EOF
+  fi
   mv -f "$dir/server.properties.new" "$dir/server.properties"
 }
 
 cmd_start() {
-  (( $# == 2 )) || usage
-  local port=$1 dir pid
+  (( $# == 2 || $# == 5 )) || usage
+  local port=$1 dir pid tls_args=()
   is_port "$port" || die "bad PORT: $port"
   dir=$(abs_dir "$2")
+  if (( $# == 5 )); then
+    is_port "$3" || die "bad SSL_PORT: $3"
+    is_port "$4" || die "bad SASL_SSL_PORT: $4"
+    local f
+    for f in ca.pem server.pem server.key; do
+      [[ -s $5/$f ]] || die "TLS_DIR $5 has no $f (make it with tools/certs.sh)"
+    done
+    tls_args=("$3" "$4" "$(cd "$5" && pwd)")
+  fi
   need_libs
   lock_dir "$dir"
   command -v java >/dev/null || die "java not found (Kafka 4.4 needs Java 17+)"
   # A formatted DIR keeps its port: the controller's endpoint is in its KRaft bootstrap records.
   if [[ -f $dir/data/meta.properties && -f $dir/server.properties ]] \
-     && ! grep -qx "listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$((port + 1))" "$dir/server.properties"; then
+     && ! grep -qxF "$(listeners_line "$port" "${tls_args[@]:0:2}")" "$dir/server.properties"; then
     die "$dir was set up for another port ($(grep '^listeners=' "$dir/server.properties")); use that port or a fresh DIR"
   fi
   pid=$(broker_pid "$dir")
@@ -169,10 +221,10 @@ cmd_start() {
     return 0
   fi
   local p
-  for p in "$port" $((port + 1)); do
+  for p in "$port" "${RISK_KAFKA_CONTROLLER_PORT:-$((port + 1))}" "${tls_args[@]:0:2}"; do
     listening "$p" && die "127.0.0.1:$p is already in use"
   done
-  write_properties "$port" "$dir"
+  write_properties "$port" "$dir" "${tls_args[@]}"
   if [[ ! -f $dir/data/meta.properties ]]; then
     rm -rf "$dir/data" # never formatted (or half formatted): nothing to keep
     local cluster_id
@@ -214,8 +266,28 @@ cmd_start() {
     fi
     sleep 0.1
   done
+  (( ${#tls_args[@]} )) && scram_user "$port" "$dir"
   local ms=$((($(date +%s%N) - t0) / 1000000))
-  echo "kafka broker ready on 127.0.0.1:$port (pid $pid, $dir, ${ms} ms)"
+  echo "kafka broker ready on 127.0.0.1:$port${tls_args:+ (SSL ${tls_args[0]}, SASL_SSL ${tls_args[1]})} (pid $pid, $dir, ${ms} ms)"
+}
+
+# A new random password for SCRAM-SHA-512 user "risk", set through the PLAINTEXT listener
+# (kafka-configs) and written to DIR/scram.password (0600). The tool takes it on its command
+# line for a few seconds (its --add-config-file mangles SCRAM keys): a throw-away test password
+# on a test machine. The tool's output is kept out of sight: it repeats the password on errors.
+scram_user() { # PORT DIR
+  local port=$1 dir=$2 pw
+  pw=$(openssl rand -hex 24)
+  (umask 077 && printf '%s\n' "$pw" >"$dir/scram.password.new")
+  if ! java_tool org.apache.kafka.tools.ConfigCommand --bootstrap-server "127.0.0.1:$port" \
+       --command-config "$here/admin.properties" --alter --entity-type users --entity-name risk \
+       --add-config "SCRAM-SHA-512=[iterations=8192,password=$pw]" >"$dir/scram.log" 2>&1; then
+    sed "s/$pw/[redacted]/g" "$dir/scram.log" >&2
+    rm -f "$dir/scram.password.new" "$dir/scram.log"
+    die "cannot create the SCRAM user (127.0.0.1:$port)"
+  fi
+  rm -f "$dir/scram.log"
+  mv -f "$dir/scram.password.new" "$dir/scram.password"
 }
 
 cmd_stop() {

@@ -1,7 +1,11 @@
 //! `[audit]` in `risk.toml` (see [`crate::config`] for every key) onto [`LogOptions`].
 
+use super::kafka_security::{
+    check_property, KafkaConfigError, KafkaSecurity, PropertyNames, SaslMechanism, SecurityProtocol,
+};
 use super::options::{Durability, FeatureSelection, LogOptions, OnFull};
 use crate::error::ConfigError;
+use crate::secret::SecretSpec;
 use crate::setting::{count, ms};
 use serde::Deserialize;
 use std::path::Path;
@@ -34,7 +38,25 @@ pub(crate) struct RawAudit {
     pub kafka: Option<RawKafka>,
 }
 
-/// `[audit.kafka]`.
+/// `[audit.kafka]`: `brokers`, `topic`, `max_in_flight`, `message_timeout_ms`, and the
+/// link's security: `security_protocol` (`PLAINTEXT` default, `SSL`, `SASL_PLAINTEXT`,
+/// `SASL_SSL`), `sasl_mechanism` (`PLAIN`, `SCRAM-SHA-256`, `SCRAM-SHA-512`),
+/// `sasl_username`, `sasl_password` (`env:NAME` / `file:PATH`), `ssl_ca_file`,
+/// `ssl_cert_file` + `ssl_key_file` (mutual TLS), `ssl_key_password` (`env:` / `file:`),
+/// `allow_plaintext_password` (`SASL_PLAINTEXT` + `PLAIN` is refused without it);
+/// `[audit.kafka.properties]`: further librdkafka properties, each checked by name
+/// (`check_kafka_property`).
+///
+/// ```toml
+/// [audit.kafka]
+/// brokers = "kafka-1:9094"
+/// topic = "risk-audit"
+/// security_protocol = "SASL_SSL"
+/// sasl_mechanism = "SCRAM-SHA-512"
+/// sasl_username = "risk"
+/// sasl_password = "env:RISK_KAFKA_PASSWORD"
+/// ssl_ca_file = "/etc/risk/kafka-ca.pem"
+/// ```
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawKafka {
@@ -42,22 +64,96 @@ pub(crate) struct RawKafka {
     pub topic: String,
     pub max_in_flight: Option<i64>,
     pub message_timeout_ms: Option<f64>,
+    pub security_protocol: Option<String>,
+    pub sasl_mechanism: Option<String>,
+    pub sasl_username: Option<String>,
+    pub sasl_password: Option<SecretSpec>,
+    pub ssl_ca_file: Option<String>,
+    pub ssl_cert_file: Option<String>,
+    pub ssl_key_file: Option<String>,
+    pub ssl_key_password: Option<SecretSpec>,
+    pub allow_plaintext_password: Option<bool>,
     pub properties: Option<toml::Table>,
 }
 
-/// What `[audit.kafka]` asks for, checked; started by the engine builder.
-#[derive(Debug, Clone)]
+/// What `[audit.kafka]` asks for, checked, secrets resolved; started by the engine
+/// builder. `Debug` shows property names only and redacts secrets.
+#[derive(Clone)]
 #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
 pub(crate) struct KafkaSpec {
     pub brokers: String,
     pub topic: String,
     pub max_in_flight: usize,
     pub message_timeout: Duration,
+    pub security: KafkaSecurity,
     pub properties: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for KafkaSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaSpec")
+            .field("brokers", &self.brokers)
+            .field("topic", &self.topic)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("message_timeout", &self.message_timeout)
+            .field("security", &self.security)
+            .field("properties", &PropertyNames(&self.properties))
+            .finish()
+    }
+}
+
+fn kafka_err(e: KafkaConfigError) -> ConfigError {
+    ConfigError::invalid(e.key(), e.to_string())
+}
+
+impl RawKafka {
+    /// The security keys, checked (protocol and mechanism names, files, secrets).
+    fn security(&self) -> Result<KafkaSecurity, ConfigError> {
+        let protocol = match self.security_protocol.as_deref() {
+            None => SecurityProtocol::Plaintext,
+            Some(p) => SecurityProtocol::parse(p).ok_or_else(|| {
+                ConfigError::invalid(
+                    "audit.kafka.security_protocol",
+                    format!("{p:?} is not PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+                )
+            })?,
+        };
+        let sasl_mechanism = match self.sasl_mechanism.as_deref() {
+            None => None,
+            Some(m) => Some(SaslMechanism::parse(m).ok_or_else(|| {
+                ConfigError::invalid(
+                    "audit.kafka.sasl_mechanism",
+                    format!("{m:?} is not PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"),
+                )
+            })?),
+        };
+        let secret = |key: &str, s: &Option<SecretSpec>| {
+            s.as_ref()
+                .map(|s| s.resolve(key))
+                .transpose()
+                .map_err(|e| kafka_err(e.into()))
+        };
+        let file = |f: &Option<String>| f.as_ref().map(std::path::PathBuf::from);
+        let sec = KafkaSecurity {
+            protocol,
+            sasl_mechanism,
+            sasl_username: self.sasl_username.clone(),
+            sasl_password: secret("audit.kafka.sasl_password", &self.sasl_password)?,
+            ssl_ca_file: file(&self.ssl_ca_file),
+            ssl_cert_file: file(&self.ssl_cert_file),
+            ssl_key_file: file(&self.ssl_key_file),
+            ssl_key_password: secret("audit.kafka.ssl_key_password", &self.ssl_key_password)?,
+            allow_plaintext_password: self.allow_plaintext_password.unwrap_or(false),
+        };
+        sec.validate().map_err(kafka_err)?;
+        Ok(sec)
+    }
 }
 
 impl RawAudit {
     /// `[audit.kafka]`, checked (`None` without one).
+    /// Certificate and key paths are used as written (relative ones against the working
+    /// directory, as librdkafka reads them).
     pub(crate) fn kafka_spec(&self) -> Result<Option<KafkaSpec>, ConfigError> {
         let Some(k) = self.kafka.as_ref() else {
             return Ok(None);
@@ -83,12 +179,17 @@ impl RawAudit {
                 other => {
                     return Err(ConfigError::invalid(
                         "audit.kafka.properties",
-                        format!("{key}: {other} is not a string, integer or boolean"),
+                        format!(
+                            "{key}: a {} is not a string, integer or boolean",
+                            other.type_str()
+                        ),
                     ))
                 }
             };
+            check_property(key, &v).map_err(kafka_err)?;
             properties.push((key.clone(), v));
         }
+        let security = k.security()?;
         let max_in_flight = count("audit.kafka.max_in_flight", k.max_in_flight, 10_000)?;
         if max_in_flight == 0 {
             return Err(ConfigError::invalid(
@@ -105,6 +206,7 @@ impl RawAudit {
                 k.message_timeout_ms,
                 Duration::from_secs(30),
             )?,
+            security,
             properties,
         }))
     }

@@ -14,17 +14,28 @@
 //! cursor. So a consumer can see a record twice (never zero times): de-duplicate on
 //! `risk-seq` (or the key plus the record kind). Retention never deletes a segment
 //! holding records at or above the cursor.
+//!
+//! The link can be TLS (`SSL`, mutual TLS with a client certificate) and SASL
+//! (`SASL_SSL` with SCRAM-SHA-512): see [`KafkaSecurity`]. A broker that refuses the
+//! link (wrong CA, expired certificate, wrong password) is not an error at start: records
+//! wait in the log and [`KafkaStats::failure`] (and [`KafkaForwarder::wait_failure`]) says
+//! what failed, at which broker, never with a secret. The cursor file is private (0600).
+
+mod client;
+
+pub use client::{KafkaFailure, KafkaFailureKind};
 
 use super::frame::{self, FrameError, FrameReader, SegmentName};
+use super::kafka_security::{KafkaSecurity, PropertyNames};
 use super::log::SegmentLog;
 use super::pb::{self, audit_record::Body};
 use super::AuditError;
+use crate::files::{self, FileMode};
+use client::Ctx;
 use parking_lot::{Condvar, Mutex};
 use prost::Message as _;
-use rdkafka::config::ClientConfig;
 use rdkafka::message::{Header, OwnedHeaders};
-use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-use rdkafka::ClientContext;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeSet;
 use std::fs::File;
 use std::io::{BufReader, Seek, SeekFrom};
@@ -33,8 +44,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Options of a [`KafkaForwarder`] (`[audit.kafka]`).
-#[derive(Debug, Clone)]
+/// Options of a [`KafkaForwarder`] (`[audit.kafka]`). `Debug` redacts secrets and shows
+/// the free properties' names only.
+#[derive(Clone)]
 pub struct KafkaOptions {
     /// `bootstrap.servers` (`brokers`).
     pub brokers: String,
@@ -45,8 +57,24 @@ pub struct KafkaOptions {
     /// librdkafka's `message.timeout.ms` (`message_timeout_ms`, default 30 s): how long
     /// it retries one record before reporting it failed (then the forwarder rewinds).
     pub message_timeout: Duration,
-    /// Further librdkafka properties (`[audit.kafka.properties]`).
+    /// TLS and SASL (`security_protocol`, `sasl_*`, `ssl_*`); default `PLAINTEXT`.
+    pub security: KafkaSecurity,
+    /// Further librdkafka properties (`[audit.kafka.properties]`), each checked by
+    /// [`check_kafka_property`](crate::audit::check_kafka_property) at start.
     pub properties: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for KafkaOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaOptions")
+            .field("brokers", &self.brokers)
+            .field("topic", &self.topic)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("message_timeout", &self.message_timeout)
+            .field("security", &self.security)
+            .field("properties", &PropertyNames(&self.properties))
+            .finish()
+    }
 }
 
 impl KafkaOptions {
@@ -57,6 +85,7 @@ impl KafkaOptions {
             topic: topic.into(),
             max_in_flight: 10_000,
             message_timeout: Duration::from_secs(30),
+            security: KafkaSecurity::default(),
             properties: Vec::new(),
         }
     }
@@ -75,8 +104,12 @@ pub struct KafkaStats {
     pub failed: u64,
     /// Rewinds to the cursor after a failure.
     pub rewinds: u64,
-    /// The last delivery or client error, rendered.
+    /// The last delivery or client error, rendered (secrets scrubbed).
     pub last_error: Option<String>,
+    /// The last delivery or client failure, typed (secrets scrubbed).
+    pub failure: Option<KafkaFailure>,
+    /// Client errors and failed delivery reports seen.
+    pub failures: u64,
 }
 
 #[derive(Default)]
@@ -92,6 +125,8 @@ struct Shared {
     in_flight: Mutex<Flight>,
     changed: Condvar,
     last_error: Mutex<Option<String>>,
+    failure: Mutex<Option<KafkaFailure>>,
+    failures: AtomicU64,
 }
 
 #[derive(Default)]
@@ -111,38 +146,6 @@ impl Flight {
             Some(&p) => self.cursor.max(p - 1),
             None => self.cursor.max(self.sent_to),
         };
-    }
-}
-
-struct Ctx(Arc<Shared>);
-
-impl ClientContext for Ctx {
-    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
-        *self.0.last_error.lock() = Some(format!("{error}: {reason}"));
-    }
-}
-
-impl ProducerContext for Ctx {
-    type DeliveryOpaque = usize;
-
-    fn delivery(&self, r: &DeliveryResult<'_>, seq: usize) {
-        let s = &*self.0;
-        let mut f = s.in_flight.lock();
-        f.pending.remove(&(seq as u64));
-        match r {
-            Ok(_) => {
-                s.delivered.fetch_add(1, Relaxed);
-                if !f.failed {
-                    f.advance();
-                }
-            }
-            Err((e, _)) => {
-                s.failed.fetch_add(1, Relaxed);
-                f.failed = true;
-                *s.last_error.lock() = Some(format!("record {seq}: {e}"));
-            }
-        }
-        s.changed.notify_all();
     }
 }
 
@@ -166,18 +169,18 @@ fn cursor_path(dir: &std::path::Path, topic: &str) -> PathBuf {
     dir.join(format!("kafka-{topic}.cursor"))
 }
 
+/// Writes the cursor (0600, atomically: a crash leaves the old or the new value).
 fn save_cursor(path: &std::path::Path, seq: u64) {
-    let tmp = path.with_extension("cursor.tmp");
-    if std::fs::write(&tmp, format!("{seq}\n")).is_ok() {
-        let _ = File::open(&tmp).and_then(|f| f.sync_all());
-        let _ = std::fs::rename(&tmp, path);
+    if let Err(e) = files::write_atomic(path, format!("{seq}\n").as_bytes(), FileMode::Private) {
+        tracing::warn!(target: "risk::audit::kafka", "cannot save the kafka cursor: {e}");
     }
 }
 
 impl KafkaForwarder {
-    /// Starts forwarding `log` from its persisted cursor. Errors: a bad option or a
-    /// client that cannot be created; an unreachable broker is not an error (records
-    /// wait in the log and the stats say why).
+    /// Starts forwarding `log` from its persisted cursor. Errors: a bad option
+    /// ([`AuditError::Kafka`] for a refused property or security key, naming it), or a
+    /// client that cannot be created; an unreachable or refusing broker is not an error
+    /// (records wait in the log and the stats say why).
     pub fn start(log: &Arc<SegmentLog>, opts: KafkaOptions) -> Result<Self, AuditError> {
         if opts.topic.is_empty() || opts.brokers.is_empty() || opts.max_in_flight == 0 {
             return Err(AuditError::Invalid {
@@ -186,6 +189,10 @@ impl KafkaForwarder {
             });
         }
         let dir = log.dir().to_path_buf();
+        files::create_dir(&dir, FileMode::Private).map_err(|e| AuditError::Io {
+            path: dir.clone(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
         let cpath = cursor_path(&dir, &opts.topic);
         let cursor: u64 = std::fs::read_to_string(&cpath)
             .ok()
@@ -197,25 +204,7 @@ impl KafkaForwarder {
             f.cursor = cursor;
             f.sent_to = cursor;
         }
-        let mut cfg = ClientConfig::new();
-        cfg.set("bootstrap.servers", &opts.brokers)
-            .set("enable.idempotence", "true")
-            .set("acks", "all")
-            .set("compression.type", "lz4")
-            .set("linger.ms", "5")
-            .set(
-                "message.timeout.ms",
-                opts.message_timeout.as_millis().max(1).to_string(),
-            );
-        for (k, v) in &opts.properties {
-            cfg.set(k, v);
-        }
-        let producer: BaseProducer<Ctx> = cfg
-            .create_with_context(Ctx(Arc::clone(&shared)))
-            .map_err(|e| AuditError::Invalid {
-                key: "kafka",
-                message: e.to_string(),
-            })?;
+        let producer = client::producer(&opts, &shared)?;
         log.pin_from(cursor + 1);
         let mut w = Worker {
             shared: Arc::clone(&shared),
@@ -249,6 +238,24 @@ impl KafkaForwarder {
             failed: s.failed.load(Relaxed),
             rewinds: s.rewinds.load(Relaxed),
             last_error: s.last_error.lock().clone(),
+            failure: s.failure.lock().clone(),
+            failures: s.failures.load(Relaxed),
+        }
+    }
+
+    /// Waits until librdkafka reports a client error or a failed delivery (or `timeout`
+    /// passes) and returns the last failure, if any: how a caller learns that a broker
+    /// refuses the link (TLS, authentication) without polling.
+    pub fn wait_failure(&self, timeout: Duration) -> Option<KafkaFailure> {
+        let until = Instant::now() + timeout;
+        let mut f = self.shared.in_flight.lock();
+        loop {
+            if let Some(x) = self.shared.failure.lock().clone() {
+                return Some(x);
+            }
+            if self.shared.changed.wait_until(&mut f, until).timed_out() {
+                return self.shared.failure.lock().clone();
+            }
         }
     }
 

@@ -410,6 +410,7 @@ impl EngineBuilder {
                 let mut o = crate::audit::KafkaOptions::new(&k.brokers, &k.topic);
                 o.max_in_flight = k.max_in_flight;
                 o.message_timeout = k.message_timeout;
+                o.security = k.security.clone();
                 o.properties = k.properties.clone();
                 Some(
                     crate::audit::KafkaForwarder::start(log, o)

@@ -4,6 +4,8 @@
 //! outage test starts, kills (-9) and restarts a private broker with
 //! `tools/kafka/broker.sh`. A missing broker fails these tests; it never skips them.
 
+mod tls;
+
 use crate::common::*;
 use risk_core::audit::{KafkaForwarder, KafkaOptions, LogOptions, SegmentLog};
 use risk_core::*;
