@@ -69,7 +69,7 @@ pub enum FilesError {
 }
 
 impl FilesError {
-    fn io(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self + '_ {
+    fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> Self + 'a {
         move |source| Self::Io {
             what,
             path: path.to_path_buf(),
