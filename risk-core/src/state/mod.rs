@@ -172,8 +172,7 @@ impl StateEngine {
             None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
             #[cfg(feature = "redis")]
             Some(r) => Store::Redis(Box::new(
-                redis::RedisStore::open(r.clone(), &plan, snapshot::fingerprint(&plan))
-                    .map_err(|e| ConfigError::invalid("state.redis", e))?,
+                redis::RedisStore::open(r.clone(), &plan, snapshot::fingerprint(&plan))?,
             )),
             #[cfg(not(feature = "redis"))]
             Some(_) => {
