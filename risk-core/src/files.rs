@@ -141,7 +141,12 @@ pub fn open_append(path: &Path, mode: FileMode) -> std::io::Result<File> {
 /// Opens `path` for reading and writing (not truncated), creating it with `mode`'s file bits
 /// when missing.
 pub fn open_rw(path: &Path, mode: FileMode) -> std::io::Result<File> {
-    options(mode).read(true).write(true).create(true).truncate(false).open(path)
+    options(mode)
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file created exclusively beside it
@@ -153,7 +158,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<(), Fil
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(
         ".{name}.tmp-{}-{}",
         std::process::id(),
@@ -161,7 +169,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: FileMode) -> Result<(), Fil
     ));
     let result = (|| {
         let mut f = create_new(&tmp, mode).map_err(FilesError::io("cannot create", &tmp))?;
-        f.write_all(bytes).map_err(FilesError::io("cannot write", &tmp))?;
+        f.write_all(bytes)
+            .map_err(FilesError::io("cannot write", &tmp))?;
         f.sync_all().map_err(FilesError::io("cannot sync", &tmp))?;
         std::fs::rename(&tmp, path).map_err(FilesError::io("cannot rename onto", path))
     })();
@@ -196,13 +205,19 @@ mod tests {
         let f = open_append(&dir.join("g"), FileMode::Group).unwrap();
         drop(f);
         assert_eq!(mode_of(&dir.join("g")), 0o640);
-        assert!(create_new(&dir.join("x"), FileMode::Private).is_err(), "exclusive");
+        assert!(
+            create_new(&dir.join("x"), FileMode::Private).is_err(),
+            "exclusive"
+        );
         // Nothing but x and g: the temporary file is gone.
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 2);
 
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
         let e = create_dir(&dir, FileMode::Private).unwrap_err();
-        assert!(matches!(e, FilesError::OthersWritable { mode: 0o777, .. }), "{e}");
+        assert!(
+            matches!(e, FilesError::OthersWritable { mode: 0o777, .. }),
+            "{e}"
+        );
         assert!(e.to_string().contains("writable by others"), "{e}");
         std::fs::remove_dir_all(&base).unwrap();
     }

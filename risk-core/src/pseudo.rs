@@ -141,7 +141,10 @@ mod tests {
         assert_ne!(a.u64(Domain::Entity, 42), a.u64(Domain::Group, 42));
         assert_eq!(a.u64(Domain::Entity, 0), 0);
         assert_eq!(a.hex(Domain::List, b"x@y.com").len(), 32);
-        assert_ne!(a.hex(Domain::List, b"x@y.com"), b.hex(Domain::List, b"x@y.com"));
+        assert_ne!(
+            a.hex(Domain::List, b"x@y.com"),
+            b.hex(Domain::List, b"x@y.com")
+        );
         assert_ne!(a.key_id(), b.key_id());
         assert!(!format!("{a:?}").contains("0123456789"));
         let e = Pseudonymiser::new("privacy.key", b"short").unwrap_err();

@@ -279,7 +279,10 @@ mod tests {
         std::env::set_var("RISK_SECRET_TEST_VAR", "s3cr3t-env");
         let s = Secret::resolve("redis.password", "env:RISK_SECRET_TEST_VAR").unwrap();
         assert_eq!(s.expose(), "s3cr3t-env");
-        assert_eq!(s.source(), &SecretSource::Env("RISK_SECRET_TEST_VAR".into()));
+        assert_eq!(
+            s.source(),
+            &SecretSource::Env("RISK_SECRET_TEST_VAR".into())
+        );
         let e = Secret::resolve("redis.password", "env:RISK_SECRET_NOT_SET_ANYWHERE").unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -299,7 +302,9 @@ mod tests {
         let e = Secret::resolve("k", &format!("file:{}", p.display())).unwrap_err();
         assert!(e.to_string().contains("larger than 64 KiB"), "{e}");
         let e = Secret::resolve("k", "file:/nonexistent/risk/pw").unwrap_err();
-        assert!(e.to_string().starts_with("k: cannot read secret file /nonexistent/risk/pw"));
+        assert!(e
+            .to_string()
+            .starts_with("k: cannot read secret file /nonexistent/risk/pw"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -9,7 +9,16 @@ use std::path::Path;
 
 const FLOORS: &[&[&str]] = &[
     // vocabulary with no dependencies inside the crate
-    &["clock", "hash", "action", "reason", "calibrate", "secret", "files", "pseudo"],
+    &[
+        "clock",
+        "hash",
+        "action",
+        "reason",
+        "calibrate",
+        "secret",
+        "files",
+        "pseudo",
+    ],
     // what transactions are made of, errors, the breaker, config value helpers
     &["schema", "version", "error", "text", "circuit", "setting"],
     &["txn"],

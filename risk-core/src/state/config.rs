@@ -225,10 +225,9 @@ impl RawState {
                     let file = |v: &Option<String>| v.as_ref().map(|p| base.join(p));
                     let password = match &r.password {
                         None => None,
-                        Some(p) => Some(
-                            p.resolve("state.redis.password")
-                                .map_err(|e| ConfigError::invalid("state.redis.password", e.to_string()))?,
-                        ),
+                        Some(p) => Some(p.resolve("state.redis.password").map_err(|e| {
+                            ConfigError::invalid("state.redis.password", e.to_string())
+                        })?),
                     };
                     Some(RedisConfig {
                         url: r.url.clone().unwrap_or(d.url.clone()),
@@ -245,7 +244,11 @@ impl RawState {
                             None => d.pending_ttl,
                             Some(t) => duration("state.redis.pending_ttl", t)?,
                         },
-                        max_pending: count("state.redis.max_pending", r.max_pending, d.max_pending)?,
+                        max_pending: count(
+                            "state.redis.max_pending",
+                            r.max_pending,
+                            d.max_pending,
+                        )?,
                         queue: count("state.redis.queue", r.queue, d.queue)?,
                         pseudonymiser: None,
                     })

@@ -21,8 +21,8 @@
 use super::def::RedisConfig;
 use super::group::Kind;
 use super::mem::Applied;
-use super::plan::{Plan, Request, MAX_GROUPS};
 use super::plan::CKey;
+use super::plan::{Plan, Request, MAX_GROUPS};
 use super::redis_conn::{Access, Client, Conn};
 use super::{LabelApplied, StateError, Ticket};
 use crate::decision::{Action, StateFault};
@@ -124,7 +124,10 @@ fn is_timeout(e: &redis::RedisError) -> bool {
 impl RedisStore {
     pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, ConfigError> {
         if cfg.max_pending == 0 {
-            return Err(ConfigError::invalid("state.redis.max_pending", "must be at least 1"));
+            return Err(ConfigError::invalid(
+                "state.redis.max_pending",
+                "must be at least 1",
+            ));
         }
         let access = Access::from_config(&cfg)?;
         let t = cfg.timeout.max(Duration::from_millis(1));
@@ -183,7 +186,10 @@ impl RedisStore {
                 }
             })
             .map_err(|e| {
-                ConfigError::invalid("state.redis", format!("cannot start its writer thread: {e}"))
+                ConfigError::invalid(
+                    "state.redis",
+                    format!("cannot start its writer thread: {e}"),
+                )
             })?;
         let domains = plan
             .sources
@@ -213,7 +219,9 @@ impl RedisStore {
         };
         // Reachable at start (a wrong address is a build error); one server gets the
         // script now, cluster nodes on first use (EVAL when a node lacks it).
-        let mut con = me.connect().map_err(|e| me.access.config_error(&me.cfg, &e))?;
+        let mut con = me
+            .connect()
+            .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.load_script(&mut con)
             .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.pool.lock().push(con);
@@ -520,9 +528,10 @@ impl RedisStore {
             source: std::io::Error::other(self.access.scrub(&e.to_string())),
         };
         let key = self.pending_key(id);
-        let read = |con: &mut Conn| -> redis::RedisResult<std::collections::HashMap<String, String>> {
-            con.query(redis::cmd("HGETALL").arg(&key))
-        };
+        let read =
+            |con: &mut Conn| -> redis::RedisResult<std::collections::HashMap<String, String>> {
+                con.query(redis::cmd("HGETALL").arg(&key))
+            };
         let (mut con, reused) = self.label_conn().map_err(io)?;
         let fields = match read(&mut con) {
             Ok(f) => f,
@@ -530,7 +539,10 @@ impl RedisStore {
             // written yet, so one new connection tries again.
             Err(e) if reused && (e.is_io_error() || e.is_connection_dropped()) => {
                 self.counters.label_connects.fetch_add(1, Relaxed);
-                con = self.label_client.connect(Duration::from_secs(2)).map_err(io)?;
+                con = self
+                    .label_client
+                    .connect(Duration::from_secs(2))
+                    .map_err(io)?;
                 read(&mut con).map_err(io)?
             }
             Err(e) => return Err(io(e)),

@@ -40,7 +40,9 @@ pub(crate) struct Access {
 }
 
 fn scheme_tls(url: &str) -> bool {
-    url.trim_start().to_ascii_lowercase().starts_with("rediss://")
+    url.trim_start()
+        .to_ascii_lowercase()
+        .starts_with("rediss://")
 }
 
 /// Installs the process-wide rustls crypto provider (ring) that redis's TLS needs; a
@@ -63,7 +65,10 @@ impl Access {
         let (url_key, urls): (&str, Vec<&str>) = if cfg.cluster.is_empty() {
             ("state.redis.url", vec![cfg.url.as_str()])
         } else {
-            ("state.redis.cluster", cfg.cluster.iter().map(String::as_str).collect())
+            (
+                "state.redis.cluster",
+                cfg.cluster.iter().map(String::as_str).collect(),
+            )
         };
         let tls = scheme_tls(urls[0]);
         if urls.iter().any(|u| scheme_tls(u) != tls) {
@@ -89,7 +94,8 @@ impl Access {
         if let Some(p) = &cfg.password {
             hidden.push(p.expose().to_owned());
         }
-        let any_file = cfg.tls_ca_file.is_some() || cfg.tls_cert_file.is_some() || cfg.tls_key_file.is_some();
+        let any_file =
+            cfg.tls_ca_file.is_some() || cfg.tls_cert_file.is_some() || cfg.tls_key_file.is_some();
         if any_file && !tls {
             let key = if cfg.tls_ca_file.is_some() {
                 "state.redis.tls_ca_file"
@@ -113,7 +119,10 @@ impl Access {
                     .map(|c| c.map(drop))
                     .collect::<Result<Vec<()>, _>>()
                     .map_err(|e| {
-                        ConfigError::invalid(k, format!("{}: not PEM certificates: {e:?}", p.display()))
+                        ConfigError::invalid(
+                            k,
+                            format!("{}: not PEM certificates: {e:?}", p.display()),
+                        )
                     })?
                     .len();
                 if n == 0 {
@@ -146,7 +155,10 @@ impl Access {
                     .map(|c| c.map(drop))
                     .collect::<Result<Vec<()>, _>>()
                     .map_err(|e| {
-                        ConfigError::invalid(ck, format!("{}: not PEM certificates: {e:?}", c.display()))
+                        ConfigError::invalid(
+                            ck,
+                            format!("{}: not PEM certificates: {e:?}", c.display()),
+                        )
                     })?
                     .len();
                 if n == 0 {
@@ -171,10 +183,12 @@ impl Access {
             install_crypto_provider();
         }
         Ok(Self {
-            certs: (client_tls.is_some() || root_cert.is_some()).then_some(redis::TlsCertificates {
-                client_tls,
-                root_cert,
-            }),
+            certs: (client_tls.is_some() || root_cert.is_some()).then_some(
+                redis::TlsCertificates {
+                    client_tls,
+                    root_cert,
+                },
+            ),
             username: cfg.username.clone(),
             password: cfg.password.clone(),
             hidden,
@@ -230,7 +244,11 @@ impl Access {
 
 impl Client {
     /// A client for `cfg` through `access`, whose calls are bounded by `timeout`.
-    pub fn open(cfg: &RedisConfig, access: &Access, timeout: Duration) -> Result<Self, ConfigError> {
+    pub fn open(
+        cfg: &RedisConfig,
+        access: &Access,
+        timeout: Duration,
+    ) -> Result<Self, ConfigError> {
         if cfg.cluster.is_empty() {
             let bad = |e: redis::RedisError| {
                 ConfigError::invalid(
@@ -315,5 +333,84 @@ impl Conn {
             Conn::One(con) => cmd.query(con),
             Conn::Cluster(con) => cmd.query(con.as_mut()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A throw-away CA and client certificate (tools/certs.sh) in a directory of its own.
+    fn certs() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().join("tls");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tools/certs.sh");
+        let out = std::process::Command::new("bash")
+            .arg(&script)
+            .arg(&d)
+            .output()
+            .expect("bash runs tools/certs.sh (needs openssl)");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (dir, d)
+    }
+
+    fn cluster_cfg(d: &Path) -> RedisConfig {
+        RedisConfig {
+            cluster: vec![
+                "rediss://127.0.0.1:7001".into(),
+                "rediss://127.0.0.1:7002".into(),
+            ],
+            username: Some("risk".into()),
+            password: Some(Secret::from_value("cluster-Pa55word")),
+            tls_ca_file: Some(d.join("ca.pem")),
+            tls_cert_file: Some(d.join("client.pem")),
+            tls_key_file: Some(d.join("client.key")),
+            ..RedisConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_cluster_client_over_tls_builds_with_the_certificates_and_checks_them() {
+        let (_keep, d) = certs();
+        let cfg = cluster_cfg(&d);
+        let access = Access::from_config(&cfg).unwrap();
+        let c = Client::open(&cfg, &access, Duration::from_secs(1)).unwrap();
+        assert!(matches!(c, Client::Cluster(_)));
+        // A key file that is not a key, a CA file without certificates: refused by key.
+        let mut bad = cluster_cfg(&d);
+        bad.tls_key_file = Some(d.join("ca.pem"));
+        let e = Access::from_config(&bad).err().unwrap();
+        assert_eq!(e.key(), Some("state.redis.tls_key_file"), "{e}");
+        let mut bad = cluster_cfg(&d);
+        bad.tls_ca_file = Some(d.join("client.key"));
+        let e = Access::from_config(&bad).err().unwrap();
+        assert_eq!(e.key(), Some("state.redis.tls_ca_file"), "{e}");
+        // Mixed schemes among the seed nodes.
+        let mut bad = cluster_cfg(&d);
+        bad.cluster[1] = "redis://127.0.0.1:7002".into();
+        let e = Access::from_config(&bad).err().unwrap();
+        assert_eq!(e.key(), Some("state.redis.cluster"), "{e}");
+        assert!(!format!("{e} {e:?} {cfg:?}").contains("cluster-Pa55word"));
+    }
+
+    #[test]
+    fn secrets_are_scrubbed_from_library_messages() {
+        let cfg = RedisConfig {
+            url: "redis://risk:In-Url-Pa55@127.0.0.1:1/".into(),
+            password: Some(Secret::from_value("Key-Pa55word")),
+            ..RedisConfig::default()
+        };
+        let a = Access::from_config(&cfg).unwrap();
+        assert_eq!(
+            a.scrub("x In-Url-Pa55 y Key-Pa55word"),
+            "x [redacted] y [redacted]"
+        );
+        assert!(!format!("{cfg:?}").contains("Pa55"));
+        assert_eq!(cfg.server(), "redis://[redacted]@127.0.0.1:1/");
     }
 }

@@ -6,6 +6,10 @@ mod labels;
 mod lists;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+mod redis_limits;
+#[cfg(feature = "redis")]
+mod redis_tls;
 mod reference;
 mod snapshot;
 
