@@ -123,6 +123,7 @@ fn refused(r: RedisConfig, key: &str) -> String {
         .err()
         .unwrap_or_else(|| panic!("built; expected a refusal at {key}"));
     let (text, dbg) = (e.to_string(), format!("{e:?}"));
+    eprintln!("refused as expected: {text}");
     assert_eq!(e.key(), Some(key), "{text}");
     assert!(text.contains("127.0.0.1:6391"), "names the server: {text}");
     for shown in [&text, &dbg, &debug] {
