@@ -255,3 +255,68 @@ fn a_password_in_the_url_never_appears_in_errors() {
         assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
     }
 }
+
+/// The `[state.redis]` keys of risk.toml: TLS files, ACL user, password from `file:` or
+/// `env:`; a variable that is not set is refused naming `state.redis.password`, and a
+/// wrong password read from the environment is not in the error.
+#[test]
+fn risk_toml_configures_tls_and_the_acl_user() {
+    use std::path::Path;
+    let d = tls_dir();
+    let toml = |password: &str| {
+        format!(
+            r#"
+[schema]
+fields = [{{ name = "amount", kind = "numeric", required = true }}]
+
+[rules.scorer]
+kind = "const"
+
+[thresholds]
+approve_below = 0.3
+decline_at = 0.7
+
+[state.redis]
+url = "{url}"
+username = "risk"
+password = "{password}"
+tls_ca_file = "{ca}"
+tls_cert_file = "{cert}"
+tls_key_file = "{key}"
+max_pending = 100000
+timeout_ms = 2000
+prefix = "{prefix}"
+
+[[state.features]]
+name = "card_count_1h"
+key = "card"
+agg = "count"
+window = "1h"
+buckets = 12
+"#,
+            url = tls_url(),
+            ca = d.join("ca.pem").display(),
+            cert = d.join("client.pem").display(),
+            key = d.join("client.key").display(),
+            prefix = prefix("toml"),
+        )
+    };
+    let mut reg = ScorerRegistry::default();
+    reg.register("const", |_| Ok(Arc::new(ConstantScorer::new(0.1))));
+    let build =
+        |text: &str| Engine::from_toml_str(text, Path::new("."), Path::new("risk.toml"), &reg);
+    let ok = toml(&format!("file:{}", password_file().display()));
+    build(&ok).unwrap_or_else(|e| panic!("{e} (tools/servers.sh start redis)"));
+    let e = build(&toml("env:RISK_TEST_REDIS_PASSWORD_NOT_SET")).unwrap_err();
+    assert_eq!(e.key(), Some("state.redis.password"), "{e}");
+    let wrong = "Env-Wr0ng-Pa55word";
+    std::env::set_var("RISK_TEST_REDIS_WRONG_PASSWORD", wrong);
+    let e = build(&toml("env:RISK_TEST_REDIS_WRONG_PASSWORD")).unwrap_err();
+    assert_eq!(e.key(), Some("state.redis.password"), "{e}");
+    for shown in [e.to_string(), format!("{e:?}")] {
+        assert!(
+            !shown.contains(wrong) && !shown.contains(&password()),
+            "{shown}"
+        );
+    }
+}
