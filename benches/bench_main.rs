@@ -50,7 +50,7 @@ criterion_group!(
 criterion_group!(
     name = state_redis;
     config = engine::config();
-    targets = state::redis
+    targets = state::redis, state::redis_tls
 );
 criterion_group!(
     name = text;

@@ -248,3 +248,88 @@ fn evalsha_usec(url: &str) -> (u64, u64) {
     };
     (field("calls"), field("usec"))
 }
+
+/// The same state round trip (10 features, card and terminal keys, one pipeline) over
+/// plain `redis://` (`RISK_REDIS_URL`, port 6390) and over TLS `rediss://`
+/// (`RISK_REDIS_TLS_URL`, port 6391: the test CA trusted alone, a client certificate, ACL
+/// user `risk` with the password from `RISK_REDIS_PASSWORD_FILE`), one server process, same
+/// run; p50 / p99 over 20,000 calls of each, alternating in blocks of 1,000, printed as a
+/// ratio. `tools/servers.sh start redis` first.
+pub fn redis_tls(c: &mut Criterion) {
+    use risk_core::secret::Secret;
+    use risk_core::state::RedisConfig;
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let env = |k: &str, d: &str| std::env::var(k).unwrap_or_else(|_| d.to_owned());
+    let tls_dir = std::env::var_os("RISK_TLS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join("target/servers/tls"));
+    let pw_file = std::env::var_os("RISK_REDIS_PASSWORD_FILE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo.join("target/servers/redis/acl.password"));
+    let plain = RedisConfig {
+        url: env("RISK_REDIS_URL", "redis://127.0.0.1:6390/"),
+        timeout: Duration::from_millis(50),
+        prefix: format!("risk-bench-plain-{}", std::process::id()),
+        ..RedisConfig::default()
+    };
+    let tls = RedisConfig {
+        url: env("RISK_REDIS_TLS_URL", "rediss://127.0.0.1:6391/"),
+        username: Some("risk".into()),
+        password: Some(
+            Secret::resolve(
+                "state.redis.password",
+                &format!("file:{}", pw_file.display()),
+            )
+            .unwrap_or_else(|e| panic!("{e} (tools/servers.sh start redis)")),
+        ),
+        tls_ca_file: Some(tls_dir.join("ca.pem")),
+        tls_cert_file: Some(tls_dir.join("client.pem")),
+        tls_key_file: Some(tls_dir.join("client.key")),
+        prefix: format!("risk-bench-tls-{}", std::process::id()),
+        ..plain.clone()
+    };
+    let open = |r: RedisConfig| {
+        let mut c = ten_features();
+        c.redis = Some(r);
+        StateEngine::new(c, schema(), far_clock())
+            .unwrap_or_else(|e| panic!("{e} (tools/servers.sh start redis)"))
+    };
+    let (plain, tls) = (open(plain), open(tls));
+    for mut t in warmup().into_iter().take(5_000) {
+        let mut u = t.clone();
+        plain.apply(&mut t);
+        tls.apply(&mut u);
+    }
+    let (mut cp, mut ct) = (Cycle::new(rows()), Cycle::new(rows()));
+    let (mut lp, mut lt) = (Vec::with_capacity(20_000), Vec::with_capacity(20_000));
+    for _ in 0..20 {
+        for (st, cy, lat) in [(&plain, &mut cp, &mut lp), (&tls, &mut ct, &mut lt)] {
+            for _ in 0..1_000 {
+                let t = std::time::Instant::now();
+                black_box(st.apply(cy.next()));
+                lat.push(t.elapsed().as_nanos() as u64);
+            }
+        }
+    }
+    let q = |lat: &mut Vec<u64>, p: f64| {
+        lat.sort_unstable();
+        lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3
+    };
+    let (p50, t50) = (q(&mut lp, 0.5), q(&mut lt, 0.5));
+    let (p99, t99) = (q(&mut lp, 0.99), q(&mut lt, 0.99));
+    println!(
+        "redis state round trip, plain vs TLS (10 features, 2 scripts pipelined): p50 {p50:.1} us vs {t50:.1} us (x{:.2}), p99 {p99:.1} us vs {t99:.1} us (x{:.2}); degraded {} / {}",
+        t50 / p50,
+        t99 / p99,
+        plain.stats().degraded,
+        tls.stats().degraded
+    );
+    let mut g = c.benchmark_group("state_redis_tls");
+    g.bench_function("read_update_10_features_plain", |b| {
+        b.iter(|| black_box(plain.apply(black_box(cp.next()))))
+    });
+    g.bench_function("read_update_10_features_tls", |b| {
+        b.iter(|| black_box(tls.apply(black_box(ct.next()))))
+    });
+    g.finish();
+}

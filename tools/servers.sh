@@ -24,9 +24,14 @@
 #               /-/ready only; the first sample of a new target takes several seconds (~6 s seen
 #               at a 1 s interval): poll /api/v1/query for up to ~15 s. Needs curl.
 #   redis       Redis (Debian's redis-server: apt-get install -y --no-install-recommends
-#               redis-server) on 127.0.0.1:6390, no persistence, log under $RISK_SERVERS_DIR/redis.
-#               Tests find it through RISK_REDIS_URL=redis://127.0.0.1:6390/ (the entity-state
-#               store); the kill-mid-run test starts a redis-server of its own on another port.
+#               redis-server) on 127.0.0.1:6390 (plain) and 127.0.0.1:6391 (TLS: server.pem from
+#               $tls_dir, clients must present a certificate signed by its ca.pem), one process,
+#               no persistence, log under $RISK_SERVERS_DIR/redis. ACL (aclfile, 0600): user
+#               `default` as before (no password, the plain tests), user `risk` with a random
+#               password made at each start, written to $RISK_SERVERS_DIR/redis/acl.password
+#               (0600). Tests find it through RISK_REDIS_URL=redis://127.0.0.1:6390/,
+#               RISK_REDIS_TLS_URL=rediss://127.0.0.1:6391/, RISK_TLS_DIR and
+#               RISK_REDIS_PASSWORD_FILE; the kill-mid-run test starts a redis-server of its own.
 #   mlserver    MLServer 1.7.1 + its XGBoost runtime (venv target/mlserver-venv, made by
 #               tools/fetch_test_deps.sh; RISK_MLSERVER_VENV overrides) on 127.0.0.1:8085 (gRPC
 #               8086, metrics 8087), serving testdata/models/xgb_fraud.json as model "xgb-fraud"
@@ -119,30 +124,68 @@ kafka_status() {
 
 # ---- redis ----------------------------------------------------------------------------------
 redis_port=6390
+redis_tls_port=6391
 redis_dir=$servers_dir/redis
 redis_ping() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
+# PONG over TLS with the client certificate as ACL user risk (password from the file, passed
+# through the environment, never on a command line).
+redis_tls_ping() {
+  [[ -s $redis_dir/acl.password ]] || return 1
+  REDISCLI_AUTH=$(<"$redis_dir/acl.password") redis-cli -p "$redis_tls_port" --tls \
+    --cacert "$tls_dir/ca.pem" --cert "$tls_dir/client.pem" --key "$tls_dir/client.key" \
+    --user risk --no-auth-warning ping 2>/dev/null | grep -q PONG
+}
+redis_pid() {
+  [[ -f $redis_dir/redis.pid ]] || return 0
+  local pid
+  pid=$(<"$redis_dir/redis.pid")
+  if kill -0 "$pid" 2>/dev/null; then echo "$pid"; fi
+}
 redis_start() {
   command -v redis-server >/dev/null \
     || { echo "servers.sh: redis: redis-server not found (apt-get install -y --no-install-recommends redis-server)" >&2; return 1; }
-  mkdir -p "$redis_dir"
-  if redis_ping; then
-    echo "redis: already answering on 127.0.0.1:$redis_port"
+  (umask 077 && mkdir -p "$redis_dir") && chmod 700 "$redis_dir"
+  if redis_ping && redis_tls_ping; then
+    echo "redis: already answering on 127.0.0.1:$redis_port and TLS 127.0.0.1:$redis_tls_port"
     return 0
   fi
+  if redis_ping; then
+    # Ours but older (no TLS listener, or certificates made anew since): restart it.
+    if [[ -n $(redis_pid) ]]; then
+      redis_stop
+    else
+      echo "servers.sh: redis: something not started here answers on 127.0.0.1:$redis_port without" \
+        "TLS on $redis_tls_port; stop it first" >&2
+      return 1
+    fi
+  fi
+  # A new password each start, 0600, written before the server reads its aclfile.
+  local pw
+  pw=$(openssl rand -hex 24)
+  (umask 077 && printf '%s\n' "$pw" >"$redis_dir/acl.password.tmp" \
+    && printf 'user default on nopass ~* &* +@all\nuser risk on >%s ~* &* +@all\n' "$pw" \
+      >"$redis_dir/users.acl.tmp") || return 1
+  mv -f "$redis_dir/acl.password.tmp" "$redis_dir/acl.password"
+  mv -f "$redis_dir/users.acl.tmp" "$redis_dir/users.acl"
   # fd 8 closed: it may hold prometheus_lock's flock (start runs prometheus first), which a
   # daemon inheriting it would keep for its whole life.
   redis-server --port "$redis_port" --bind 127.0.0.1 --save '' --appendonly no --daemonize yes \
+    --tls-port "$redis_tls_port" --tls-cert-file "$tls_dir/server.pem" \
+    --tls-key-file "$tls_dir/server.key" --tls-ca-cert-file "$tls_dir/ca.pem" \
+    --tls-auth-clients yes --aclfile "$redis_dir/users.acl" \
     --dir "$redis_dir" --pidfile "$redis_dir/redis.pid" --logfile "$redis_dir/redis.log" >/dev/null 8>&-
   local deadline=$((SECONDS + 20))
-  until redis_ping; do
+  until redis_ping && redis_tls_ping; do
     if (( SECONDS >= deadline )); then
-      echo "servers.sh: redis: no PONG on 127.0.0.1:$redis_port after 20 s; $redis_dir/redis.log:" >&2
+      echo "servers.sh: redis: no PONG on 127.0.0.1:$redis_port and TLS $redis_tls_port after 20 s;" \
+        "$redis_dir/redis.log:" >&2
       tail -n 20 "$redis_dir/redis.log" >&2 || true
       return 1
     fi
     sleep 0.05
   done
-  echo "redis: ready on 127.0.0.1:$redis_port (pid $(<"$redis_dir/redis.pid"), $redis_dir)"
+  echo "redis: ready on 127.0.0.1:$redis_port and TLS 127.0.0.1:$redis_tls_port" \
+    "(pid $(<"$redis_dir/redis.pid"), ACL user risk, password in $redis_dir/acl.password)"
 }
 redis_stop() {
   if [[ -f $redis_dir/redis.pid ]]; then
@@ -159,8 +202,11 @@ redis_stop() {
   fi
 }
 redis_status() {
-  if redis_ping; then
-    echo "redis: running on 127.0.0.1:$redis_port"
+  if redis_ping && redis_tls_ping; then
+    echo "redis: running on 127.0.0.1:$redis_port and TLS 127.0.0.1:$redis_tls_port"
+  elif redis_ping; then
+    echo "redis: running on 127.0.0.1:$redis_port, but TLS 127.0.0.1:$redis_tls_port does not answer"
+    return 1
   else
     echo "redis: not running"
     return 1

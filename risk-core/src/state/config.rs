@@ -4,6 +4,7 @@
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 use crate::decision::Action;
 use crate::error::ConfigError;
+use crate::secret::SecretSpec;
 use crate::setting::{count, ms};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -37,7 +38,13 @@ pub(crate) struct RawRedis {
     pub prefix: Option<String>,
     pub retry_ms: Option<f64>,
     pub pending_ttl: Option<String>,
+    pub max_pending: Option<i64>,
     pub queue: Option<i64>,
+    pub username: Option<String>,
+    pub password: Option<SecretSpec>,
+    pub tls_ca_file: Option<String>,
+    pub tls_cert_file: Option<String>,
+    pub tls_key_file: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -215,9 +222,21 @@ impl RawState {
                             "give `url` (one server) or `cluster` (seed nodes)",
                         ));
                     }
+                    let file = |v: &Option<String>| v.as_ref().map(|p| base.join(p));
+                    let password = match &r.password {
+                        None => None,
+                        Some(p) => Some(p.resolve("state.redis.password").map_err(|e| {
+                            ConfigError::invalid("state.redis.password", e.to_string())
+                        })?),
+                    };
                     Some(RedisConfig {
                         url: r.url.clone().unwrap_or(d.url.clone()),
                         cluster: r.cluster.clone(),
+                        username: r.username.clone(),
+                        password,
+                        tls_ca_file: file(&r.tls_ca_file),
+                        tls_cert_file: file(&r.tls_cert_file),
+                        tls_key_file: file(&r.tls_key_file),
                         timeout: ms("state.redis.timeout_ms", r.timeout_ms, d.timeout)?,
                         prefix: r.prefix.clone().unwrap_or(d.prefix),
                         retry: ms("state.redis.retry_ms", r.retry_ms, d.retry)?,
@@ -225,7 +244,13 @@ impl RawState {
                             None => d.pending_ttl,
                             Some(t) => duration("state.redis.pending_ttl", t)?,
                         },
+                        max_pending: count(
+                            "state.redis.max_pending",
+                            r.max_pending,
+                            d.max_pending,
+                        )?,
                         queue: count("state.redis.queue", r.queue, d.queue)?,
+                        pseudonymiser: None,
                     })
                 }
             },

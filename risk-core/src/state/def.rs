@@ -4,16 +4,35 @@
 //! schema (slots, shared bucket rings) and refuses what cannot work, naming the feature.
 
 use crate::decision::Action;
+use crate::pseudo::Pseudonymiser;
+use crate::secret::{redact_url, Secret};
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// `[state.redis]`.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// `Debug` shows the URLs without credentials and the password as `[redacted]`.
+#[derive(Clone)]
 pub struct RedisConfig {
-    /// `redis://host:port/db` (one server; ignored when `cluster` is given).
+    /// `redis://host:port/db` or `rediss://host:port/db` (TLS; one server; ignored when
+    /// `cluster` is given). A password written in it still works but is never printed;
+    /// prefer [`password`](Self::password).
     pub url: String,
-    /// Redis Cluster seed nodes (`redis://host:port`); empty: one server at `url`.
+    /// Redis Cluster seed nodes (`redis://host:port` or `rediss://host:port`); empty: one
+    /// server at `url`.
     pub cluster: Vec<String>,
+    /// The ACL user (`AUTH <username> <password>`); none: the `default` user.
+    pub username: Option<String>,
+    /// The ACL password (`env:NAME` / `file:PATH` in risk.toml); overrides one in the URL.
+    pub password: Option<Secret>,
+    /// PEM file of the CA(s) that signed the server's certificate: only they are trusted
+    /// (none: the system's roots). Needs a `rediss://` URL.
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM certificate (chain) of this client, for servers that ask for one
+    /// (`tls-auth-clients yes`); with [`tls_key_file`](Self::tls_key_file).
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM private key of [`tls_cert_file`](Self::tls_cert_file) (PKCS#8, PKCS#1 or SEC1).
+    pub tls_key_file: Option<PathBuf>,
     /// Bound on each socket read and write of the decide path's round trip.
     pub timeout: Duration,
     /// Key prefix (keys are `<prefix>:<definitions fingerprint>:<source>:<key>`).
@@ -22,8 +41,16 @@ pub struct RedisConfig {
     pub retry: Duration,
     /// How long a transaction is remembered for a label.
     pub pending_ttl: Duration,
+    /// Transactions remembered for labels on Redis at most (kept in 256 shards of
+    /// `max_pending / 256` each, at least one; the oldest of a full shard is dropped,
+    /// counted in [`StateStats::pending_dropped`](super::StateStats::pending_dropped)).
+    pub max_pending: usize,
     /// Background writes (outcomes, pending labels) queued at most.
     pub queue: usize,
+    /// When set, every identifier in a Redis key name or value (entity and group keys,
+    /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.
+    /// No risk.toml key of its own: the engine passes `[privacy] key` here.
+    pub pseudonymiser: Option<Pseudonymiser>,
 }
 
 impl Default for RedisConfig {
@@ -31,12 +58,73 @@ impl Default for RedisConfig {
         Self {
             url: "redis://127.0.0.1:6379/".into(),
             cluster: Vec::new(),
+            username: None,
+            password: None,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
             timeout: Duration::from_millis(5),
             prefix: "risk".into(),
             retry: Duration::from_secs(1),
             pending_ttl: Duration::from_secs(120 * 86_400),
+            max_pending: 10_000_000,
             queue: 65_536,
+            pseudonymiser: None,
         }
+    }
+}
+
+impl RedisConfig {
+    /// The server(s) as they may be printed: URLs without credentials.
+    pub fn server(&self) -> String {
+        if self.cluster.is_empty() {
+            redact_url(&self.url)
+        } else {
+            let nodes: Vec<String> = self.cluster.iter().map(|u| redact_url(u)).collect();
+            format!("cluster [{}]", nodes.join(", "))
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self.cluster.iter().map(|u| redact_url(u)).collect();
+        f.debug_struct("RedisConfig")
+            .field("url", &redact_url(&self.url))
+            .field("cluster", &nodes)
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .field("tls_ca_file", &self.tls_ca_file)
+            .field("tls_cert_file", &self.tls_cert_file)
+            .field("tls_key_file", &self.tls_key_file)
+            .field("timeout", &self.timeout)
+            .field("prefix", &self.prefix)
+            .field("retry", &self.retry)
+            .field("pending_ttl", &self.pending_ttl)
+            .field("max_pending", &self.max_pending)
+            .field("queue", &self.queue)
+            .field("pseudonymiser", &self.pseudonymiser)
+            .finish()
+    }
+}
+
+impl PartialEq for RedisConfig {
+    fn eq(&self, o: &Self) -> bool {
+        self.url == o.url
+            && self.cluster == o.cluster
+            && self.username == o.username
+            && self.password == o.password
+            && self.tls_ca_file == o.tls_ca_file
+            && self.tls_cert_file == o.tls_cert_file
+            && self.tls_key_file == o.tls_key_file
+            && self.timeout == o.timeout
+            && self.prefix == o.prefix
+            && self.retry == o.retry
+            && self.pending_ttl == o.pending_ttl
+            && self.max_pending == o.max_pending
+            && self.queue == o.queue
+            && self.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
+                == o.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
     }
 }
 

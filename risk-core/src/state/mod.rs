@@ -195,10 +195,11 @@ impl StateEngine {
         let store = match &cfg.redis {
             None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
             #[cfg(feature = "redis")]
-            Some(r) => Store::Redis(Box::new(
-                redis::RedisStore::open(r.clone(), &plan, snapshot::fingerprint(&plan))
-                    .map_err(|e| ConfigError::invalid("state.redis", e))?,
-            )),
+            Some(r) => Store::Redis(Box::new(redis::RedisStore::open(
+                r.clone(),
+                &plan,
+                snapshot::fingerprint(&plan),
+            )?)),
             #[cfg(not(feature = "redis"))]
             Some(_) => {
                 return Err(ConfigError::invalid(

@@ -10,14 +10,24 @@
 //! a failure Redis is skipped for `retry_ms` (no connection attempt per decision while it
 //! is down). Outcome-filtered features and the transactions remembered for labels are
 //! written by a background thread through a bounded queue (a full queue sheds, counted).
+//!
+//! Transactions remembered for labels are capped (`state.redis.max_pending`, 256 shards,
+//! each an index sorted by arrival: a full shard drops its oldest, counted); labels reuse
+//! a small pool of connections. With a pseudonymiser, every identifier in a key name or a
+//! value is its keyed pseudonym (entity keys in [`Domain::Entity`], other key sources in
+//! [`Domain::Group`], transaction ids in [`Domain::Txn`]); the arithmetic is unchanged.
+//! Errors and logs name the server without credentials.
 
 use super::def::RedisConfig;
 use super::group::Kind;
 use super::mem::Applied;
+use super::plan::CKey;
 use super::plan::{Plan, Request, MAX_GROUPS};
-use super::redis_conn::{Client, Conn};
+use super::redis_conn::{Access, Client, Conn};
 use super::{LabelApplied, StateError, Ticket};
 use crate::decision::{Action, StateFault};
+use crate::error::ConfigError;
+use crate::pseudo::{Domain, Pseudonymiser};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use parking_lot::Mutex;
 use redis::{Cmd, Value};
@@ -29,6 +39,40 @@ use super::group::GroupRead;
 
 const SCRIPT: &str = include_str!("redis.lua");
 
+/// Shards of the pending-label index (hash tags `{00}`..`{ff}`: spread over a cluster).
+const PENDING_SHARDS: u64 = 256;
+
+/// Remembers a transaction for labels and keeps its shard within its cap.
+/// KEYS[1] the record, KEYS[2] the shard's index (same hash tag); ARGV: ttl_ms, cap,
+/// member (the id in hex), the record's key prefix, then field/value pairs.
+/// Returns how many older records it dropped.
+const REMEMBER: &str = r"
+local ttl = tonumber(ARGV[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
+redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('ZADD', KEYS[2], now, ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. (now - ttl))
+local over = redis.call('ZCARD', KEYS[2]) - tonumber(ARGV[2])
+if over <= 0 then return 0 end
+local old = redis.call('ZPOPMIN', KEYS[2], over)
+local dropped = 0
+for i = 1, #old, 2 do dropped = dropped + redis.call('DEL', ARGV[4] .. old[i]) end
+return dropped
+";
+
+/// Sets one field of a record that still exists (never re-creates an expired or dropped
+/// one without its expiry). KEYS[1] the record; ARGV field, value.
+const SET_IF_EXISTS: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+";
+
+/// Connections kept for labels.
+const LABEL_POOL: usize = 4;
+
 /// Counters of the Redis store.
 #[derive(Debug, Default)]
 pub(crate) struct RedisCounters {
@@ -37,19 +81,31 @@ pub(crate) struct RedisCounters {
     pub errors: AtomicU64,
     pub skipped: AtomicU64,
     pub shed: AtomicU64,
+    /// Pending-label records dropped by a full shard.
+    pub pending_dropped: AtomicU64,
+    /// Connections opened for labels.
+    pub label_connects: AtomicU64,
 }
 
 enum Job {
-    Cmds(Vec<Cmd>),
+    /// Commands; `true`: the first reply is a count of dropped pending records.
+    Cmds(Vec<Cmd>, bool),
     /// Answered once every job queued before it was written.
     Flush(crossbeam_channel::Sender<()>),
 }
 
 pub(crate) struct RedisStore {
     client: Client,
-    /// Labels: off the decide path, longer timeouts.
+    /// Labels: off the decide path, longer timeouts, connections reused.
     label_client: Client,
+    label_pool: Mutex<Vec<Conn>>,
+    access: Access,
     pool: Mutex<Vec<Conn>>,
+    /// The pseudonym domain of each key source.
+    domains: Vec<Domain>,
+    pseudo: Option<Pseudonymiser>,
+    /// Records per pending shard.
+    shard_cap: usize,
     script: redis::Script,
     cfg: RedisConfig,
     prefix: String,
@@ -66,10 +122,17 @@ fn is_timeout(e: &redis::RedisError) -> bool {
 }
 
 impl RedisStore {
-    pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, String> {
+    pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, ConfigError> {
+        if cfg.max_pending == 0 {
+            return Err(ConfigError::invalid(
+                "state.redis.max_pending",
+                "must be at least 1",
+            ));
+        }
+        let access = Access::from_config(&cfg)?;
         let t = cfg.timeout.max(Duration::from_millis(1));
-        let client = Client::open(&cfg, t)?;
-        let label_client = Client::open(&cfg, Duration::from_secs(2))?;
+        let client = Client::open(&cfg, &access, t)?;
+        let label_client = Client::open(&cfg, &access, Duration::from_secs(2))?;
         let script = redis::Script::new(SCRIPT);
         // The longest history any group keeps, plus a day: idle keys expire.
         let ttl_ms = plan
@@ -88,15 +151,15 @@ impl RedisStore {
         let counters = Arc::new(RedisCounters::default());
         let (tx, rx) = bounded::<Job>(cfg.queue.max(1));
         let bg_timeout = cfg.timeout.max(Duration::from_millis(100));
-        let bg_client = Client::open(&cfg, bg_timeout)?;
+        let bg_client = Client::open(&cfg, &access, bg_timeout)?;
         let bg_counters = Arc::clone(&counters);
         std::thread::Builder::new()
             .name("risk-state-redis".into())
             .spawn(move || {
                 let mut con: Option<Conn> = None;
                 for job in rx {
-                    let cmds = match job {
-                        Job::Cmds(c) => c,
+                    let (cmds, counted) = match job {
+                        Job::Cmds(c, counted) => (c, counted),
                         Job::Flush(done) => {
                             let _ = done.send(());
                             continue;
@@ -109,17 +172,42 @@ impl RedisStore {
                         bg_counters.errors.fetch_add(1, Relaxed);
                         continue;
                     };
-                    if c.pipeline(&cmds).is_err() {
-                        bg_counters.errors.fetch_add(1, Relaxed);
-                        con = None;
+                    match c.pipeline(&cmds) {
+                        Ok(out) => {
+                            if let (true, Some(Value::Int(n))) = (counted, out.first()) {
+                                bg_counters.pending_dropped.fetch_add(*n as u64, Relaxed);
+                            }
+                        }
+                        Err(_) => {
+                            bg_counters.errors.fetch_add(1, Relaxed);
+                            con = None;
+                        }
                     }
                 }
             })
-            .map_err(|e| format!("state.redis: cannot start its writer thread: {e}"))?;
+            .map_err(|e| {
+                ConfigError::invalid(
+                    "state.redis",
+                    format!("cannot start its writer thread: {e}"),
+                )
+            })?;
+        let domains = plan
+            .sources
+            .iter()
+            .map(|k| match k {
+                CKey::Entity => Domain::Entity,
+                _ => Domain::Group,
+            })
+            .collect();
         let me = Self {
             client,
             label_client,
+            label_pool: Mutex::new(Vec::new()),
+            access,
             pool: Mutex::new(Vec::new()),
+            domains,
+            pseudo: cfg.pseudonymiser.clone(),
+            shard_cap: (cfg.max_pending / PENDING_SHARDS as usize).max(1),
             script,
             prefix: format!("{}:{fp:016x}", cfg.prefix),
             cfg,
@@ -133,9 +221,9 @@ impl RedisStore {
         // script now, cluster nodes on first use (EVAL when a node lacks it).
         let mut con = me
             .connect()
-            .map_err(|e| format!("state.redis: {} unreachable: {e}", me.where_()))?;
+            .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.load_script(&mut con)
-            .map_err(|e| format!("state.redis: loading the state script: {e}"))?;
+            .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.pool.lock().push(con);
         Ok(me)
     }
@@ -161,12 +249,9 @@ impl RedisStore {
         }
     }
 
+    /// The server as it may be printed (no credentials).
     fn where_(&self) -> String {
-        if self.cfg.cluster.is_empty() {
-            self.cfg.url.clone()
-        } else {
-            format!("cluster {:?}", self.cfg.cluster)
-        }
+        self.cfg.server()
     }
 
     fn connect(&self) -> redis::RedisResult<Conn> {
@@ -174,12 +259,44 @@ impl RedisStore {
             .connect(self.cfg.timeout.max(Duration::from_millis(1)))
     }
 
-    fn key(&self, s: usize, key: u64) -> String {
-        format!("{}:{s}:{key:x}", self.prefix)
+    /// Source `s`'s key as Redis sees it (its pseudonym when configured).
+    fn pkey(&self, s: usize, key: u64) -> u64 {
+        match &self.pseudo {
+            Some(p) => p.u64(self.domains[s], key),
+            None => key,
+        }
+    }
+
+    /// The key name of source `s`'s key `pkey` (already as Redis sees it).
+    fn key(&self, s: usize, pkey: u64) -> String {
+        format!("{}:{s}:{pkey:x}", self.prefix)
+    }
+
+    /// Transaction `id` as Redis sees it.
+    fn ptxn(&self, id: u64) -> u64 {
+        match &self.pseudo {
+            Some(p) => p.u64(Domain::Txn, id),
+            None => id,
+        }
+    }
+
+    /// The pending record of transaction `id` (raw): `(record key, shard key prefix,
+    /// shard index key, member)`.
+    fn pending(&self, id: u64) -> (String, String, String, String) {
+        let pid = self.ptxn(id);
+        let shard = pid % PENDING_SHARDS;
+        let base = format!("{}:p:{{{shard:02x}}}:", self.prefix);
+        let member = format!("{pid:x}");
+        (
+            format!("{base}{member}"),
+            base,
+            format!("{}:pi:{{{shard:02x}}}", self.prefix),
+            member,
+        )
     }
 
     fn pending_key(&self, id: u64) -> String {
-        format!("{}:p:{id:x}", self.prefix)
+        self.pending(id).0
     }
 
     fn now_ns(&self) -> i64 {
@@ -196,7 +313,8 @@ impl RedisStore {
         };
         let until = self.now_ns() + self.cfg.retry.as_nanos() as i64;
         self.down_until.store(until, Relaxed);
-        tracing::warn!(target: "risk::state", error = %e, "Redis state store failed: features missing until a retry");
+        let error = self.access.scrub(&e.to_string());
+        tracing::warn!(target: "risk::state", server = %self.where_(), error, "Redis state store failed: features missing until a retry");
         fault
     }
 
@@ -212,7 +330,7 @@ impl RedisStore {
         eval: bool,
     ) -> Cmd {
         let mut c = self.script_cmd(eval);
-        c.arg(1).arg(self.key(s, req.keys[s]));
+        c.arg(1).arg(self.key(s, self.pkey(s, req.keys[s])));
         let groups: Vec<usize> = plan.by_source[s]
             .iter()
             .copied()
@@ -248,7 +366,7 @@ impl RedisStore {
                 .arg(add as u8)
                 .arg(inp.pass as u8)
                 .arg(format!("{:?}", inp.value))
-                .arg(inp.hash);
+                .arg(self.value_hash(inp.hash));
         }
         c
     }
@@ -315,8 +433,21 @@ impl RedisStore {
         Ok(a)
     }
 
+    /// A distinct group's value hash as Redis sees it: 52 bits, keyed when configured
+    /// (equal values still collide, so counts are unchanged below the exact limit).
+    fn value_hash(&self, h: u64) -> u64 {
+        match &self.pseudo {
+            Some(p) if h != 0 => p.u64(Domain::Group, h) >> 12,
+            _ => h,
+        }
+    }
+
     fn offer(&self, cmds: Vec<Cmd>) {
-        match self.jobs.try_send(Job::Cmds(cmds)) {
+        self.offer_job(Job::Cmds(cmds, false));
+    }
+
+    fn offer_job(&self, job: Job) {
+        match self.jobs.try_send(job) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.counters.shed.fetch_add(1, Relaxed);
@@ -350,16 +481,37 @@ impl RedisStore {
     }
 
     /// Queues the pending-label record of a decided transaction.
+    /// Its shard keeps at most `shard_cap` records: the oldest beyond are dropped
+    /// (counted); the keys stored are the keys as Redis sees them.
     pub fn remember(&self, id: u64, ts: i64, at: &[(u8, u64, i64)]) {
-        let key = self.pending_key(id);
-        let mut h = redis::cmd("HSET");
-        h.arg(&key).arg("ts").arg(ts).arg("label").arg(0);
+        let (key, base, index, member) = self.pending(id);
+        let mut h = redis::cmd("EVAL");
+        h.arg(REMEMBER)
+            .arg(2)
+            .arg(&key)
+            .arg(&index)
+            .arg(self.cfg.pending_ttl.as_millis().max(1) as u64)
+            .arg(self.shard_cap)
+            .arg(&member)
+            .arg(&base)
+            .arg("ts")
+            .arg(ts)
+            .arg("label")
+            .arg(0);
         for &(s, k, te) in at.iter().filter(|a| a.0 != u8::MAX) {
-            h.arg(format!("s{s}")).arg(format!("{k:x}:{te}"));
+            let pk = self.pkey(s as usize, k);
+            h.arg(format!("s{s}")).arg(format!("{pk:x}:{te}"));
         }
-        let mut x = redis::cmd("PEXPIRE");
-        x.arg(&key).arg(self.cfg.pending_ttl.as_millis() as u64);
-        self.offer(vec![h, x]);
+        self.offer_job(Job::Cmds(vec![h], true));
+    }
+
+    /// A label connection: one from the pool, else a new one (counted).
+    fn label_conn(&self) -> redis::RedisResult<(Conn, bool)> {
+        if let Some(c) = self.label_pool.lock().pop() {
+            return Ok((c, true));
+        }
+        self.counters.label_connects.fetch_add(1, Relaxed);
+        Ok((self.label_client.connect(Duration::from_secs(2))?, false))
     }
 
     /// A label: reads the remembered transaction, applies the change to its label
@@ -373,15 +525,54 @@ impl RedisStore {
     ) -> Result<LabelApplied, StateError> {
         let io = |e: redis::RedisError| StateError::Io {
             path: self.where_().into(),
-            source: std::io::Error::other(e.to_string()),
+            source: std::io::Error::other(self.access.scrub(&e.to_string())),
         };
-        let mut con = self
-            .label_client
-            .connect(Duration::from_secs(2))
-            .map_err(io)?;
         let key = self.pending_key(id);
-        let fields: std::collections::HashMap<String, String> =
-            con.query(redis::cmd("HGETALL").arg(&key)).map_err(io)?;
+        let read =
+            |con: &mut Conn| -> redis::RedisResult<std::collections::HashMap<String, String>> {
+                con.query(redis::cmd("HGETALL").arg(&key))
+            };
+        let (mut con, reused) = self.label_conn().map_err(io)?;
+        let fields = match read(&mut con) {
+            Ok(f) => f,
+            // A pooled connection the server dropped (restart, idle timeout): nothing was
+            // written yet, so one new connection tries again.
+            Err(e) if reused && (e.is_io_error() || e.is_connection_dropped()) => {
+                self.counters.label_connects.fetch_add(1, Relaxed);
+                con = self
+                    .label_client
+                    .connect(Duration::from_secs(2))
+                    .map_err(io)?;
+                read(&mut con).map_err(io)?
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let got = self.label_with(plan, &mut con, &key, fields, id, fraud, at_ms);
+        // A connection that failed mid-call is dropped; a good one goes back.
+        if !matches!(&got, Err(StateError::Io { .. })) {
+            let mut pool = self.label_pool.lock();
+            if pool.len() < LABEL_POOL {
+                pool.push(con);
+            }
+        }
+        got
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn label_with(
+        &self,
+        plan: &Plan,
+        con: &mut Conn,
+        key: &str,
+        fields: std::collections::HashMap<String, String>,
+        id: u64,
+        fraud: bool,
+        at_ms: i64,
+    ) -> Result<LabelApplied, StateError> {
+        let io = |e: redis::RedisError| StateError::Io {
+            path: self.where_().into(),
+            source: std::io::Error::other(self.access.scrub(&e.to_string())),
+        };
         let Some(ts) = fields.get("ts").and_then(|t| t.parse::<i64>().ok()) else {
             return Err(StateError::UnknownTxn(id));
         };
@@ -397,9 +588,11 @@ impl RedisStore {
             (true, false) => -1,
             _ => 0,
         };
-        con.query::<()>(
-            redis::cmd("HSET")
-                .arg(&key)
+        con.query::<i64>(
+            redis::cmd("EVAL")
+                .arg(SET_IF_EXISTS)
+                .arg(1)
+                .arg(key)
                 .arg("label")
                 .arg(if fraud { 1 } else { -1 }),
         )
@@ -467,8 +660,12 @@ impl RedisStore {
 
     /// Queues the decided action of a remembered transaction (the label monitor).
     pub fn note_action(&self, id: u64, action: u8) {
-        let mut h = redis::cmd("HSET");
-        h.arg(self.pending_key(id)).arg("action").arg(action);
+        let mut h = redis::cmd("EVAL");
+        h.arg(SET_IF_EXISTS)
+            .arg(1)
+            .arg(self.pending_key(id))
+            .arg("action")
+            .arg(action);
         self.offer(vec![h]);
     }
 }

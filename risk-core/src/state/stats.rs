@@ -31,6 +31,11 @@ pub struct StateStats {
     pub store_skipped: u64,
     /// Background writes shed by a full queue (Redis outcomes and pending labels).
     pub store_shed: u64,
+    /// Transactions remembered for labels on Redis that were dropped (oldest first)
+    /// because their shard was full (`state.redis.max_pending`).
+    pub pending_dropped: u64,
+    /// Connections opened for labels (Redis; a pool keeps them between labels).
+    pub label_connects: u64,
 }
 
 #[derive(Default)]
@@ -83,6 +88,8 @@ impl StateEngine {
                     store_errors: c.errors.load(Relaxed),
                     store_skipped: c.skipped.load(Relaxed),
                     store_shed: c.shed.load(Relaxed),
+                    pending_dropped: c.pending_dropped.load(Relaxed),
+                    label_connects: c.label_connects.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -147,6 +154,7 @@ impl StateEngine {
                 "labels": s.labels, "labels_unknown": s.labels_unknown, "list_hits": s.list_hits,
                 "degraded": s.degraded, "store_timeouts": s.store_timeouts, "store_errors": s.store_errors,
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
+                "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
             },
             "memory": memory,
             "pending_labels": self.pending_labels(),

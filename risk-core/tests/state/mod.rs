@@ -7,6 +7,10 @@ mod list_journal;
 mod lists;
 #[cfg(feature = "redis")]
 mod redis;
+#[cfg(feature = "redis")]
+mod redis_limits;
+#[cfg(feature = "redis")]
+mod redis_tls;
 mod reference;
 mod snapshot;
 

@@ -11,12 +11,12 @@ use risk_core::state::{Agg, Current, FeatureDef, KeySource, RedisConfig, StateEn
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-fn url() -> String {
+pub(super) fn url() -> String {
     std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".to_owned())
 }
 
 /// A prefix of this test run's own.
-fn prefix(name: &str) -> String {
+pub(super) fn prefix(name: &str) -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -24,7 +24,7 @@ fn prefix(name: &str) -> String {
     format!("risk-test-{name}-{}-{t}", std::process::id())
 }
 
-fn defs() -> Vec<FeatureDef> {
+pub(super) fn defs() -> Vec<FeatureDef> {
     let h = |n: u64| Duration::from_secs(n * 3_600);
     let mut d = vec![
         FeatureDef::new("c_count_1h", KeySource::Entity, Agg::Count).window(h(1), 12),
@@ -129,7 +129,7 @@ fn redis_and_in_process_give_identical_features() {
     assert_eq!(red.stats().degraded, 0);
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -137,11 +137,11 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn start_redis(port: u16, dir: &std::path::Path) -> KillOnDrop {
+pub(super) fn start_redis(port: u16, dir: &std::path::Path) -> KillOnDrop {
     start_redis_with(port, dir, &[])
 }
 
-fn start_redis_with(port: u16, dir: &std::path::Path, extra: &[&str]) -> KillOnDrop {
+pub(super) fn start_redis_with(port: u16, dir: &std::path::Path, extra: &[&str]) -> KillOnDrop {
     let c = KillOnDrop(
         Command::new("redis-server")
             .args([
@@ -184,7 +184,7 @@ fn start_redis_with(port: u16, dir: &std::path::Path, extra: &[&str]) -> KillOnD
 }
 
 /// Stops a test's own server however the test ends.
-struct KillOnDrop(Child);
+pub(super) struct KillOnDrop(pub(super) Child);
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
