@@ -49,6 +49,8 @@ pub struct EngineBuilder {
     state: Option<crate::state::StateConfig>,
     /// `[privacy] key`: pseudonyms of identifiers written or sent.
     pseudonymiser: Option<crate::pseudo::Pseudonymiser>,
+    /// `[privacy] file_mode`: modes of the files state writes.
+    file_mode: crate::files::FileMode,
 }
 
 impl std::fmt::Debug for EngineBuilder {
@@ -82,6 +84,7 @@ impl EngineBuilder {
             on_alert: None,
             state: None,
             pseudonymiser: None,
+            file_mode: crate::files::FileMode::Private,
         }
     }
 
@@ -104,6 +107,7 @@ impl EngineBuilder {
         b.fast_calibration = raw.fast_calibration()?;
         b.monitor = raw.monitor_config()?;
         b.pseudonymiser = raw.privacy.pseudonymiser()?;
+        b.file_mode = raw.privacy.file_mode();
         if let Some(st) = &raw.state {
             b.state = Some(st.to_config(base_dir)?);
         }
@@ -441,21 +445,38 @@ impl EngineBuilder {
                 )
             }
         };
+        let state_writes_ids = self
+            .state
+            .as_ref()
+            .is_some_and(|c| c.redis.is_some() || c.dir.is_some() || c.snapshot.is_some());
         let state = match self.state {
             None => None,
-            Some(c) => Some(Arc::new(crate::state::StateEngine::new(
-                c,
-                Arc::clone(&self.schema),
-                Arc::clone(&self.clock),
-            )?)),
+            Some(mut c) => {
+                // `[privacy] key` reaches every place state writes or sends identifiers:
+                // Redis key names and values, list journals.
+                if let Some(r) = c.redis.as_mut() {
+                    if r.pseudonymiser.is_none() {
+                        r.pseudonymiser = self.pseudonymiser.clone();
+                    }
+                }
+                Some(Arc::new(crate::state::StateEngine::with_privacy(
+                    c,
+                    Arc::clone(&self.schema),
+                    Arc::clone(&self.clock),
+                    crate::state::StatePrivacy {
+                        pseudonymiser: self.pseudonymiser.clone(),
+                        file_mode: self.file_mode,
+                    },
+                )?))
+            }
         };
-        let writes_ids = self.audit_log.is_some() || self.audit.is_some();
+        let writes_ids = self.audit_log.is_some() || self.audit.is_some() || state_writes_ids;
         let pseudonymised = self.pseudonymiser.is_some()
             && self.audit_log.as_ref().is_none_or(|l| l.pseudonymised());
         if writes_ids && !pseudonymised {
             tracing::warn!(
                 target: "risk::privacy",
-                "identifiers in the audit trail are not pseudonymised: set [privacy] key (see SECURITY.md)"
+                "identifiers written or sent (audit trail, Redis, list journals) are not pseudonymised: set [privacy] key (see SECURITY.md)"
             );
         }
         let inner = Arc::new(Inner {
