@@ -71,8 +71,7 @@ pub const MAX_FENCED_CHARS: usize = 96;
 /// forged) replaced, at most [`MAX_FENCED_CHARS`] characters (then `...`).
 pub fn fence_into(v: &str, out: &mut String) {
     out.push('"');
-    let mut n = 0;
-    for c in v.chars() {
+    for (n, c) in v.chars().enumerate() {
         if n == MAX_FENCED_CHARS {
             out.push_str("...");
             break;
@@ -85,7 +84,6 @@ pub fn fence_into(v: &str, out: &mut String) {
             ']' | '}' | '>' => ')',
             c => c,
         });
-        n += 1;
     }
     out.push('"');
 }
