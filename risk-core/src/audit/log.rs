@@ -102,8 +102,8 @@ impl SegmentLog {
             Arc::clone(&last_error),
             segments,
             recovery.last_seq,
-            chain,
-        );
+        )
+        .with_chain(chain);
         w.start_segment()?;
         let (closed, pin) = (Arc::clone(&w.closed), Arc::clone(&w.pin));
         let writer = std::thread::Builder::new()

@@ -101,7 +101,6 @@ impl Writer {
         last_error: Arc<Mutex<Option<String>>>,
         segments: Vec<SegmentName>,
         last_seq: u64,
-        chain: Chain,
     ) -> Self {
         let now = clock.now();
         Self {
@@ -121,8 +120,14 @@ impl Writer {
             schemas: Vec::new(),
             last_sync: now,
             unsynced: false,
-            chain,
+            chain: Chain::new(None, [0; super::chain::LINK]),
         }
+    }
+
+    /// Continues the hash chain `chain` (its key and the last link on disk).
+    pub(crate) fn with_chain(mut self, chain: Chain) -> Self {
+        self.chain = chain;
+        self
     }
 
     /// Opens the last segment for appending, or creates the first one.

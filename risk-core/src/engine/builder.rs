@@ -310,7 +310,7 @@ impl EngineBuilder {
         let dir = match &self.deploy.dir {
             None => None,
             Some(d) => Some(
-                ModelDirectory::open(d)
+                ModelDirectory::open_with_mode(d, self.file_mode)
                     .map_err(|e| ConfigError::invalid("deploy.dir", e.to_string()))?,
             ),
         };
