@@ -124,6 +124,20 @@ pub fn throughput(c: &mut Criterion) {
     );
 }
 
+/// `iters` times: `n` decisions offered to `l` (waiting for room), then flushed; the time.
+fn until_durable(e: &Engine, l: &SegmentLog, txns: &[Transaction], n: u64, iters: u64) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        for j in 0..n as usize {
+            black_box(e.decide(&txns[j % txns.len()]).unwrap());
+        }
+        l.flush(Duration::from_secs(60)).unwrap();
+        total += t0.elapsed();
+    }
+    total
+}
+
 /// The writer: records offered (waiting for room, none shed) until durable, per mode.
 pub fn writer(c: &mut Criterion) {
     let txns = rows();
@@ -148,18 +162,7 @@ pub fn writer(c: &mut Criterion) {
         );
         let e = engine(Some(Arc::clone(&l)));
         g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
-                    for j in 0..n as usize {
-                        black_box(e.decide(&txns[j % txns.len()]).unwrap());
-                    }
-                    l.flush(Duration::from_secs(60)).unwrap();
-                    total += t0.elapsed();
-                }
-                total
-            })
+            b.iter_custom(|iters| until_durable(&e, &l, &txns, n, iters))
         });
         assert_eq!(l.stats().shed_full, 0);
     }
@@ -242,18 +245,7 @@ pub fn privacy(c: &mut Criterion) {
         let l = Arc::new(SegmentLog::open(o).unwrap());
         let e = engine(Some(Arc::clone(&l)));
         g.bench_function(name, |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
-                    for j in 0..n as usize {
-                        black_box(e.decide(&txns[j % txns.len()]).unwrap());
-                    }
-                    l.flush(Duration::from_secs(60)).unwrap();
-                    total += t0.elapsed();
-                }
-                total
-            })
+            b.iter_custom(|iters| until_durable(&e, &l, &txns, n, iters))
         });
     }
     g.finish();

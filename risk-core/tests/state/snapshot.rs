@@ -87,3 +87,53 @@ fn corrupt_torn_and_foreign_snapshots_are_refused() {
         .to_string();
     assert!(e.contains("fingerprint"), "{e}");
 }
+
+/// With `[privacy] key` the snapshot (which holds entity keys) is sealed: the same key
+/// restores identical features; no key, another key or an altered byte is refused by name.
+#[test]
+fn a_sealed_snapshot_restores_only_with_its_key() {
+    use risk_core::pseudo::Pseudonymiser;
+    use risk_core::state::StatePrivacy;
+    let private = |k: &[u8]| StatePrivacy {
+        pseudonymiser: Some(Pseudonymiser::new("privacy.key", k).unwrap()),
+        file_mode: risk_core::files::FileMode::Private,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.snap");
+    let c = cfg(Some(path.clone()));
+    let s = schema(&c);
+    let evs = stream(12, 4_000, 40, 8);
+    let (a, b) = evs.split_at(2_000);
+    let key = b"0123456789abcdef-snapshot-key";
+    let now = clock(T0 + 400 * DAY);
+    let live =
+        StateEngine::with_privacy(c.clone(), Arc::clone(&s), now.clone(), private(key)).unwrap();
+    features(&live, &s, a);
+    live.snapshot(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..8], b"RSKSTAT2");
+    let restored =
+        StateEngine::with_privacy(c.clone(), Arc::clone(&s), now.clone(), private(key)).unwrap();
+    assert_eq!(features(&restored, &s, b), features(&live, &s, b));
+
+    let e = StateEngine::new(c.clone(), Arc::clone(&s), now.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("sealed with a [privacy] key"), "{e}");
+    let other = private(b"0123456789abcdef-another-key");
+    let e = StateEngine::with_privacy(c.clone(), Arc::clone(&s), now.clone(), other)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("another [privacy] key"), "{e}");
+    // One ciphertext byte changed, the checksum fixed: it does not authenticate.
+    let mut bad = bytes.clone();
+    let at = bad.len() - 5;
+    bad[at] ^= 1;
+    let crc = crc32c::crc32c(&bad[28..]);
+    bad[24..28].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bad).unwrap();
+    let e = StateEngine::with_privacy(c, s, now, private(key))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("does not authenticate"), "{e}");
+}

@@ -225,7 +225,38 @@ fn the_redis_store_is_built_in() {
     let (r, msg) = engine(&toml, &dir).unwrap_err();
     assert_eq!(r, RISK_ERR_CONFIG);
     assert!(
-        msg.contains("unreachable") && !msg.contains("lacks"),
+        msg.contains("state.redis") && msg.contains("127.0.0.1:1") && !msg.contains("lacks"),
         "{msg}"
     );
+}
+
+/// No secret crosses the C ABI: a Redis password in the URL, in its own key, a Kafka SASL
+/// password and a too-short pseudonymisation key each fail the build with a message that
+/// names the key or the server and never the value.
+#[test]
+fn no_secret_reaches_the_last_error() {
+    const PW: &str = "Ffi-Secret-Value-Never-Shown-7";
+    let dir = scratch("state-secrets");
+    std::fs::write(dir.join("state.rules"), RULES).unwrap();
+    let cases = [
+        format!("[state.redis]\nurl = \"redis://risk:{PW}@127.0.0.1:1/\"\ntimeout_ms = 200"),
+        format!(
+            "[state.redis]\nurl = \"redis://127.0.0.1:1/\"\nusername = \"risk\"\npassword = \"{PW}\"\ntimeout_ms = 200"
+        ),
+        format!("[privacy]\nkey = \"{}\"", &PW[..12]),
+    ];
+    for (i, extra) in cases.iter().enumerate() {
+        let toml = if extra.starts_with("[privacy]") {
+            format!("{}\n{extra}\n", toml())
+        } else {
+            toml().replace("dir = \"lists\"", &format!("dir = \"lists\"\n{extra}"))
+        };
+        let (r, msg) = engine(&toml, &dir).unwrap_err();
+        assert_eq!(r, RISK_ERR_CONFIG, "case {i}: {msg}");
+        assert!(
+            !msg.contains(PW) && !msg.contains(&PW[..12]),
+            "case {i} leaks: {msg}"
+        );
+        assert!(!last_error().contains(&PW[..12]), "case {i}");
+    }
 }

@@ -203,3 +203,25 @@ def test_missing_library_fails_loudly(tmp_path):
     )
     assert p.returncode != 0
     assert "does not exist" in p.stdout + p.stderr
+
+
+SECRET = "Py-Secret-Value-Never-Shown-9"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # a password in a Redis URL, and in its own key (unreachable server: a config error)
+        f'\n[state]\n[state.redis]\nurl = "redis://risk:{SECRET}@127.0.0.1:1/"\ntimeout_ms = 200\n',
+        f'\n[state]\n[state.redis]\nurl = "redis://127.0.0.1:1/"\nusername = "risk"\n'
+        f'password = "{SECRET}"\ntimeout_ms = 200\n',
+        # a pseudonymisation key too short to be one
+        f'\n[privacy]\nkey = "{SECRET[:12]}"\n',
+    ],
+)
+def test_no_secret_reaches_an_exception(extra):
+    """The RiskError of a failed build names the key or server, never the secret."""
+    with pytest.raises(risk.RiskError) as ei:
+        risk.RiskEngine.from_toml(load_config("rules_only.toml") + extra)
+    text = str(ei.value) + repr(ei.value) + ei.value.message
+    assert SECRET[:12] not in text, text
