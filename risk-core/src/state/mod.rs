@@ -221,6 +221,12 @@ impl StateEngine {
             privacy,
         };
         if let Some(p) = me.cfg.snapshot.clone() {
+            // The configured snapshot's directory is made (private) at start; an explicit
+            // `snapshot(path)` elsewhere needs its directory to exist.
+            if let Some(dir) = p.parent().filter(|d| !d.as_os_str().is_empty()) {
+                crate::files::create_dir(dir, me.privacy.file_mode)
+                    .map_err(|e| ConfigError::invalid("state.snapshot", e.to_string()))?;
+            }
             if p.exists() {
                 me.restore(&p)
                     .map_err(|e| ConfigError::invalid("state.snapshot", e.to_string()))?;

@@ -3,7 +3,7 @@
 //! File: `RSKSTAT1` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's clock and groups).
 //! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
-//! the old one: a crash leaves the previous snapshot. Its directory is created `0700` and
+//! the old one: a crash leaves the previous snapshot. The configured path's directory is created `0700` at start and
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
@@ -119,7 +119,8 @@ impl StateEngine {
         bytes.extend_from_slice(&payload);
         let mode = self.privacy.file_mode;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            crate::files::create_dir(dir, mode)?;
+            // Must exist (made at start for the configured path) and not be open to others.
+            crate::files::check_dir(dir)?;
         }
         crate::files::write_atomic(path, &bytes, mode)?;
         Ok(SnapshotInfo {
