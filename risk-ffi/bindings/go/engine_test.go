@@ -387,3 +387,23 @@ func TestCloseDuringDecides(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestNoSecretReachesAnError: a Redis password in a URL or in its own key, and a
+// pseudonymisation key too short to be one, fail the build with an error that names the
+// key or the server and never the value (message, Error() and %+v).
+func TestNoSecretReachesAnError(t *testing.T) {
+	const secret = "Go-Secret-Value-Never-Shown-5"
+	cases := []string{
+		"[state]\n[state.redis]\nurl = \"redis://risk:" + secret + "@127.0.0.1:1/\"\ntimeout_ms = 200\n",
+		"[state]\n[state.redis]\nurl = \"redis://127.0.0.1:1/\"\nusername = \"risk\"\npassword = \"" + secret + "\"\ntimeout_ms = 200\n",
+		"[privacy]\nkey = \"" + secret[:12] + "\"\n",
+	}
+	for i, extra := range cases {
+		_, err := NewFromTOML(rulesOnlyTOML+"\n"+extra, "")
+		re := wantCode(t, "secret case", err, ErrConfig)
+		text := re.Message + err.Error() + fmt.Sprintf("%+v %#v", err, err)
+		if strings.Contains(text, secret[:12]) {
+			t.Errorf("case %d leaks the secret: %s", i, text)
+		}
+	}
+}
