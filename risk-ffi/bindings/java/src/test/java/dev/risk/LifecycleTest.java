@@ -49,6 +49,24 @@ class LifecycleTest extends TestSupport {
         riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromToml("not toml [", null));
     }
 
+    /** A Redis password in a URL or its own key, and a too-short pseudonymisation key, fail the
+     *  build with an exception that names the key or server, never the value. */
+    @Test
+    void noSecretReachesAnException() {
+        String secret = "Java-Secret-Value-Never-Shown-3";
+        String[] cases = {
+            "[state]\n[state.redis]\nurl = \"redis://risk:" + secret + "@127.0.0.1:1/\"\ntimeout_ms = 200\n",
+            "[state]\n[state.redis]\nurl = \"redis://127.0.0.1:1/\"\nusername = \"risk\"\npassword = \""
+                + secret + "\"\ntimeout_ms = 200\n",
+            "[privacy]\nkey = \"" + secret.substring(0, 12) + "\"\n",
+        };
+        for (String extra : cases) {
+            RiskException e = riskError(RiskException.ERR_CONFIG, () -> RiskEngine.fromToml(CONSTANT_TOML + "\n" + extra, null));
+            String text = e.getMessage() + e.detail() + e;
+            assertFalse(text.contains(secret.substring(0, 12)), text);
+        }
+    }
+
     @Test
     void fromTomlTextWithBaseDir() throws IOException {
         String text = Files.readString(toml, StandardCharsets.UTF_8);
