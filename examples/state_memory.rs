@@ -4,6 +4,7 @@
 //! ```text
 //! cargo run --release --example state_memory            # 1,000,000 cards
 //! cargo run --release --example state_memory -- 200000
+//! cargo run --release --example state_memory -- 1000000 ten   # + card 24 h mean, max
 //! ```
 
 use risk_core::state::StateEngine;
@@ -31,6 +32,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = ManualClock::new();
     clock.set_unix_origin_ms(i64::MAX / 4);
     let mut cfg = state_config();
+    if std::env::args().nth(2).as_deref() == Some("ten") {
+        // The benches' ten features: a card 24 h mean and 24 h max more.
+        use risk_core::state::{Agg, FeatureDef, KeySource};
+        let day = std::time::Duration::from_secs(86_400);
+        cfg.features
+            .push(FeatureDef::new("hour", KeySource::Entity, Agg::Avg).window(day, 24));
+        cfg.features
+            .push(FeatureDef::new("card_age_days", KeySource::Entity, Agg::Max).window(day, 24));
+    }
     cfg.max_keys = n as usize + 1;
     let st = StateEngine::new(cfg, s.clone(), clock)?;
     let t0 = 1_767_571_200_000i64;

@@ -1,47 +1,35 @@
-//! The embedded store: per key source, 64 shards of an S3-FIFO cache (`quick_cache`)
-//! behind small mutexes. One lock per key source per decision; fixed memory per key
-//! (one bucket ring per group; distinct sets are bounded by `exact_limit`, then a sketch).
+//! The embedded store: per key source, a slab of fixed-size records behind a
+//! set-associative index ([`super::slab`]), records laid out by [`super::layout`] and
+//! computed by [`super::record`]. Per decision: both keys hashed and their index lines
+//! prefetched, then their records located and prefetched, then the arithmetic; one
+//! index-set lock per key source, taken in source order.
 
-use super::group::{GState, GroupRead};
+use super::distinct::Distinct;
+use super::group::GroupRead;
+use super::layout::{Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
+use super::slab::{Found, Slab};
 use crate::decision::Action;
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
-use serde::{Deserialize, Serialize};
 use std::hash::BuildHasherDefault;
 
-use crate::hash::{splitmix, KeyHasher};
-
-const SHARDS: usize = 64;
-
-/// One key's state: its clock (latest event time) and one state per group of its source.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub(crate) struct KeyState {
-    pub clock: i64,
-    pub groups: Box<[GState]>,
-}
-
-type Map = Cache<
-    u64,
-    KeyState,
-    UnitWeighter,
-    BuildHasherDefault<KeyHasher>,
-    DefaultLifecycle<u64, KeyState>,
->;
+use crate::hash::KeyHasher;
 
 struct Source {
-    shards: Box<[Mutex<Map>]>,
-}
-
-fn shard(key: u64) -> usize {
-    (splitmix(key) >> 58) as usize % SHARDS
+    slab: Slab,
+    layout: Layout,
 }
 
 /// The in-process store.
 pub(crate) struct MemStore {
     sources: Vec<Source>,
 }
+
+/// One key in a snapshot: its source, its record's words (the key in word 0) and its
+/// spilled distinct sets.
+pub(crate) type SnapKey = (u8, Vec<u64>, Option<Vec<Distinct>>);
 
 /// What a read-update learned beyond the reads: per source, whether it had a key and
 /// the event's effective time there.
@@ -88,29 +76,27 @@ pub(crate) fn sharded<V: Clone>(n: usize, cap: usize) -> Box<[Shard<V>]> {
 
 impl MemStore {
     pub fn new(plan: &Plan, max_keys: usize) -> Self {
-        let sources = plan
-            .sources
-            .iter()
-            .map(|_| Source {
-                shards: sharded(SHARDS, max_keys),
+        let sources = (0..plan.sources.len())
+            .map(|s| {
+                let layout = Layout::of(plan, s);
+                Source {
+                    slab: Slab::new(
+                        layout.words,
+                        layout.head_words(),
+                        layout.spills > 0,
+                        max_keys,
+                    ),
+                    layout,
+                }
             })
             .collect();
         Self { sources }
     }
 
-    fn fresh(plan: &Plan, s: usize) -> KeyState {
-        KeyState {
-            clock: i64::MIN,
-            groups: plan.by_source[s]
-                .iter()
-                .map(|&g| GState::new(&plan.groups[g].spec))
-                .collect(),
-        }
-    }
-
     /// Reads every group before the event and enters the event (groups without an
     /// outcome filter); `read(group, what it held)` is called as each group is read (no
     /// array of every group's read: filling and zeroing one measured more than reading).
+    #[inline]
     pub fn read_update(
         &self,
         plan: &Plan,
@@ -119,23 +105,41 @@ impl MemStore {
         mut read: impl FnMut(usize, &GroupRead),
     ) -> Applied {
         let mut a = Applied::new(req.ts);
-        for (s, src) in self.sources.iter().enumerate() {
-            let key = req.keys[s];
-            if key == 0 {
+        let srcs = &self.sources;
+        // Every key's index line first, then every record, then the arithmetic: the
+        // misses of a decision's keys overlap instead of following one another.
+        for (s, src) in srcs.iter().enumerate() {
+            if req.keys[s] != 0 {
+                src.slab.prefetch_set(req.keys[s]);
+            }
+        }
+        let mut found: [Option<Found<'_>>; MAX_SOURCES] = [const { None }; MAX_SOURCES];
+        for (s, src) in srcs.iter().enumerate() {
+            if req.keys[s] == 0 {
                 continue;
             }
-            a.present[s] = true;
-            let mut map = src.shards[shard(key)].lock();
-            let got = map.get_mut_or_insert_with(&key, || {
-                Ok::<_, std::convert::Infallible>(Self::fresh(plan, s))
-            });
-            let Ok(Some(mut st)) = got else {
-                // Not admitted (impossible with unit weights): features missing.
-                a.present[s] = false;
+            // `None`: not admitted (every set of the slab busy, or no memory): missing.
+            if let Some(f) = src.slab.find(req.keys[s], true) {
+                // The buckets this event writes (at its own time: right unless it is
+                // late), on their way with the record's head.
+                for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
+                    let spec = &plan.groups[g].spec;
+                    let len = spec.ring_len().max(1) as i64;
+                    let i = spec.bucket(req.ts).rem_euclid(len) as usize;
+                    Layout::slot_words(gl, i, |w| src.slab.prefetch_word(f.slot, w));
+                }
+                found[s] = Some(f);
+                a.present[s] = true;
+            }
+        }
+        for (s, src) in srcs.iter().enumerate() {
+            let Some(f) = found[s].as_mut() else {
                 continue;
             };
-            let clock = st.clock.max(req.ts);
-            st.clock = clock;
+            let mut rec = src.slab.rec(f);
+            let old = rec.clock();
+            let clock = old.max(req.ts);
+            rec.set_clock(clock);
             let te = if clock - req.ts <= lateness_ms {
                 req.ts
             } else {
@@ -143,11 +147,13 @@ impl MemStore {
                 clock
             };
             a.te[s] = te;
-            for (gs, &g) in st.groups.iter_mut().zip(&plan.by_source[s]) {
+            for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
                 let grp = &plan.groups[g];
                 let spec = &grp.spec;
-                let r = gs.read_add(
+                let r = rec.read_add(
+                    gl,
                     spec,
+                    old,
                     spec.bucket(clock),
                     spec.bucket(te),
                     te,
@@ -163,22 +169,23 @@ impl MemStore {
     /// Enters the event into the groups whose outcome filter `action` passes.
     pub fn record_outcome(&self, plan: &Plan, req: &Request, applied: &Applied, action: Action) {
         for (s, src) in self.sources.iter().enumerate() {
-            let key = req.keys[s];
             let gs_of = &plan.by_source[s];
             if !applied.present[s] || !gs_of.iter().any(|&g| plan.outcome_passes(g, action)) {
                 continue;
             }
-            let mut map = src.shards[shard(key)].lock();
-            let Some(mut st) = map.get_mut(&key) else {
+            let Some(mut f) = src.slab.find(req.keys[s], false) else {
                 continue;
             };
-            let clock = st.clock;
+            let mut rec = src.slab.rec(&mut f);
+            let clock = rec.clock();
             let te = applied.te[s];
-            for (gs, &g) in st.groups.iter_mut().zip(gs_of) {
+            for (gl, &g) in src.layout.groups.iter().zip(gs_of) {
                 if plan.outcome_passes(g, action) {
                     let spec = &plan.groups[g].spec;
-                    gs.read_add(
+                    rec.read_add(
+                        gl,
                         spec,
+                        clock,
                         spec.bucket(clock),
                         spec.bucket(te),
                         te,
@@ -190,16 +197,18 @@ impl MemStore {
         }
     }
 
-    /// A label (`delta` +1 fraud, -1 retracted) for group `g` of source `s` at time `te`.
+    /// A label (`delta` +1 fraud, -1 retracted) for the label groups of source `s` at
+    /// time `te`; returns how many it reached.
     pub fn label(&self, plan: &Plan, s: usize, key: u64, te: i64, delta: i32) -> usize {
-        let mut map = self.sources[s].shards[shard(key)].lock();
-        let Some(mut st) = map.get_mut(&key) else {
+        let src = &self.sources[s];
+        let Some(mut f) = src.slab.find(key, false) else {
             return 0;
         };
+        let mut rec = src.slab.rec(&mut f);
         let mut applied = 0;
-        for (gs, &g) in st.groups.iter_mut().zip(&plan.by_source[s]) {
+        for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
             let spec = &plan.groups[g].spec;
-            if spec.kind == super::group::Kind::Label && gs.label(spec.bucket(te), delta) {
+            if rec.label(gl, spec, spec.bucket(te), delta) {
                 applied += 1;
             }
         }
@@ -208,35 +217,79 @@ impl MemStore {
 
     /// Keys held per source.
     pub fn keys(&self) -> Vec<usize> {
-        self.sources
-            .iter()
-            .map(|s| s.shards.iter().map(|m| m.lock().len()).sum())
-            .collect()
+        self.sources.iter().map(|s| s.slab.len()).collect()
     }
 
-    /// Bytes held by one key of source `s` (fresh, or the largest of a few sampled).
+    /// Bytes one key of source `s` holds: its record, its share of the index at
+    /// capacity (a 64-byte set per 2 keys) and its spill pointer (distinct sets past
+    /// a few values grow into the spill, up to the sketch).
     pub fn key_bytes(plan: &Plan, s: usize) -> usize {
-        let f = Self::fresh(plan, s);
-        std::mem::size_of::<KeyState>() + 8 + f.groups.iter().map(GState::bytes).sum::<usize>()
+        let l = Layout::of(plan, s);
+        l.bytes() + 32 + if l.spills > 0 { 8 } else { 0 }
     }
 
     /// Every key's state, for a snapshot.
-    pub fn dump(&self) -> Vec<(u8, u64, KeyState)> {
+    pub fn dump(&self) -> Vec<SnapKey> {
         let mut v = Vec::new();
         for (s, src) in self.sources.iter().enumerate() {
-            for m in src.shards.iter() {
-                let m = m.lock();
-                v.extend(m.iter().map(|(k, st)| (s as u8, *k, st.clone())));
-            }
+            src.slab.dump(|w, spill| {
+                v.push((s as u8, w.to_vec(), spill.as_ref().map(|d| d.to_vec())));
+            });
         }
         v
     }
 
-    /// Restores keys from a snapshot (their group layout checked by the caller).
-    pub fn restore(&self, items: Vec<(u8, u64, KeyState)>) {
-        for (s, k, st) in items {
-            if let Some(src) = self.sources.get(s as usize) {
-                src.shards[shard(k)].lock().insert(k, st);
+    /// Why a snapshot's key cannot be restored here, if it cannot.
+    pub fn check(&self, plan: &Plan, item: &SnapKey) -> Result<(), String> {
+        let (s, w, spill) = item;
+        let src = self
+            .sources
+            .get(*s as usize)
+            .ok_or_else(|| format!("key source {s} does not exist"))?;
+        if w.len() != src.layout.words {
+            return Err(format!(
+                "a record of {} words where the definitions lay out {}",
+                w.len(),
+                src.layout.words
+            ));
+        }
+        if w[KEY] == 0 {
+            return Err("a record without a key".into());
+        }
+        if let Some(sp) = spill {
+            if sp.len() != src.layout.spills {
+                return Err("a key's distinct sets do not match the definitions".into());
+            }
+        }
+        let mut words = w.clone();
+        let mut sp: super::record::Spill = spill.clone().map(Vec::into_boxed_slice);
+        let rec = super::record::Rec {
+            w: &mut words,
+            spill: Some(&mut sp),
+        };
+        let specs: Vec<_> = plan.by_source[*s as usize]
+            .iter()
+            .map(|&g| &plan.groups[g].spec)
+            .collect();
+        if !rec.valid(&src.layout.groups, &specs) {
+            return Err("a key's distinct set is out of its bounds".into());
+        }
+        Ok(())
+    }
+
+    /// Restores keys from a snapshot (each checked with [`check`](Self::check) first).
+    pub fn restore(&self, items: Vec<SnapKey>) {
+        for (s, w, spill) in items {
+            let Some(src) = self.sources.get(s as usize) else {
+                continue;
+            };
+            let Some(mut f) = src.slab.find(w[KEY], true) else {
+                continue;
+            };
+            let rec = src.slab.rec(&mut f);
+            rec.w.copy_from_slice(&w);
+            if let Some(slot) = rec.spill {
+                *slot = spill.map(Vec::into_boxed_slice);
             }
         }
     }

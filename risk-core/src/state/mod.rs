@@ -42,14 +42,21 @@ mod distinct;
 mod error;
 mod group;
 mod labels;
+mod layout;
 mod lists;
 pub(crate) mod mem;
 pub(crate) mod plan;
+mod record;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
 mod redis_conn;
+#[cfg(test)]
+mod reference;
 mod ring;
+// Fixed-size records in chunks handed out under a lock: the crate's only unsafe code.
+#[allow(unsafe_code)]
+mod slab;
 mod snapshot;
 mod stats;
 

@@ -71,9 +71,4 @@ impl<T: Default + Copy> Ring<T> {
         let (a, b) = self.slots.split_at(start);
         b.iter().chain(a.iter()).take(n)
     }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>() + std::mem::size_of_val(&*self.slots)
-    }
 }

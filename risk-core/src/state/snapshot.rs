@@ -1,26 +1,31 @@
 //! Snapshot to disk and restore on start.
 //!
-//! File: `RSKSTAT1` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
-//! CRC-32C of the payload (u32 LE) | payload (postcard: every key's clock and groups).
+//! File: `RSKSTAT3` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
+//! CRC-32C of the payload (u32 LE) | payload (postcard: every key's source, record words
+//! as laid out by [`super::layout`] in the machine's byte order, and spilled distinct
+//! sets). Snapshots of the earlier store (`RSKSTAT1` / `RSKSTAT2`: a table per group) are
+//! refused by name: start without them (the state refills from traffic).
 //! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
 //! the old one: a crash leaves the previous snapshot. The configured path's directory is created `0700` at start and
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
-//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT2`,
+//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT4`,
 //! payload = key id (4 bytes, [`Pseudonymiser::key_id`](crate::pseudo::Pseudonymiser::key_id))
 //! | nonce (12 random bytes) | ChaCha20-Poly1305 of the postcard bytes, under a key derived
 //! from the `[privacy] key`, with the header's magic and fingerprint as associated data. A
 //! sealed snapshot read without the key, with another key, or altered is refused by name.
 
-use super::mem::KeyState;
+use super::mem::SnapKey;
 use super::{StateEngine, StateError};
 use crate::hash::Fnv;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RSKSTAT1";
+const MAGIC: &[u8; 8] = b"RSKSTAT3";
 /// A sealed snapshot (`[privacy] key` set).
-const SEALED: &[u8; 8] = b"RSKSTAT2";
+const SEALED: &[u8; 8] = b"RSKSTAT4";
+/// The earlier store's snapshots (plain, sealed): refused by name.
+const FORMAT_1: [&[u8; 8]; 2] = [b"RSKSTAT1", b"RSKSTAT2"];
 /// What the snapshot key is derived for.
 const KEY_PURPOSE: &str = "risk 2026-12 state snapshot key";
 /// Key id and nonce before a sealed payload's ciphertext.
@@ -138,6 +143,11 @@ impl StateEngine {
             reason,
         };
         let bytes = std::fs::read(path).map_err(|e| StateError::io(path, e))?;
+        if bytes.len() >= 8 && FORMAT_1.iter().any(|m| &bytes[..8] == *m) {
+            return Err(bad(
+                "a snapshot of the earlier state store (format 1), which this version cannot read: start without it (move the file away); the state refills from traffic".into(),
+            ));
+        }
         if bytes.len() < HEADER || (&bytes[..8] != MAGIC && &bytes[..8] != SEALED) {
             return Err(bad("not a state snapshot (bad magic or too short)".into()));
         }
@@ -195,24 +205,15 @@ impl StateEngine {
                 &opened[..]
             }
         };
-        let items: Vec<(u8, u64, KeyState)> =
+        let items: Vec<SnapKey> =
             postcard::from_bytes(payload).map_err(|e| bad(format!("decoding: {e}")))?;
-        // Each key's groups must have the layout of its source's groups now.
-        for (s, _, st) in &items {
-            let Some(gs) = self.plan.by_source.get(*s as usize) else {
-                return Err(bad(format!("key source {s} does not exist")));
-            };
-            if gs.len() != st.groups.len()
-                || !gs
-                    .iter()
-                    .zip(st.groups.iter())
-                    .all(|(&g, state)| state.fits(&self.plan.groups[g].spec))
-            {
-                return Err(bad("a key's groups do not match the definitions".into()));
-            }
+        // Each key's record must have the layout of its source's groups now.
+        let mem = self.mem_or_refuse(path)?;
+        for item in &items {
+            mem.check(&self.plan, item).map_err(bad)?;
         }
         let n = items.len();
-        self.mem_or_refuse(path)?.restore(items);
+        mem.restore(items);
         Ok(n)
     }
 }

@@ -56,8 +56,8 @@ pub struct SourceMemory {
     pub source: String,
     /// Keys held now.
     pub keys: usize,
-    /// Bytes one key holds (its state; distinct sets past a few values grow up to the
-    /// sketch) plus the cache's per-entry overhead.
+    /// Bytes one key holds: its record and its share of the index (distinct sets past
+    /// a few values grow into a spill, up to the sketch).
     pub bytes_per_key: usize,
 }
 
@@ -110,8 +110,7 @@ impl StateEngine {
             .map(|(s, k)| SourceMemory {
                 source: source_name(&self.cfg, &self.schema, k),
                 keys: keys[s],
-                // quick_cache keeps key, value and a few words per entry.
-                bytes_per_key: MemStore::key_bytes(&self.plan, s) + 24,
+                bytes_per_key: MemStore::key_bytes(&self.plan, s),
             })
             .collect()
     }

@@ -1,0 +1,276 @@
+//! The fixed layout of one key's record in the in-process store, computed when the
+//! configuration compiles.
+//!
+//! A record is a run of 8-byte words: the key (word 0) and its clock (word 1), then every
+//! group's *hot* words (running totals, last event time, the inline distinct set's
+//! length) so that a read of a count or sum window touches the record's first line or
+//! two, with each ring's occupancy (a bit per bucket holding events, rings of up to 64
+//! buckets: empty buckets are neither cleared nor folded, so a key with a few events a day
+//! touches a few lines of its rings), then the groups' bucket rings, each column an array of its own (no padding: a
+//! count+sum bucket takes 12 bytes, a full stats bucket 28). No ring keeps a head: every
+//! ring of a key is advanced to the bucket of the key's clock on every event, so a
+//! ring's head is `bucket(clock)` (and "never advanced" is a fresh record's clock,
+//! `i64::MIN`).
+//!
+//! Columns are the reference's types (u32 counts, f64 sums, f32 min / max): the store
+//! computes the same bits as before and as the Redis store. Narrower columns (u16
+//! counts, f32 sums) would change values past 65,535 events a bucket or on sums of
+//! mixed magnitudes, so they are not used.
+
+use super::group::{Cols, GroupSpec, Kind};
+use super::plan::Plan;
+
+/// Distinct values a record keeps inline before its set moves to the key's spill (a
+/// card rarely sees more than a few countries or devices in a window).
+pub(crate) const INLINE_DISTINCT: usize = 4;
+
+/// Word of the key, and of its clock.
+pub(crate) const KEY: usize = 0;
+pub(crate) const CLOCK: usize = 1;
+
+/// Where one group's state lies in a record (word offsets; `len` buckets per ring).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GLayout {
+    /// hot: last event time, window count, occupancy; ring: count (u32).
+    Count { hot: usize, n: usize, len: usize },
+    /// hot: last event time, window count, window sum, occupancy; ring: count (u32),
+    /// sum (f64).
+    Sum {
+        hot: usize,
+        n: usize,
+        sum: usize,
+        len: usize,
+    },
+    /// hot: last event time, occupancy; ring: count (u32), min, max (f32), sum, sum of
+    /// squares (f64).
+    Full {
+        hot: usize,
+        n: usize,
+        min: usize,
+        max: usize,
+        sum: usize,
+        sumsq: usize,
+        len: usize,
+    },
+    /// hot: last event time.
+    Last { hot: usize },
+    /// hot: entries inline (bit 63: the set lives in the spill); `at`: [`INLINE_DISTINCT`]
+    /// (hash, bucket) pairs; `spill`: this group's index in the key's spill.
+    Distinct { hot: usize, at: usize, spill: usize },
+    /// hot: occupancy; ring: transactions (low u32), frauds (high u32) per bucket.
+    Label { hot: usize, ring: usize, len: usize },
+}
+
+/// The layout of one key source's records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Words per record.
+    pub words: usize,
+    /// One per group of the source, in `plan.by_source[s]` order.
+    pub groups: Vec<GLayout>,
+    /// Distinct groups (entries of the key's spill).
+    pub spills: usize,
+}
+
+/// Words an array of `len` 4-byte values takes.
+fn half(len: usize) -> usize {
+    len.div_ceil(2)
+}
+
+impl Layout {
+    /// The layout of source `s`'s records.
+    pub fn of(plan: &Plan, s: usize) -> Self {
+        let specs: Vec<GroupSpec> = plan.by_source[s]
+            .iter()
+            .map(|&g| plan.groups[g].spec)
+            .collect();
+        Self::of_specs(&specs)
+    }
+
+    /// The layout of records holding groups of `specs`, in order.
+    pub fn of_specs(specs: &[GroupSpec]) -> Self {
+        let mut hot = 2;
+        let mut hots = Vec::with_capacity(specs.len());
+        for spec in specs {
+            hots.push(hot);
+            hot += match (spec.kind, spec.cols) {
+                (Kind::Stats, Cols::Count) => 3,
+                (Kind::Stats, Cols::Sum) => 4,
+                (Kind::Stats, Cols::Full) => 2,
+                (Kind::Last, _) | (Kind::Distinct, _) | (Kind::Label, _) => 1,
+            };
+        }
+        let mut at = hot;
+        let mut take = |w: usize| {
+            let a = at;
+            at += w;
+            a
+        };
+        let mut spills = 0;
+        let groups = specs
+            .iter()
+            .zip(hots)
+            .map(|(spec, hot)| {
+                let len = spec.ring_len();
+                match (spec.kind, spec.cols) {
+                    (Kind::Stats, Cols::Count) => GLayout::Count {
+                        hot,
+                        n: take(half(len)),
+                        len,
+                    },
+                    (Kind::Stats, Cols::Sum) => GLayout::Sum {
+                        hot,
+                        n: take(half(len)),
+                        sum: take(len),
+                        len,
+                    },
+                    (Kind::Stats, Cols::Full) => GLayout::Full {
+                        hot,
+                        n: take(half(len)),
+                        min: take(half(len)),
+                        max: take(half(len)),
+                        sum: take(len),
+                        sumsq: take(len),
+                        len,
+                    },
+                    (Kind::Last, _) => GLayout::Last { hot },
+                    (Kind::Distinct, _) => {
+                        spills += 1;
+                        GLayout::Distinct {
+                            hot,
+                            at: take(2 * INLINE_DISTINCT),
+                            spill: spills - 1,
+                        }
+                    }
+                    (Kind::Label, _) => GLayout::Label {
+                        hot,
+                        ring: take(len),
+                        len,
+                    },
+                }
+            })
+            .collect();
+        Self {
+            words: at,
+            groups,
+            spills,
+        }
+    }
+
+    /// Words of the record's head (key, clock, every group's hot words): the part
+    /// every event reads.
+    pub fn head_words(&self) -> usize {
+        self.groups
+            .iter()
+            .map(|g| match *g {
+                GLayout::Count { n, .. } | GLayout::Sum { n, .. } | GLayout::Full { n, .. } => n,
+                GLayout::Distinct { at, .. } => at,
+                GLayout::Label { ring, .. } => ring,
+                GLayout::Last { .. } => self.words,
+            })
+            .min()
+            .unwrap_or(self.words)
+            .min(self.words)
+    }
+
+    /// The words that bucket slot `i` of group `gl` occupies, one per column (the
+    /// lines an event at that bucket writes).
+    pub fn slot_words(gl: &GLayout, i: usize, mut each: impl FnMut(usize)) {
+        match *gl {
+            GLayout::Count { n, .. } => each(n + i / 2),
+            GLayout::Sum { n, sum, .. } => {
+                each(n + i / 2);
+                each(sum + i);
+            }
+            GLayout::Full {
+                n,
+                min,
+                max,
+                sum,
+                sumsq,
+                ..
+            } => {
+                each(n + i / 2);
+                each(min + i / 2);
+                each(max + i / 2);
+                each(sum + i);
+                each(sumsq + i);
+            }
+            GLayout::Label { ring, .. } => each(ring + i),
+            GLayout::Distinct { at, .. } => each(at),
+            GLayout::Last { .. } => {}
+        }
+    }
+
+    /// Bytes one record takes.
+    pub fn bytes(&self) -> usize {
+        self.words * 8
+    }
+}
+
+/// How a ring moves from head `old` (`i64::MIN`: never advanced) to bucket `b`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Advance {
+    /// Every bucket leaves (first event, or a gap of a ring or more).
+    All,
+    /// Buckets `from ..= b` enter, in order; each one's slot is vacated first.
+    Step { from: i64, to: i64 },
+}
+
+/// Ring arithmetic over a head derived from the key's clock; `len` ≥ 1 buckets.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RingAt {
+    /// The newest bucket (`i64::MIN`: never advanced).
+    pub head: i64,
+    pub len: usize,
+}
+
+impl RingAt {
+    /// The slot of bucket `b`.
+    #[inline]
+    pub fn idx(&self, b: i64) -> usize {
+        b.rem_euclid(self.len as i64) as usize
+    }
+
+    /// How the ring moves to `b` (`b` ≥ the head).
+    #[inline]
+    pub fn advance(&self, b: i64) -> Advance {
+        if self.head == i64::MIN || b - self.head >= self.len as i64 {
+            Advance::All
+        } else {
+            Advance::Step {
+                from: self.head + 1,
+                to: b,
+            }
+        }
+    }
+
+    /// The slot of bucket `b` when the ring holds it.
+    #[inline]
+    pub fn get(&self, b: i64) -> Option<usize> {
+        if self.head == i64::MIN || b > self.head || self.head - b >= self.len as i64 {
+            return None;
+        }
+        Some(self.idx(b))
+    }
+
+    /// The slots of buckets `lo ..= hi` the ring holds, oldest first: one division,
+    /// then a wrapping increment.
+    #[inline]
+    pub fn range(&self, lo: i64, hi: i64) -> impl Iterator<Item = usize> {
+        let len = self.len;
+        let first = lo.max(self.head.saturating_sub(len as i64 - 1));
+        let last = hi.min(self.head);
+        let n = if self.head == i64::MIN || last < first {
+            0
+        } else {
+            (last - first + 1) as usize
+        };
+        let mut i = if n == 0 { 0 } else { self.idx(first) };
+        (0..n).map(move |_| {
+            let at = i;
+            i = if i + 1 == len { 0 } else { i + 1 };
+            at
+        })
+    }
+}

@@ -1,0 +1,478 @@
+//! The bucket arithmetic of one key's record (see [`super::layout`]): the same
+//! operations, in the same order, as the reference semantics in [`super::group`] and the
+//! Redis script, so every store computes the same bits.
+
+use super::distinct::Distinct;
+use super::group::{GroupInput, GroupRead, GroupSpec};
+use super::layout::{Advance, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY};
+use bytemuck::Pod;
+
+/// A key's distinct sets that outgrew the record (one per distinct group of its source).
+pub(crate) type Spill = Option<Box<[Distinct]>>;
+
+/// No event time yet (a record's fresh clock, a group's fresh last event time).
+pub(crate) const NO_TIME: i64 = i64::MIN;
+
+/// Bit of a distinct group's hot word: its set lives in the spill.
+const SPILLED: u64 = 1 << 63;
+
+#[inline]
+fn view<T: Pod>(w: &[u64], at: usize, len: usize) -> &[T] {
+    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+    &bytemuck::cast_slice(&w[at..at + words])[..len]
+}
+
+#[inline]
+fn view_mut<T: Pod>(w: &mut [u64], at: usize, len: usize) -> &mut [T] {
+    let words = (len * std::mem::size_of::<T>()).div_ceil(8);
+    &mut bytemuck::cast_slice_mut(&mut w[at..at + words])[..len]
+}
+
+#[inline]
+fn f64_at(w: &[u64], at: usize) -> f64 {
+    f64::from_bits(w[at])
+}
+
+/// Rings of up to this many buckets keep an occupancy word.
+const TRACKED: usize = 64;
+
+/// Whether slot `i` of a ring of `len` may hold events.
+#[inline]
+fn occupied(occ: u64, len: usize, i: usize) -> bool {
+    len > TRACKED || occ >> i & 1 != 0
+}
+
+/// Marks slot `i` as holding events.
+#[inline]
+fn occupy(occ: &mut u64, len: usize, i: usize) {
+    if len <= TRACKED {
+        *occ |= 1 << i;
+    }
+}
+
+/// Vacates the slots the move of ring `r` to bucket `hb` passes: `leave(i, all)` for each
+/// one that may hold events (in bucket order when stepping; `all`: every bucket leaves,
+/// the window's totals restart). Returns `all`.
+#[inline]
+fn vacate(occ: &mut u64, r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool)) -> bool {
+    let tracked = r.len <= TRACKED;
+    match r.advance(hb) {
+        Advance::All => {
+            if tracked {
+                let mut m = *occ;
+                while m != 0 {
+                    leave(m.trailing_zeros() as usize, true);
+                    m &= m - 1;
+                }
+            } else {
+                (0..r.len).for_each(|i| leave(i, true));
+            }
+            *occ = 0;
+            true
+        }
+        Advance::Step { from, to } => {
+            for b in from..=to {
+                let i = r.idx(b);
+                if occupied(*occ, r.len, i) {
+                    leave(i, false);
+                    if tracked {
+                        *occ &= !(1 << i);
+                    }
+                }
+            }
+            false
+        }
+    }
+}
+
+/// One key's record and spill, borrowed while its index set is locked.
+pub(crate) struct Rec<'a> {
+    pub w: &'a mut [u64],
+    /// `None` for sources without distinct groups.
+    pub spill: Option<&'a mut Spill>,
+}
+
+/// A fresh read (min / max missing until a bucket has a value).
+#[inline]
+fn fresh_read() -> GroupRead {
+    GroupRead {
+        min: f64::NAN,
+        max: f64::NAN,
+        ..Default::default()
+    }
+}
+
+impl Rec<'_> {
+    /// The key the record holds.
+    pub fn key(&self) -> u64 {
+        self.w[KEY]
+    }
+
+    /// The key's clock (latest event time; [`NO_TIME`] when fresh).
+    #[inline]
+    pub fn clock(&self) -> i64 {
+        self.w[CLOCK] as i64
+    }
+
+    /// Sets the key's clock.
+    #[inline]
+    pub fn set_clock(&mut self, c: i64) {
+        self.w[CLOCK] = c as u64;
+    }
+
+    /// Makes the record a fresh one of `key`.
+    pub fn reset(&mut self, key: u64) {
+        self.w.fill(0);
+        self.w[KEY] = key;
+        self.w[CLOCK] = NO_TIME as u64;
+        if let Some(s) = self.spill.as_deref_mut() {
+            *s = None;
+        }
+    }
+
+    /// Advances group `gl` from the clock `old` to bucket `hb` (the bucket of the
+    /// clock now), reads its window, and (when `add`) enters the event at bucket `eb`,
+    /// time `te`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub fn read_add(
+        &mut self,
+        gl: &GLayout,
+        spec: &GroupSpec,
+        old: i64,
+        hb: i64,
+        eb: i64,
+        te: i64,
+        input: &GroupInput,
+        add: bool,
+    ) -> GroupRead {
+        let mut out = fresh_read();
+        let head = if old == NO_TIME {
+            i64::MIN
+        } else {
+            spec.bucket(old)
+        };
+        let lo = hb - spec.window_b;
+        let v = (add && input.pass).then_some(input.value);
+        let w = &mut *self.w;
+        match *gl {
+            GLayout::Count { hot, n, len } => {
+                let r = RingAt { head, len };
+                let mut tot = w[hot + 1] as u32;
+                let mut occ = w[hot + 2];
+                let (hw, rw) = w.split_at_mut(n);
+                let ns = view_mut::<u32>(rw, 0, len);
+                let all = vacate(&mut occ, r, hb, |i, all| {
+                    if !all {
+                        tot = tot.saturating_sub(ns[i]);
+                    }
+                    ns[i] = 0;
+                });
+                if all {
+                    tot = 0;
+                }
+                out.n = tot as f64;
+                let r = RingAt { head: hb, len };
+                if let (Some(_), Some(i)) = (v, r.get(eb)) {
+                    ns[i] = ns[i].saturating_add(1);
+                    tot = tot.saturating_add(1);
+                    occupy(&mut occ, len, i);
+                }
+                hw[hot + 1] = tot as u64;
+                hw[hot + 2] = occ;
+                last(hw, hot, v, te, &mut out);
+            }
+            GLayout::Sum { hot, n, sum, len } => {
+                let r = RingAt { head, len };
+                let mut tn = w[hot + 1] as u32;
+                let mut ts = f64_at(w, hot + 2);
+                let mut occ = w[hot + 3];
+                let (hw, rw) = w.split_at_mut(n);
+                let (nw, sw) = rw.split_at_mut(sum - n);
+                let ns = view_mut::<u32>(nw, 0, len);
+                let ss = view_mut::<f64>(sw, 0, len);
+                // The reference subtracts each leaving bucket from the total in bucket
+                // order (the same order here; an empty bucket subtracts nothing).
+                let all = vacate(&mut occ, r, hb, |i, all| {
+                    if !all {
+                        tn = tn.saturating_sub(ns[i]);
+                        ts -= ss[i];
+                    }
+                    ns[i] = 0;
+                    ss[i] = 0.0;
+                });
+                if all {
+                    tn = 0;
+                    ts = 0.0;
+                }
+                out.n = tn as f64;
+                out.sum = ts;
+                let r = RingAt { head: hb, len };
+                if let (Some(x), Some(i)) = (v, r.get(eb)) {
+                    ns[i] = ns[i].saturating_add(1);
+                    ss[i] += x;
+                    tn = tn.saturating_add(1);
+                    ts += x;
+                    occupy(&mut occ, len, i);
+                }
+                hw[hot + 1] = tn as u64;
+                hw[hot + 2] = ts.to_bits();
+                hw[hot + 3] = occ;
+                last(hw, hot, v, te, &mut out);
+            }
+            GLayout::Full {
+                hot,
+                n,
+                min,
+                max,
+                sum,
+                sumsq,
+                len,
+            } => {
+                let r = RingAt { head, len };
+                let mut occ = w[hot + 1];
+                let clear = |w: &mut [u64], i: usize| {
+                    view_mut::<u32>(w, n, len)[i] = 0;
+                    view_mut::<u32>(w, min, len)[i] = 0;
+                    view_mut::<u32>(w, max, len)[i] = 0;
+                    w[sum + i] = 0;
+                    w[sumsq + i] = 0;
+                };
+                vacate(&mut occ, r, hb, |i, _| clear(w, i));
+                let r = RingAt { head: hb, len };
+                {
+                    let (ns, mins, maxs) = (
+                        view::<u32>(w, n, len),
+                        view::<f32>(w, min, len),
+                        view::<f32>(w, max, len),
+                    );
+                    let (sums, sqs) = (view::<f64>(w, sum, len), view::<f64>(w, sumsq, len));
+                    for i in r.range(lo, hb) {
+                        if !occupied(occ, len, i) || ns[i] == 0 {
+                            continue;
+                        }
+                        out.n += ns[i] as f64;
+                        out.sum += sums[i];
+                        out.sumsq += sqs[i];
+                        let (lo_, hi_) = (mins[i] as f64, maxs[i] as f64);
+                        out.min = if out.min.is_nan() {
+                            lo_
+                        } else {
+                            out.min.min(lo_)
+                        };
+                        out.max = if out.max.is_nan() {
+                            hi_
+                        } else {
+                            out.max.max(hi_)
+                        };
+                    }
+                }
+                if let (Some(x), Some(i)) = (v, r.get(eb)) {
+                    let v32 = x as f32;
+                    let first = view::<u32>(w, n, len)[i] == 0;
+                    let mn = &mut view_mut::<f32>(w, min, len)[i];
+                    *mn = if first { v32 } else { mn.min(v32) };
+                    let mx = &mut view_mut::<f32>(w, max, len)[i];
+                    *mx = if first { v32 } else { mx.max(v32) };
+                    let c = &mut view_mut::<u32>(w, n, len)[i];
+                    *c = c.saturating_add(1);
+                    let s = &mut view_mut::<f64>(w, sum, len)[i];
+                    *s += x;
+                    let q = &mut view_mut::<f64>(w, sumsq, len)[i];
+                    *q += x * x;
+                    occupy(&mut occ, len, i);
+                }
+                w[hot + 1] = occ;
+                last(w, hot, v, te, &mut out);
+            }
+            GLayout::Last { hot } => last(w, hot, v, te, &mut out),
+            GLayout::Distinct { hot, at, spill } => {
+                self.distinct(hot, at, spill, spec, hb, eb, input, add, &mut out)
+            }
+            GLayout::Label { hot, ring, len } => {
+                let r = RingAt { head, len };
+                let mut occ = w[hot];
+                let bs = &mut w[ring..ring + len];
+                vacate(&mut occ, r, hb, |i, _| bs[i] = 0);
+                let r = RingAt { head: hb, len };
+                let top = hb - spec.delay_b;
+                for i in r.range(top - spec.window_b, top) {
+                    if occupied(occ, len, i) {
+                        out.txns += (bs[i] as u32) as f64;
+                        out.frauds += ((bs[i] >> 32) as u32) as f64;
+                    }
+                }
+                if add && input.pass {
+                    if let Some(i) = r.get(eb) {
+                        let t = (bs[i] as u32).saturating_add(1);
+                        bs[i] = (bs[i] & !0xffff_ffff) | t as u64;
+                        occupy(&mut occ, len, i);
+                    }
+                }
+                w[hot] = occ;
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn distinct(
+        &mut self,
+        hot: usize,
+        at: usize,
+        spill: usize,
+        spec: &GroupSpec,
+        hb: i64,
+        eb: i64,
+        input: &GroupInput,
+        add: bool,
+        out: &mut GroupRead,
+    ) {
+        let lo = hb - spec.window_b;
+        let enter = add && input.pass && eb >= lo;
+        let w = &mut *self.w;
+        if w[hot] & SPILLED != 0 {
+            let Some(sp) = self.spill.as_deref_mut().and_then(|s| s.as_mut()) else {
+                // Impossible (the bit is set with the spill): read as empty.
+                return;
+            };
+            let d = &mut sp[spill];
+            if let Distinct::Sketch(r) = d {
+                r.advance(hb);
+            }
+            out.distinct_before = d.count(lo, hb);
+            if enter {
+                d.add(input.hash, eb, lo, hb, spec.exact_limit, spec.ring_len());
+                out.distinct_after = d.count(lo, hb);
+            } else {
+                out.distinct_after = out.distinct_before;
+            }
+            return;
+        }
+        let n = (w[hot] as usize).min(INLINE_DISTINCT);
+        let es = &mut w[at..at + 2 * n];
+        let inside = |b: i64| b >= lo && b <= hb;
+        let before = (0..n).filter(|&j| inside(es[2 * j + 1] as i64)).count();
+        out.distinct_before = before as f64;
+        out.distinct_after = out.distinct_before;
+        if !enter {
+            return;
+        }
+        if let Some(j) = (0..n).find(|&j| es[2 * j] == input.hash) {
+            let b = (es[2 * j + 1] as i64).max(eb);
+            es[2 * j + 1] = b as u64;
+        } else {
+            // retain the entries still inside the window (in order), then push.
+            let mut kept = 0;
+            for j in 0..n {
+                if es[2 * j + 1] as i64 >= lo {
+                    es[2 * kept] = es[2 * j];
+                    es[2 * kept + 1] = es[2 * j + 1];
+                    kept += 1;
+                }
+            }
+            if kept < INLINE_DISTINCT && kept < spec.exact_limit {
+                let w = &mut *self.w;
+                w[at + 2 * kept] = input.hash;
+                w[at + 2 * kept + 1] = eb as u64;
+                w[hot] = (kept + 1) as u64;
+            } else {
+                // The set outgrows the record: it moves to the spill (and turns into
+                // a sketch there when it passes the exact limit).
+                let w = &mut *self.w;
+                let v: Vec<(u64, i64)> = (0..kept)
+                    .map(|j| (w[at + 2 * j], w[at + 2 * j + 1] as i64))
+                    .collect();
+                let mut d = Distinct::Exact(v);
+                d.add(input.hash, eb, lo, hb, spec.exact_limit, spec.ring_len());
+                w[hot] = SPILLED;
+                w[at..at + 2 * INLINE_DISTINCT].fill(0);
+                let Some(slot) = self.spill.as_deref_mut() else {
+                    // Impossible (a source with distinct groups has spills).
+                    return;
+                };
+                let spills = slot.get_or_insert_with(|| {
+                    vec![Distinct::Exact(Vec::new()); spill + 1].into_boxed_slice()
+                });
+                if spills.len() <= spill {
+                    let mut v = std::mem::take(spills).into_vec();
+                    v.resize(spill + 1, Distinct::Exact(Vec::new()));
+                    *spills = v.into_boxed_slice();
+                }
+                spills[spill] = d;
+            }
+        }
+        let w = &*self.w;
+        let n = (w[hot] & !SPILLED) as usize;
+        out.distinct_after = if w[hot] & SPILLED != 0 {
+            self.spill
+                .as_deref()
+                .and_then(|s| s.as_ref())
+                .map_or(0.0, |s| s[spill].count(lo, hb))
+        } else {
+            (0..n).filter(|&j| inside(w[at + 2 * j + 1] as i64)).count() as f64
+        };
+    }
+
+    /// A label for a transaction at bucket `eb` of label group `gl`: `delta` = +1
+    /// (fraud) or -1 (retracted). False when the bucket has left the ring.
+    pub fn label(&mut self, gl: &GLayout, spec: &GroupSpec, eb: i64, delta: i32) -> bool {
+        let GLayout::Label { ring, len, .. } = *gl else {
+            return false;
+        };
+        let clock = self.clock();
+        let head = if clock == NO_TIME {
+            i64::MIN
+        } else {
+            spec.bucket(clock)
+        };
+        let Some(i) = (RingAt { head, len }).get(eb) else {
+            return false;
+        };
+        let b = &mut self.w[ring + i];
+        let txns = *b as u32;
+        let frauds = ((*b >> 32) as u32).saturating_add_signed(delta).min(txns);
+        *b = (frauds as u64) << 32 | txns as u64;
+        true
+    }
+
+    /// Whether a restored record is well formed for `layout` (its distinct sets within
+    /// their bounds).
+    pub fn valid(&self, gls: &[GLayout], specs: &[&GroupSpec]) -> bool {
+        gls.iter().zip(specs).all(|(gl, spec)| match *gl {
+            GLayout::Distinct { hot, spill, .. } => {
+                let h = self.w[hot];
+                if h & SPILLED == 0 {
+                    h as usize <= INLINE_DISTINCT.min(spec.exact_limit)
+                } else {
+                    match self
+                        .spill
+                        .as_deref()
+                        .and_then(|s| s.as_ref())
+                        .and_then(|s| s.get(spill))
+                    {
+                        None => false,
+                        Some(Distinct::Exact(v)) => v.len() <= spec.exact_limit,
+                        Some(Distinct::Sketch(r)) => r.slots.len() == spec.ring_len(),
+                    }
+                }
+            }
+            _ => true,
+        })
+    }
+}
+
+/// The group's previous event time into `out`, then the event's (when it entered).
+#[inline]
+fn last(w: &mut [u64], hot: usize, v: Option<f64>, te: i64, out: &mut GroupRead) {
+    let l = w[hot] as i64;
+    // A fresh record's words are 0: time 0 is stored as `NO_TIME ^ 0`-free encoding
+    // below (the word holds `l ^ NO_TIME`, so 0 means "none").
+    let l = l ^ NO_TIME;
+    out.last_ms = (l != NO_TIME).then_some(l);
+    if v.is_some() {
+        let n = l.max(te);
+        w[hot] = (n ^ NO_TIME) as u64;
+    }
+}

@@ -1,0 +1,366 @@
+//! One key source's records: a slab of fixed-size records and a set-associative index.
+//!
+//! - **Index**: a power-of-two table of 64-byte sets, each one cache line holding its
+//!   lock, 8 ways of (16-bit tag, 32-bit slot), reference bits and a clock hand. A key
+//!   hashes to one set; a probe reads that line and the record of a matching tag (whose
+//!   word 0 is the full key). There is no allocation per key and no chain to walk.
+//! - **Slab**: records of `words` 8-byte words in chunks of [`CHUNK`] records, allocated
+//!   zeroed on first use (memory grows with the keys held, not with `max_keys`), 64-byte
+//!   aligned, 2 MiB aligned with transparent huge pages asked for (`madvise`) when a
+//!   chunk is that large. Slots are handed out in order; once `max_keys` are held a new
+//!   key takes the slot of an evicted one.
+//! - **Eviction** is CLOCK (second chance), which approximates LRU at one bit per key:
+//!   a probe sets the key's reference bit; a full set evicts its first way without the
+//!   bit (clearing bits as it passes); a full slab sweeps sets with a global hand the same
+//!   way. Idle keys go first.
+//!
+//! A record (and its spill) is only touched while the set whose way holds its slot is
+//! locked: that is the whole of the store's concurrency argument.
+
+use super::record::{Rec, Spill};
+use parking_lot::{Mutex, MutexGuard};
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Ways per set.
+pub(crate) const WAYS: usize = 8;
+/// Records per chunk.
+pub(crate) const CHUNK: usize = 1 << 12;
+
+/// One set of the index (one cache line with its lock).
+#[derive(Debug, Default)]
+pub(crate) struct SetMeta {
+    /// Reference bit per way.
+    refs: u8,
+    /// Where this set's clock hand stands.
+    hand: u8,
+    /// Tag per way (0: empty).
+    tags: [u16; WAYS],
+    slots: [u32; WAYS],
+}
+
+#[repr(align(64))]
+struct Set(Mutex<SetMeta>);
+
+/// A zeroed, aligned run of records.
+struct Chunk {
+    ptr: NonNull<u64>,
+    layout: std::alloc::Layout,
+    spill: Box<[UnsafeCell<Spill>]>,
+}
+
+// SAFETY: a chunk is plain memory; every access to a record or spill inside it goes
+// through `Slab::rec`, whose callers hold the lock of the set that owns the slot.
+unsafe impl Send for Chunk {}
+// SAFETY: as above: shared references only hand out records under a set's lock.
+unsafe impl Sync for Chunk {}
+
+impl Chunk {
+    fn new(words: usize, spills: bool) -> Option<Self> {
+        let bytes = (words * 8 * CHUNK).max(64);
+        let huge = bytes >= 2 << 20;
+        let align = if huge { 2 << 20 } else { 64 };
+        let layout = std::alloc::Layout::from_size_align(bytes, align).ok()?;
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw.cast::<u64>())?;
+        if huge {
+            advise_huge(raw, bytes);
+        }
+        let spill = if spills {
+            (0..CHUNK).map(|_| UnsafeCell::new(None)).collect()
+        } else {
+            Box::default()
+        };
+        Some(Self { ptr, layout, spill })
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `new` with this layout, freed once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr().cast(), self.layout) }
+    }
+}
+
+/// A key's place: its set's guard and its slot.
+pub(crate) struct Found<'a> {
+    /// Held while the record is used.
+    _guard: MutexGuard<'a, SetMeta>,
+    pub slot: u32,
+}
+
+/// One key source's index and records.
+pub(crate) struct Slab {
+    sets: Box<[Set]>,
+    mask: usize,
+    chunks: Box<[OnceLock<Chunk>]>,
+    grow: Mutex<()>,
+    words: usize,
+    /// Words of a record every event reads (prefetched with the record).
+    head: usize,
+    spills: bool,
+    cap: usize,
+    /// Slots handed out so far (≤ `cap`).
+    next: AtomicUsize,
+    /// The global clock hand (a set number).
+    hand: AtomicUsize,
+}
+
+/// The set and tag of a key.
+#[inline]
+fn place(key: u64, mask: usize) -> (usize, u16) {
+    let h = crate::hash::splitmix(key);
+    let tag = (h >> 48) as u16;
+    (h as usize & mask, if tag == 0 { 1 } else { tag })
+}
+
+impl Slab {
+    /// A slab of at most `cap` records of `words` words, the first `head` of which
+    /// every event reads (`spills`: records may spill distinct sets).
+    pub fn new(words: usize, head: usize, spills: bool, cap: usize) -> Self {
+        let cap = cap.clamp(1, u32::MAX as usize);
+        // Sets for ~2 keys each at capacity (8 ways): a set overflows, evicting one of
+        // its keys before the slab is full, about once per 10,000 keys at capacity (at 4
+        // keys a set, measured: 0.65% of a million cards).
+        let sets = cap.div_ceil(2).next_power_of_two();
+        let mut index = Vec::with_capacity(sets);
+        advise_huge(
+            index.as_ptr() as *const u8,
+            sets * std::mem::size_of::<Set>(),
+        );
+        index.extend((0..sets).map(|_| Set(Mutex::new(SetMeta::default()))));
+        Self {
+            sets: index.into_boxed_slice(),
+            mask: sets - 1,
+            chunks: (0..cap.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            grow: Mutex::new(()),
+            words,
+            head: head.clamp(1, words),
+            spills,
+            cap,
+            next: AtomicUsize::new(0),
+            hand: AtomicUsize::new(0),
+        }
+    }
+
+    /// Keys held.
+    pub fn len(&self) -> usize {
+        self.sets
+            .iter()
+            .map(|s| s.0.lock().tags.iter().filter(|&&t| t != 0).count())
+            .sum()
+    }
+
+    /// Asks the CPU to bring `key`'s set line into cache.
+    #[inline]
+    pub fn prefetch_set(&self, key: u64) {
+        let (s, _) = place(key, self.mask);
+        prefetch((&self.sets[s] as *const Set).cast(), 64);
+    }
+
+    /// Asks the CPU to bring the head of `slot`'s record (its first `head` words)
+    /// into cache.
+    #[inline]
+    pub fn prefetch_rec(&self, slot: u32) {
+        if let Some(p) = self.rec_ptr(slot) {
+            prefetch(p.as_ptr().cast_const().cast(), self.head * 8);
+        }
+    }
+
+    /// Asks the CPU to bring word `w` of `slot`'s record into cache.
+    #[inline]
+    pub fn prefetch_word(&self, slot: u32, w: usize) {
+        if let Some(p) = self.rec_ptr(slot) {
+            prefetch(p.as_ptr().cast_const().wrapping_add(w).cast(), 1);
+        }
+    }
+
+    fn rec_ptr(&self, slot: u32) -> Option<NonNull<u64>> {
+        let slot = slot as usize;
+        let c = self.chunks.get(slot / CHUNK)?.get()?;
+        // SAFETY: `slot % CHUNK < CHUNK`, so the offset stays inside the chunk.
+        Some(unsafe { c.ptr.add((slot % CHUNK) * self.words) })
+    }
+
+    /// The record of `slot`, borrowed for as long as the guard of the set that holds it.
+    #[inline]
+    pub fn rec<'g>(&'g self, found: &'g mut Found<'_>) -> Rec<'g> {
+        self.rec_of(found.slot)
+    }
+
+    /// The record of `slot`; the caller holds the lock of the set that owns it (or the
+    /// slot is owned by no set and by this caller alone).
+    #[inline]
+    fn rec_of(&self, slot: u32) -> Rec<'_> {
+        let slot_u = slot as usize;
+        let c = self.chunks[slot_u / CHUNK]
+            .get()
+            .expect("a handed-out slot's chunk exists");
+        // SAFETY: the slot lies inside the chunk; its words are only reached through
+        // this function by a thread holding the owning set's lock (or owning the slot
+        // while no set holds it), so this is the only live reference to them.
+        let w = unsafe {
+            std::slice::from_raw_parts_mut(
+                c.ptr.as_ptr().add((slot_u % CHUNK) * self.words),
+                self.words,
+            )
+        };
+        // SAFETY: as for the words: the set's lock makes this the only reference.
+        let spill = c
+            .spill
+            .get(slot_u % CHUNK)
+            .map(|s| unsafe { &mut *s.get() });
+        Rec { w, spill }
+    }
+
+    /// Finds `key`, inserting a fresh record (evicting when needed) unless `insert` is
+    /// false. `None`: not found (or no memory for a new chunk).
+    pub fn find(&self, key: u64, insert: bool) -> Option<Found<'_>> {
+        let (s, tag) = place(key, self.mask);
+        let mut g = self.sets[s].0.lock();
+        for w in 0..WAYS {
+            if g.tags[w] == tag {
+                let slot = g.slots[w];
+                // The whole record is on its way before its key word is compared.
+                self.prefetch_rec(slot);
+                if self.rec_of(slot).key() == key {
+                    g.refs |= 1 << w;
+                    return Some(Found { _guard: g, slot });
+                }
+            }
+        }
+        if !insert {
+            return None;
+        }
+        let way = match g.tags.iter().position(|&t| t == 0) {
+            Some(w) => {
+                let slot = self.take_slot(s)?;
+                g.slots[w] = slot;
+                w
+            }
+            None => evict_in(&mut g)?,
+        };
+        g.tags[way] = tag;
+        g.refs |= 1 << way;
+        let slot = g.slots[way];
+        self.rec_of(slot).reset(key);
+        Some(Found { _guard: g, slot })
+    }
+
+    /// A slot for a new key of set `own` (whose lock the caller holds): a never used
+    /// one, or one evicted from another set.
+    fn take_slot(&self, own: usize) -> Option<u32> {
+        let n = self.next.fetch_add(1, Relaxed);
+        if n < self.cap {
+            let c = n / CHUNK;
+            if self.chunks[c].get().is_none() {
+                let _g = self.grow.lock();
+                if self.chunks[c].get().is_none() {
+                    let chunk = Chunk::new(self.words, self.spills)?;
+                    let _ = self.chunks[c].set(chunk);
+                }
+            }
+            return Some(n as u32);
+        }
+        self.next.store(self.cap, Relaxed);
+        // Full: sweep other sets (second chance); two passes find a victim unless
+        // every other set is locked or empty.
+        for _ in 0..2 * self.sets.len() {
+            let s = self.hand.fetch_add(1, Relaxed) & self.mask;
+            if s == own {
+                continue;
+            }
+            if let Some(mut g) = self.sets[s].0.try_lock() {
+                if let Some(w) = sweep(&mut g) {
+                    let slot = g.slots[w];
+                    g.tags[w] = 0;
+                    g.refs &= !(1 << w);
+                    return Some(slot);
+                }
+            }
+        }
+        None
+    }
+
+    /// Every key's record words and spill, for a snapshot.
+    pub fn dump(&self, mut each: impl FnMut(&[u64], &Spill)) {
+        for set in self.sets.iter() {
+            let g = set.0.lock();
+            for w in (0..WAYS).filter(|&w| g.tags[w] != 0) {
+                let r = self.rec_of(g.slots[w]);
+                each(r.w, r.spill.as_deref().unwrap_or(&None));
+            }
+        }
+    }
+}
+
+/// The first way of a full set without its reference bit (clearing bits as it passes),
+/// its slot kept for the new key.
+fn evict_in(g: &mut SetMeta) -> Option<usize> {
+    for _ in 0..2 * WAYS {
+        let w = g.hand as usize % WAYS;
+        g.hand = ((w + 1) % WAYS) as u8;
+        if g.refs & (1 << w) != 0 {
+            g.refs &= !(1 << w);
+        } else {
+            return Some(w);
+        }
+    }
+    None
+}
+
+/// One pass of a set's ways for the global hand: an occupied way without its reference
+/// bit (bits cleared on the way), or none.
+fn sweep(g: &mut SetMeta) -> Option<usize> {
+    for w in 0..WAYS {
+        if g.tags[w] == 0 {
+            continue;
+        }
+        if g.refs & (1 << w) != 0 {
+            g.refs &= !(1 << w);
+        } else {
+            return Some(w);
+        }
+    }
+    None
+}
+
+/// Asks the kernel to back the whole 2 MiB pages inside `bytes` from `p` (memory not
+/// yet touched) with transparent huge pages: a random probe into a gigabyte of records
+/// then misses the TLB far less. A hint; refused or unsupported, nothing changes.
+fn advise_huge(p: *const u8, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    let start = (p as usize).next_multiple_of(HUGE);
+    let end = (p as usize + bytes) / HUGE * HUGE;
+    #[cfg(target_os = "linux")]
+    if end > start {
+        // SAFETY: [start, end) lies inside a live allocation of this process; the
+        // advice changes how the kernel backs the pages, never their contents.
+        unsafe {
+            libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (start, end);
+}
+
+/// Asks the CPU to bring `bytes` from `p` into cache (a hint; nothing on other CPUs).
+#[inline]
+fn prefetch(p: *const i8, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        let mut off = 0;
+        while off < bytes {
+            // SAFETY: a prefetch is a hint that never faults, whatever the address; SSE
+            // is part of the x86-64 baseline.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(off)) };
+            off += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
+}
