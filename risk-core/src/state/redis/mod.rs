@@ -305,11 +305,9 @@ impl RedisStore {
         fault
     }
 
-    /// The script call of source `s` for `req` (`outcome`: only the groups `action`
-    /// enters, at the event's effective time).
-
     /// The script call over `sources`' keys for `req` (`outcome`: only the groups
     /// `action` enters, each key at its event's effective time).
+    #[allow(clippy::too_many_arguments)]
     fn call(
         &self,
         plan: &Plan,

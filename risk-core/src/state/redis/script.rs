@@ -87,7 +87,7 @@ pub(super) fn input_blob(
                 (p, p)
             }
         };
-        let flags = (run as u8) * RUN | (add as u8) * ADD | (inp.pass as u8) * PASS;
+        let flags = ((run as u8) * RUN) | ((add as u8) * ADD) | ((inp.pass as u8) * PASS);
         out.push(flags);
         out.extend_from_slice(&inp.value.to_le_bytes());
         out.extend_from_slice(&(hash(inp.hash) as f64).to_le_bytes());
@@ -150,11 +150,15 @@ pub(super) fn parse_reply(
     }
     let te = time(f64_at(reply, 0)).ok_or("no event time")?;
     let late = f64_at(reply, 1);
-    let met = match f64_at(reply, 2) {
-        x if x == 0.0 => Met::Ok,
-        x if x == 1.0 => Met::OldFormat,
-        x if x == 2.0 => Met::Corrupt,
-        x => return Err(format!("status {x}")),
+    let status = f64_at(reply, 2);
+    let met = if status == 0.0 {
+        Met::Ok
+    } else if status == 1.0 {
+        Met::OldFormat
+    } else if status == 2.0 {
+        Met::Corrupt
+    } else {
+        return Err(format!("status {status}"));
     };
     for (k, &g) in groups.iter().enumerate() {
         let f = |i: usize| f64_at(reply, 3 + PER_GROUP * k + i);

@@ -119,12 +119,27 @@ local function g_stats(s, src, p, c)
     head = advance(r, head, c.hb)
     local f, l = math.max(c.lo, head - L + 1), math.min(c.hb, head)
     local rn, rs, rq, mn, mx = 0, 0, 0, NAN, NAN
-    for b = f, l do
-      local n, bmn, bmx, bs_, bq = rget(r, b % L + 1, '<I4ffdd')
-      if n > 0 then
-        rn = rn + n; rs = rs + bs_; rq = rq + bq
-        if mn ~= mn or bmn < mn then mn = bmn end
-        if mx ~= mx or bmx > mx then mx = bmx end
+    -- Oldest first, as group.rs folds; the stored buckets in at most two runs of one
+    -- unpack each (a bucket cleared by this advance is empty and skipped).
+    if not r.all and f <= l then
+      local i0, i1 = f % L + 1, l % L + 1
+      local spans = (i0 <= i1) and { { i0, i1 } } or { { i0, L }, { 1, i1 } }
+      local runs = {}
+      for _, sp in ipairs(spans) do -- at most 256 buckets per unpack (Lua's C stack)
+        for a = sp[1], sp[2], 256 do runs[#runs + 1] = { a, math.min(a + 255, sp[2]) } end
+      end
+      for _, run in ipairs(runs) do
+        local a, z = run[1], run[2]
+        local x = { unpack_('<' .. string.rep('I4ffdd', z - a + 1), src, r.base + (a - 1) * 28) }
+        for k = 0, z - a do
+          local n = x[5 * k + 1]
+          if n > 0 and not r.mods[a + k] then
+            local bmn, bmx = x[5 * k + 2], x[5 * k + 3]
+            rn = rn + n; rs = rs + x[5 * k + 4]; rq = rq + x[5 * k + 5]
+            if mn ~= mn or bmn < mn then mn = bmn end
+            if mx ~= mx or bmx > mx then mx = bmx end
+          end
+        end
       end
     end
     rd[1], rd[2], rd[3], rd[4], rd[5] = rn, rs, rq, mn, mx
