@@ -152,9 +152,12 @@ pub fn throughput(c: &mut Criterion) {
 }
 
 /// The Redis store on loopback (`tools/servers.sh start redis`, `RISK_REDIS_URL`): one
-/// decision's round trip (10 features, card and terminal keys: two scripts, one
-/// pipeline) with p50 / p99 over 20,000 calls against the server's own time per script
-/// call (`INFO commandstats`), and two-thread decisions/s with the Redis store.
+/// decision's round trip (10 features, card and terminal keys: one script call over both
+/// keys) with p50 / p99 over 20,000 calls against the server's own time per decision
+/// (`INFO commandstats`: script microseconds / decisions), and two-thread decisions/s
+/// with the Redis store (one shared pipelined connection). The store before [18] (two
+/// MessagePack scripts per decision, a connection per thread) is not kept as a peer: its
+/// figures are BENCHMARKS.md [11] (256 us of server time, p50 378 us, 3.6 k/s).
 pub fn redis(c: &mut Criterion) {
     use risk_core::state::RedisConfig;
     let url = std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
@@ -187,7 +190,7 @@ pub fn redis(c: &mut Criterion) {
     let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
     let (calls, usec) = (after.0 - before.0, after.1 - before.1);
     println!(
-        "redis round trip (2 scripts pipelined, 10 features): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}",
+        "redis round trip (1 script call, 2 keys, 10 features): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}",
         q(0.5),
         q(0.99),
         q(1.0),

@@ -36,6 +36,12 @@ pub struct StateStats {
     pub pending_dropped: u64,
     /// Connections opened for labels (Redis; a pool keeps them between labels).
     pub label_connects: u64,
+    /// Keys met on Redis in the format of an earlier version (a MessagePack hash):
+    /// read as new keys and rewritten in the current layout.
+    pub store_reset_old_format: u64,
+    /// Keys met on Redis holding a value of the wrong layout: read as new keys and
+    /// rewritten.
+    pub store_reset_corrupt: u64,
 }
 
 #[derive(Default)]
@@ -90,6 +96,8 @@ impl StateEngine {
                     store_shed: c.shed.load(Relaxed),
                     pending_dropped: c.pending_dropped.load(Relaxed),
                     label_connects: c.label_connects.load(Relaxed),
+                    store_reset_old_format: c.reset_old_format.load(Relaxed),
+                    store_reset_corrupt: c.reset_corrupt.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -154,6 +162,7 @@ impl StateEngine {
                 "degraded": s.degraded, "store_timeouts": s.store_timeouts, "store_errors": s.store_errors,
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
                 "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
+                "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
             },
             "memory": memory,
             "pending_labels": self.pending_labels(),

@@ -242,3 +242,65 @@ fn with_a_key_no_raw_identifier_reaches_redis_and_features_are_unchanged() {
         }
     }
 }
+
+/// A key holding the format of an earlier version (a MessagePack hash) or a string of
+/// the wrong layout is read as a new key, rewritten, and counted by reason; the
+/// decision stays fresh and its features are those of a new key.
+#[test]
+fn an_old_format_or_corrupt_value_is_reset_and_counted() {
+    let (_server, _dir, url) = own_server();
+    let pre = prefix("reset");
+    let (red, s) = engine(RedisConfig {
+        url: url.clone(),
+        timeout: Duration::from_secs(2),
+        prefix: pre.clone(),
+        ..RedisConfig::default()
+    });
+    let ev = |id: u64| {
+        Ev {
+            id,
+            card: 5,
+            merchant: 3,
+            device: 9,
+            ts: T0 + id as i64 * 1_000,
+            amount: 12.0,
+            channel: Channel::Ecom,
+            country: "GB",
+        }
+        .txn(&s)
+    };
+    let mut t = ev(1);
+    assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
+    let mut con = admin(&url);
+    // The entity source is source 0 (its key: `<prefix>:<plan>:0:<card>`).
+    let card = keys(&mut con, &format!("{pre}:*:0:*"));
+    assert_eq!(card.len(), 1, "{card:?}");
+    let _: () = ::redis::cmd("DEL").arg(&card[0]).query(&mut con).unwrap();
+    let _: () = ::redis::cmd("HSET")
+        .arg(&card[0])
+        .arg("c")
+        .arg(T0)
+        .arg("g0")
+        .arg(b"\x81\xa1h\x01".as_slice())
+        .query(&mut con)
+        .unwrap();
+    let mut t = ev(2);
+    assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
+    assert_eq!(t.features.by_name("c_count_1h"), Some(0.0), "a new key");
+    assert_eq!(red.stats().store_reset_old_format, 1);
+    let mut t = ev(3);
+    red.apply(&mut t);
+    assert_eq!(t.features.by_name("c_count_1h"), Some(1.0), "rewritten");
+    for bad in [&b"RSK\x01short"[..], b"not ours at all", b""] {
+        let _: () = ::redis::cmd("SET")
+            .arg(&card[0])
+            .arg(bad)
+            .query(&mut con)
+            .unwrap();
+        let mut t = ev(4);
+        assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
+        assert_eq!(t.features.by_name("c_count_1h"), Some(0.0));
+    }
+    let st = red.stats();
+    assert_eq!((st.store_reset_corrupt, st.degraded), (3, 0), "{st:?}");
+}

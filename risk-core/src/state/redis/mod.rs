@@ -1,0 +1,526 @@
+//! The Redis store (feature `redis`): entity state shared by every host that sees a
+//! card, read and updated atomically in **one round trip and one script call per
+//! decision** (`state.lua`: every key of the decision in one `EVALSHA`; on a Redis
+//! Cluster, where a decision's keys live in different slots, one call per key in one
+//! pipeline). The script runs the in-process store's arithmetic step for step, so both
+//! stores give the same features bit for bit.
+//!
+//! **Layout.** Each key is one Redis string of fixed layout (header: magic, version,
+//! the key's clock; then per group a length and its payload: ring head, running totals,
+//! last time, then the bucket ring; distinct sets as packed `(hash, bucket)` pairs, or
+//! 128 register bytes per bucket past the exact limit), read with `struct.unpack` at
+//! offsets and written back with one `SET … PX ttl`: the script touches the header, the
+//! totals and the buckets a window needs, and decodes nothing into tables. Replies are
+//! packed doubles ([`script`]). Keys expire after the longest window they hold plus a
+//! day (idle keys are evicted by Redis).
+//!
+//! **Values of an earlier version.** A key still holding the MessagePack hash of the
+//! format before this one (or a string of the wrong layout) is **reset**: the decision
+//! reads it as a new key and the value is replaced by the current layout; each reset is
+//! counted by reason (`StateStats::store_reset_old_format`, `store_reset_corrupt`). Not
+//! migrated: the old format held the same buckets, but a reset costs at most one window
+//! of history per key, and rolling upgrades change the key prefix's plan fingerprint
+//! only when the features change.
+//!
+//! **Connection.** One pipelined connection shared by every concurrent decision
+//! ([`mux`]: an I/O thread, a bounded queue), so throughput is not round trips × threads;
+//! a cluster uses a pool of cluster connections. The decide path never waits longer
+//! than `state.redis.timeout_ms` for its reply. A slow, failing or unreachable Redis
+//! makes the decision answer with the features missing (`NaN`), flagged on the decision
+//! ([`StateStatus`](crate::decision::StateStatus)) and counted; after a failure Redis is
+//! skipped for `retry_ms` (no connection attempt per decision while it is down).
+//! Outcome-filtered features and the transactions remembered for labels are written by
+//! a background thread through a bounded queue (a full queue sheds, counted).
+//!
+//! Transactions remembered for labels ([`pending`]) are capped (`state.redis.max_pending`);
+//! labels reuse a small pool of connections. With a pseudonymiser, every identifier in a
+//! key name or a value is its keyed pseudonym (entity keys in [`Domain::Entity`], other
+//! key sources in [`Domain::Group`], transaction ids in [`Domain::Txn`]); the arithmetic is
+//! unchanged. Errors and logs name the server without credentials.
+
+mod mux;
+mod pending;
+mod script;
+
+use super::def::RedisConfig;
+use super::group::{GroupRead, Kind};
+use super::mem::Applied;
+use super::plan::CKey;
+use super::plan::{Plan, Request, MAX_GROUPS};
+use super::redis_conn::{Access, Client, Conn};
+use super::Ticket;
+use crate::decision::{Action, StateFault};
+use crate::error::ConfigError;
+use crate::pseudo::{Domain, Pseudonymiser};
+use crossbeam_channel::{bounded, Sender, TrySendError};
+use mux::{Mux, MuxError};
+use parking_lot::Mutex;
+use redis::{Cmd, Value};
+use script::{Met, SCRIPT};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counters of the Redis store.
+#[derive(Debug, Default)]
+pub(crate) struct RedisCounters {
+    pub calls: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub errors: AtomicU64,
+    pub skipped: AtomicU64,
+    pub shed: AtomicU64,
+    /// Pending-label records dropped by a full shard.
+    pub pending_dropped: AtomicU64,
+    /// Connections opened for labels.
+    pub label_connects: AtomicU64,
+    /// Keys met in the format of an earlier version (a MessagePack hash), reset.
+    pub reset_old_format: AtomicU64,
+    /// Keys met holding a value of the wrong layout, reset.
+    pub reset_corrupt: AtomicU64,
+}
+
+enum Job {
+    /// Commands; `true`: the first reply is a count of dropped pending records.
+    Cmds(Vec<Cmd>, bool),
+    /// Answered once every job queued before it was written.
+    Flush(crossbeam_channel::Sender<()>),
+}
+
+pub(crate) struct RedisStore {
+    client: Client,
+    /// Labels: off the decide path, longer timeouts, connections reused.
+    label_client: Client,
+    label_pool: Mutex<Vec<Conn>>,
+    access: Access,
+    /// Cluster connections (a cluster has no shared pipelined connection).
+    pool: Mutex<Vec<Conn>>,
+    /// The shared pipelined connection (one server).
+    mux: Option<Mux>,
+    /// The pseudonym domain of each key source.
+    domains: Vec<Domain>,
+    /// The script's spec blob of each key source (fixed for the plan).
+    specs: Vec<Vec<u8>>,
+    pseudo: Option<Pseudonymiser>,
+    /// Records per pending shard.
+    shard_cap: usize,
+    script: redis::Script,
+    cfg: RedisConfig,
+    prefix: String,
+    ttl_ms: i64,
+    base: Instant,
+    /// Nanoseconds since `base` before which Redis is skipped.
+    down_until: AtomicI64,
+    pub counters: Arc<RedisCounters>,
+    jobs: Sender<Job>,
+}
+
+fn is_timeout(e: &redis::RedisError) -> bool {
+    e.is_timeout()
+}
+
+fn noscript(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
+}
+
+impl RedisStore {
+    pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, ConfigError> {
+        if cfg.max_pending == 0 {
+            return Err(ConfigError::invalid(
+                "state.redis.max_pending",
+                "must be at least 1",
+            ));
+        }
+        let access = Access::from_config(&cfg)?;
+        let t = cfg.timeout.max(Duration::from_millis(1));
+        let client = Client::open(&cfg, &access, t)?;
+        let label_client = Client::open(&cfg, &access, Duration::from_secs(2))?;
+        let script = redis::Script::new(SCRIPT);
+        // The longest history any group keeps, plus a day: idle keys expire.
+        let ttl_ms = plan
+            .groups
+            .iter()
+            .map(|g| {
+                let s = &g.spec;
+                match s.kind {
+                    Kind::Last => 0,
+                    _ => s.width_ms.saturating_mul(s.ring_len() as i64),
+                }
+            })
+            .max()
+            .unwrap_or(0)
+            .saturating_add(86_400_000);
+        let counters = Arc::new(RedisCounters::default());
+        let (tx, rx) = bounded::<Job>(cfg.queue.max(1));
+        let bg_timeout = cfg.timeout.max(Duration::from_millis(100));
+        let bg_client = Client::open(&cfg, &access, bg_timeout)?;
+        let bg_counters = Arc::clone(&counters);
+        std::thread::Builder::new()
+            .name("risk-state-redis".into())
+            .spawn(move || {
+                let mut con: Option<Conn> = None;
+                for job in rx {
+                    let (cmds, counted) = match job {
+                        Job::Cmds(c, counted) => (c, counted),
+                        Job::Flush(done) => {
+                            let _ = done.send(());
+                            continue;
+                        }
+                    };
+                    if con.is_none() {
+                        con = bg_client.connect(bg_timeout).ok();
+                    }
+                    let Some(c) = con.as_mut() else {
+                        bg_counters.errors.fetch_add(1, Relaxed);
+                        continue;
+                    };
+                    match c.pipeline(&cmds) {
+                        Ok(out) => {
+                            if let (true, Some(Value::Int(n))) = (counted, out.first()) {
+                                bg_counters.pending_dropped.fetch_add(*n as u64, Relaxed);
+                            }
+                        }
+                        Err(_) => {
+                            bg_counters.errors.fetch_add(1, Relaxed);
+                            con = None;
+                        }
+                    }
+                }
+            })
+            .map_err(|e| {
+                ConfigError::invalid(
+                    "state.redis",
+                    format!("cannot start its writer thread: {e}"),
+                )
+            })?;
+        let domains = plan
+            .sources
+            .iter()
+            .map(|k| match k {
+                CKey::Entity => Domain::Entity,
+                _ => Domain::Group,
+            })
+            .collect();
+        let mux = match &client {
+            Client::One(_) => Some(Mux::start(client.clone(), t).map_err(|e| {
+                ConfigError::invalid("state.redis", format!("cannot start its I/O thread: {e}"))
+            })?),
+            Client::Cluster(_) => None,
+        };
+        let specs = (0..plan.sources.len())
+            .map(|s| script::spec_blob(plan, s))
+            .collect();
+        let me = Self {
+            client,
+            mux,
+            specs,
+            label_client,
+            label_pool: Mutex::new(Vec::new()),
+            access,
+            pool: Mutex::new(Vec::new()),
+            domains,
+            pseudo: cfg.pseudonymiser.clone(),
+            shard_cap: (cfg.max_pending / pending::PENDING_SHARDS as usize).max(1),
+            script,
+            prefix: format!("{}:{fp:016x}", cfg.prefix),
+            cfg,
+            ttl_ms,
+            base: Instant::now(),
+            down_until: AtomicI64::new(0),
+            counters,
+            jobs: tx,
+        };
+        // Reachable at start (a wrong address is a build error); one server gets the
+        // script now, cluster nodes on first use (EVAL when a node lacks it).
+        let mut con = me
+            .connect()
+            .map_err(|e| me.access.config_error(&me.cfg, &e))?;
+        me.load_script(&mut con)
+            .map_err(|e| me.access.config_error(&me.cfg, &e))?;
+        if me.mux.is_none() {
+            me.pool.lock().push(con);
+        }
+        Ok(me)
+    }
+
+    /// `EVALSHA <hash>` or, when a server lacks the script, `EVAL <script>`.
+    fn script_cmd(&self, eval: bool) -> Cmd {
+        let mut c = redis::cmd(if eval { "EVAL" } else { "EVALSHA" });
+        if eval {
+            c.arg(SCRIPT);
+        } else {
+            c.arg(self.script.get_hash());
+        }
+        c
+    }
+
+    /// `SCRIPT LOAD` (a cluster routes it to every primary).
+    fn load_script(&self, con: &mut Conn) -> redis::RedisResult<()> {
+        let mut c = redis::cmd("SCRIPT");
+        c.arg("LOAD").arg(SCRIPT);
+        match con {
+            Conn::One(_) => con.query::<String>(&c).map(drop),
+            Conn::Cluster(_) => con.query::<Value>(&c).map(drop),
+        }
+    }
+
+    /// The server as it may be printed (no credentials).
+    fn where_(&self) -> String {
+        self.cfg.server()
+    }
+
+    fn connect(&self) -> redis::RedisResult<Conn> {
+        self.client
+            .connect(self.cfg.timeout.max(Duration::from_millis(1)))
+    }
+
+    /// Source `s`'s key as Redis sees it (its pseudonym when configured).
+    fn pkey(&self, s: usize, key: u64) -> u64 {
+        match &self.pseudo {
+            Some(p) => p.u64(self.domains[s], key),
+            None => key,
+        }
+    }
+
+    /// The key name of source `s`'s key `pkey` (already as Redis sees it).
+    fn key(&self, s: usize, pkey: u64) -> String {
+        format!("{}:{s}:{pkey:x}", self.prefix)
+    }
+
+    fn now_ns(&self) -> i64 {
+        self.base.elapsed().as_nanos() as i64
+    }
+
+    fn trip(&self, e: &redis::RedisError) -> StateFault {
+        let fault = if is_timeout(e) {
+            self.counters.timeouts.fetch_add(1, Relaxed);
+            StateFault::Timeout
+        } else {
+            self.counters.errors.fetch_add(1, Relaxed);
+            StateFault::Error
+        };
+        let until = self.now_ns() + self.cfg.retry.as_nanos() as i64;
+        self.down_until.store(until, Relaxed);
+        let error = self.access.scrub(&e.to_string());
+        tracing::warn!(target: "risk::state", server = %self.where_(), error, "Redis state store failed: features missing until a retry");
+        fault
+    }
+
+    /// The script call over `sources`' keys for `req` (`outcome`: only the groups
+    /// `action` enters, each key at its event's effective time).
+    #[allow(clippy::too_many_arguments)]
+    fn call(
+        &self,
+        plan: &Plan,
+        req: &Request,
+        sources: &[usize],
+        lateness_ms: i64,
+        outcome: Option<Action>,
+        te: &[i64],
+        eval: bool,
+    ) -> Cmd {
+        let mut c = self.script_cmd(eval);
+        c.arg(sources.len());
+        for &s in sources {
+            c.arg(self.key(s, self.pkey(s, req.keys[s])));
+        }
+        c.arg(if outcome.is_some() { "o" } else { "u" })
+            .arg(&script::common_blob(req.ts, lateness_ms, self.ttl_ms)[..]);
+        let mut input = Vec::with_capacity(256);
+        for &s in sources {
+            input.clear();
+            let o = outcome.map(|a| (a, te[s]));
+            script::input_blob(plan, req, s, o, |h| self.value_hash(h), &mut input);
+            c.arg(&self.specs[s][..]).arg(&input[..]);
+        }
+        c
+    }
+
+    /// Reads and updates every source's key in one round trip (one script call on one
+    /// server; one pipeline of per-key calls on a cluster), waiting at most the timeout.
+    pub fn read_update(
+        &self,
+        plan: &Plan,
+        req: &Request,
+        lateness_ms: i64,
+        reads: &mut [GroupRead; MAX_GROUPS],
+    ) -> Result<Applied, StateFault> {
+        let mut a = Applied::new(req.ts);
+        let mut sources = [0usize; super::plan::MAX_SOURCES];
+        let mut n = 0;
+        for s in (0..plan.sources.len()).filter(|&s| req.keys[s] != 0) {
+            sources[n] = s;
+            n += 1;
+        }
+        let sources = &sources[..n];
+        if sources.is_empty() {
+            return Ok(a);
+        }
+        if self.now_ns() < self.down_until.load(Relaxed) {
+            self.counters.skipped.fetch_add(1, Relaxed);
+            return Err(StateFault::Unavailable);
+        }
+        self.counters.calls.fetch_add(1, Relaxed);
+        let replies = match &self.mux {
+            Some(m) => self.call_one(m, plan, req, sources, lateness_ms)?,
+            None => self.call_cluster(plan, req, sources, lateness_ms)?,
+        };
+        for (&s, v) in sources.iter().zip(replies) {
+            let met = match v {
+                Value::BulkString(b) => script::parse_reply(plan, s, &b, reads, &mut a),
+                other => Err(format!("expected a string, got {other:?}")),
+            };
+            match met {
+                Ok(Met::Ok) => {}
+                Ok(Met::OldFormat) => {
+                    self.counters.reset_old_format.fetch_add(1, Relaxed);
+                }
+                Ok(Met::Corrupt) => {
+                    self.counters.reset_corrupt.fetch_add(1, Relaxed);
+                    tracing::warn!(target: "risk::state", "a Redis state value of the wrong layout was reset");
+                }
+                Err(why) => {
+                    self.counters.errors.fetch_add(1, Relaxed);
+                    tracing::error!(target: "risk::state", why, "malformed reply from the Redis state script");
+                    return Err(StateFault::Error);
+                }
+            }
+        }
+        Ok(a)
+    }
+
+    /// One server: one script call over every key, on the shared connection.
+    fn call_one(
+        &self,
+        m: &Mux,
+        plan: &Plan,
+        req: &Request,
+        sources: &[usize],
+        lateness_ms: i64,
+    ) -> Result<Vec<Value>, StateFault> {
+        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
+        let run = |eval: bool| {
+            let c = self.call(plan, req, sources, lateness_ms, None, &[], eval);
+            m.call(c.get_packed_command(), 1, deadline)
+        };
+        let mut got = run(false);
+        // The server lacks the script (restarted): nothing ran; again with its text.
+        if matches!(&got, Ok(v) if v.first().is_some_and(noscript)) {
+            got = run(true);
+        }
+        let v = match got {
+            Ok(mut v) => v.pop().unwrap_or(Value::Nil),
+            Err(MuxError::Redis(e)) => return Err(self.trip(&e)),
+            Err(MuxError::Timeout) => {
+                let e = redis::RedisError::from(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "no reply within state.redis.timeout_ms",
+                ));
+                return Err(self.trip(&e));
+            }
+            Err(MuxError::Busy) => {
+                self.counters.shed.fetch_add(1, Relaxed);
+                return Err(StateFault::Error);
+            }
+        };
+        match v {
+            Value::Array(items) if items.len() == sources.len() => Ok(items),
+            Value::ServerError(e) => {
+                let e: redis::RedisError = e.into();
+                Err(self.trip(&e))
+            }
+            other => {
+                self.counters.errors.fetch_add(1, Relaxed);
+                tracing::error!(target: "risk::state", reply = ?other, "malformed reply from the Redis state script");
+                Err(StateFault::Error)
+            }
+        }
+    }
+
+    /// A cluster: one call per key (each in its own slot), one pipeline.
+    fn call_cluster(
+        &self,
+        plan: &Plan,
+        req: &Request,
+        sources: &[usize],
+        lateness_ms: i64,
+    ) -> Result<Vec<Value>, StateFault> {
+        let mut con = match self.pool.lock().pop() {
+            Some(c) => c,
+            None => self.connect().map_err(|e| self.trip(&e))?,
+        };
+        let run = |con: &mut Conn, eval: bool| -> redis::RedisResult<Vec<Value>> {
+            let cmds: Vec<Cmd> = sources
+                .iter()
+                .map(|&s| self.call(plan, req, &[s], lateness_ms, None, &[], eval))
+                .collect();
+            con.pipeline(&cmds)
+        };
+        let out = match run(&mut con, false) {
+            // A node lacks the script: the other nodes' commands ran, so the pipeline is
+            // not repeated (it would count twice); the script is loaded on every primary
+            // and this decision goes without its features (counted as an error).
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                let _ = self.load_script(&mut con);
+                Err(e)
+            }
+            r => r,
+        };
+        let out = out.map_err(|e| self.trip(&e))?;
+        self.pool.lock().push(con);
+        // Each call answers an array of its one key's reply.
+        Ok(out
+            .into_iter()
+            .map(|v| match v {
+                Value::Array(mut one) if one.len() == 1 => one.pop().unwrap_or(Value::Nil),
+                other => other,
+            })
+            .collect())
+    }
+
+    fn value_hash(&self, h: u64) -> u64 {
+        match &self.pseudo {
+            Some(p) if h != 0 => p.u64(Domain::Group, h) >> 12,
+            _ => h,
+        }
+    }
+
+    fn offer(&self, cmds: Vec<Cmd>) {
+        self.offer_job(Job::Cmds(cmds, false));
+    }
+
+    fn offer_job(&self, job: Job) {
+        match self.jobs.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.counters.shed.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Waits until the background writes queued so far are done (or `timeout`).
+    pub fn flush(&self, timeout: Duration) -> bool {
+        let (tx, rx) = bounded(1);
+        if self.jobs.send_timeout(Job::Flush(tx), timeout).is_err() {
+            return false;
+        }
+        rx.recv_timeout(timeout).is_ok()
+    }
+
+    /// Queues the outcome groups' update (background, never blocks).
+    pub fn record_outcome(&self, plan: &Plan, t: &Ticket, action: Action) {
+        let cmds: Vec<Cmd> = (0..plan.sources.len())
+            .filter(|&s| t.applied.present[s])
+            .filter(|&s| {
+                plan.by_source[s]
+                    .iter()
+                    .any(|&g| plan.outcome_passes(g, action))
+            })
+            .collect::<Vec<usize>>()
+            .chunks(if self.mux.is_some() { usize::MAX } else { 1 })
+            .map(|ss| self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, true))
+            .collect();
+        if !cmds.is_empty() {
+            self.offer(cmds);
+        }
+    }
+}
