@@ -22,6 +22,16 @@ fn rss() -> u64 {
     pages * 4096
 }
 
+/// Anonymous memory backed by transparent huge pages, bytes (Linux `smaps_rollup`).
+fn huge() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/smaps_rollup").unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("AnonHugePages:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        * 1024
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: u64 = std::env::args()
         .nth(1)
@@ -76,6 +86,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (after - before) as f64 / (1 << 20) as f64,
         (after - before) as f64 / n as f64,
         took.as_nanos() as f64 / n as f64
+    );
+    println!(
+        "transparent huge pages: {:.1} MiB of anonymous memory",
+        huge() as f64 / (1 << 20) as f64
     );
     Ok(())
 }

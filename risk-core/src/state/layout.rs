@@ -217,19 +217,90 @@ pub(crate) enum Advance {
     Step { from: i64, to: i64 },
 }
 
+/// Division by a group's constant (bucket width, ring length) as a multiplication for
+/// the non-negative numbers every real time and bucket is (an `idiv` per use was the
+/// largest cost of the state stage: ~7 per window per event).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Div {
+    d: i64,
+    r: strength_reduce::StrengthReducedU64,
+}
+
+impl Div {
+    /// Division by `d` (≥ 1).
+    pub fn new(d: i64) -> Self {
+        let d = d.max(1);
+        Self {
+            d,
+            r: strength_reduce::StrengthReducedU64::new(d as u64),
+        }
+    }
+    /// `t.div_euclid(d)`.
+    #[inline]
+    pub fn div(self, t: i64) -> i64 {
+        if t >= 0 {
+            (t as u64 / self.r) as i64
+        } else {
+            t.div_euclid(self.d)
+        }
+    }
+    /// `t.rem_euclid(d)`.
+    #[inline]
+    pub fn rem(self, t: i64) -> usize {
+        if t >= 0 {
+            (t as u64 % self.r) as usize
+        } else {
+            t.rem_euclid(self.d) as usize
+        }
+    }
+}
+
+/// A group's divisors: its bucket width and its ring's length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Divs {
+    pub width: Div,
+    pub len: Div,
+}
+
+impl Divs {
+    /// The divisors of `spec`.
+    pub fn of(spec: &GroupSpec) -> Self {
+        Self {
+            width: Div::new(spec.width_ms),
+            len: Div::new(spec.ring_len().max(1) as i64),
+        }
+    }
+    /// The bucket of time `t` (`spec.bucket(t)`).
+    #[inline]
+    pub fn bucket(&self, t: i64) -> i64 {
+        self.width.div(t)
+    }
+    /// The head bucket of a ring whose key's clock is `clock` (`i64::MIN` when fresh).
+    #[inline]
+    pub fn head(&self, clock: i64) -> i64 {
+        if clock == i64::MIN {
+            i64::MIN
+        } else {
+            self.bucket(clock)
+        }
+    }
+}
+
 /// Ring arithmetic over a head derived from the key's clock; `len` ≥ 1 buckets.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RingAt {
     /// The newest bucket (`i64::MIN`: never advanced).
     pub head: i64,
     pub len: usize,
+    /// Division by `len`.
+    pub q: Div,
 }
 
 impl RingAt {
     /// The slot of bucket `b`.
     #[inline]
     pub fn idx(&self, b: i64) -> usize {
-        b.rem_euclid(self.len as i64) as usize
+        self.q.rem(b)
     }
 
     /// How the ring moves to `b` (`b` ≥ the head).
@@ -252,6 +323,38 @@ impl RingAt {
             return None;
         }
         Some(self.idx(b))
+    }
+
+    /// `each` slot of buckets `lo ..= hi` the ring holds whose bit is set in `occ`
+    /// (rings of at most 64 buckets), oldest first: the range is at most two runs of
+    /// slots, each walked by its set bits.
+    #[inline]
+    pub fn occupied_range(&self, lo: i64, hi: i64, occ: u64, mut each: impl FnMut(usize)) {
+        let len = self.len;
+        let first = lo.max(self.head.saturating_sub(len as i64 - 1));
+        let last = hi.min(self.head);
+        if self.head == i64::MIN || last < first || occ == 0 {
+            return;
+        }
+        let n = (last - first + 1) as usize;
+        let start = self.idx(first);
+        let run = |from: usize, count: usize| -> u64 {
+            if count == 0 {
+                0
+            } else if count >= 64 {
+                u64::MAX << from
+            } else {
+                ((1u64 << count) - 1) << from
+            }
+        };
+        let a = n.min(len - start);
+        for m in [occ & run(start, a), occ & run(0, n - a)] {
+            let mut m = m;
+            while m != 0 {
+                each(m.trailing_zeros() as usize);
+                m &= m - 1;
+            }
+        }
     }
 
     /// The slots of buckets `lo ..= hi` the ring holds, oldest first: one division,

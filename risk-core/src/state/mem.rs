@@ -6,7 +6,7 @@
 
 use super::distinct::Distinct;
 use super::group::GroupRead;
-use super::layout::{Layout, KEY};
+use super::layout::{Divs, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
 use super::slab::{Found, Slab};
 use crate::decision::Action;
@@ -20,6 +20,8 @@ use crate::hash::KeyHasher;
 struct Source {
     slab: Slab,
     layout: Layout,
+    /// The divisors of each group of the source (layout order).
+    divs: Vec<Divs>,
 }
 
 /// The in-process store.
@@ -80,6 +82,10 @@ impl MemStore {
             .map(|s| {
                 let layout = Layout::of(plan, s);
                 Source {
+                    divs: plan.by_source[s]
+                        .iter()
+                        .map(|&g| Divs::of(&plan.groups[g].spec))
+                        .collect(),
                     slab: Slab::new(
                         layout.words,
                         layout.head_words(),
@@ -122,10 +128,8 @@ impl MemStore {
             if let Some(f) = src.slab.find(req.keys[s], true) {
                 // The buckets this event writes (at its own time: right unless it is
                 // late), on their way with the record's head.
-                for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
-                    let spec = &plan.groups[g].spec;
-                    let len = spec.ring_len().max(1) as i64;
-                    let i = spec.bucket(req.ts).rem_euclid(len) as usize;
+                for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
+                    let i = d.len.rem(d.bucket(req.ts));
                     Layout::slot_words(gl, i, |w| src.slab.prefetch_word(f.slot, w));
                 }
                 found[s] = Some(f);
@@ -147,15 +151,20 @@ impl MemStore {
                 clock
             };
             a.te[s] = te;
-            for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
+            let groups = src.layout.groups.iter().zip(&src.divs);
+            for ((gl, d), &g) in groups.zip(&plan.by_source[s]) {
                 let grp = &plan.groups[g];
-                let spec = &grp.spec;
+                // One division per distinct time (in order, all three are one).
+                let hb = d.bucket(clock);
+                let eb = if te == clock { hb } else { d.bucket(te) };
+                let head = if old == clock { hb } else { d.head(old) };
                 let r = rec.read_add(
                     gl,
-                    spec,
-                    old,
-                    spec.bucket(clock),
-                    spec.bucket(te),
+                    &grp.spec,
+                    d,
+                    head,
+                    hb,
+                    eb,
                     te,
                     &req.inputs[g],
                     grp.outcome == 0,
@@ -179,15 +188,17 @@ impl MemStore {
             let mut rec = src.slab.rec(&mut f);
             let clock = rec.clock();
             let te = applied.te[s];
-            for (gl, &g) in src.layout.groups.iter().zip(gs_of) {
+            let groups = src.layout.groups.iter().zip(&src.divs);
+            for ((gl, d), &g) in groups.zip(gs_of) {
                 if plan.outcome_passes(g, action) {
-                    let spec = &plan.groups[g].spec;
+                    let hb = d.head(clock);
                     rec.read_add(
                         gl,
-                        spec,
-                        clock,
-                        spec.bucket(clock),
-                        spec.bucket(te),
+                        &plan.groups[g].spec,
+                        d,
+                        hb,
+                        hb,
+                        d.bucket(te),
                         te,
                         &req.inputs[g],
                         true,
@@ -206,9 +217,9 @@ impl MemStore {
         };
         let mut rec = src.slab.rec(&mut f);
         let mut applied = 0;
-        for (gl, &g) in src.layout.groups.iter().zip(&plan.by_source[s]) {
-            let spec = &plan.groups[g].spec;
-            if rec.label(gl, spec, spec.bucket(te), delta) {
+        let _ = plan;
+        for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
+            if rec.label(gl, d, d.bucket(te), delta) {
                 applied += 1;
             }
         }

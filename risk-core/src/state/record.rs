@@ -4,7 +4,7 @@
 
 use super::distinct::Distinct;
 use super::group::{GroupInput, GroupRead, GroupSpec};
-use super::layout::{Advance, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY};
+use super::layout::{Advance, Divs, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY};
 use bytemuck::Pod;
 
 /// A key's distinct sets that outgrew the record (one per distinct group of its source).
@@ -130,16 +130,17 @@ impl Rec<'_> {
         }
     }
 
-    /// Advances group `gl` from the clock `old` to bucket `hb` (the bucket of the
-    /// clock now), reads its window, and (when `add`) enters the event at bucket `eb`,
-    /// time `te`.
+    /// Advances group `gl` from bucket `head` (the bucket of the key's clock before
+    /// the event, [`Divs::head`]) to bucket `hb` (of the clock now), reads its window,
+    /// and (when `add`) enters the event at bucket `eb`, time `te`.
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn read_add(
         &mut self,
         gl: &GLayout,
         spec: &GroupSpec,
-        old: i64,
+        divs: &Divs,
+        head: i64,
         hb: i64,
         eb: i64,
         te: i64,
@@ -147,17 +148,13 @@ impl Rec<'_> {
         add: bool,
     ) -> GroupRead {
         let mut out = fresh_read();
-        let head = if old == NO_TIME {
-            i64::MIN
-        } else {
-            spec.bucket(old)
-        };
+        let q = divs.len;
         let lo = hb - spec.window_b;
         let v = (add && input.pass).then_some(input.value);
         let w = &mut *self.w;
         match *gl {
             GLayout::Count { hot, n, len } => {
-                let r = RingAt { head, len };
+                let r = RingAt { head, len, q };
                 let mut tot = w[hot + 1] as u32;
                 let mut occ = w[hot + 2];
                 let (hw, rw) = w.split_at_mut(n);
@@ -172,7 +169,7 @@ impl Rec<'_> {
                     tot = 0;
                 }
                 out.n = tot as f64;
-                let r = RingAt { head: hb, len };
+                let r = RingAt { head: hb, len, q };
                 if let (Some(_), Some(i)) = (v, r.get(eb)) {
                     ns[i] = ns[i].saturating_add(1);
                     tot = tot.saturating_add(1);
@@ -183,7 +180,7 @@ impl Rec<'_> {
                 last(hw, hot, v, te, &mut out);
             }
             GLayout::Sum { hot, n, sum, len } => {
-                let r = RingAt { head, len };
+                let r = RingAt { head, len, q };
                 let mut tn = w[hot + 1] as u32;
                 let mut ts = f64_at(w, hot + 2);
                 let mut occ = w[hot + 3];
@@ -207,7 +204,7 @@ impl Rec<'_> {
                 }
                 out.n = tn as f64;
                 out.sum = ts;
-                let r = RingAt { head: hb, len };
+                let r = RingAt { head: hb, len, q };
                 if let (Some(x), Some(i)) = (v, r.get(eb)) {
                     ns[i] = ns[i].saturating_add(1);
                     ss[i] += x;
@@ -229,7 +226,7 @@ impl Rec<'_> {
                 sumsq,
                 len,
             } => {
-                let r = RingAt { head, len };
+                let r = RingAt { head, len, q };
                 let mut occ = w[hot + 1];
                 let clear = |w: &mut [u64], i: usize| {
                     view_mut::<u32>(w, n, len)[i] = 0;
@@ -239,7 +236,7 @@ impl Rec<'_> {
                     w[sumsq + i] = 0;
                 };
                 vacate(&mut occ, r, hb, |i, _| clear(w, i));
-                let r = RingAt { head: hb, len };
+                let r = RingAt { head: hb, len, q };
                 {
                     let (ns, mins, maxs) = (
                         view::<u32>(w, n, len),
@@ -247,9 +244,9 @@ impl Rec<'_> {
                         view::<f32>(w, max, len),
                     );
                     let (sums, sqs) = (view::<f64>(w, sum, len), view::<f64>(w, sumsq, len));
-                    for i in r.range(lo, hb) {
-                        if !occupied(occ, len, i) || ns[i] == 0 {
-                            continue;
+                    let mut fold = |i: usize| {
+                        if ns[i] == 0 {
+                            return;
                         }
                         out.n += ns[i] as f64;
                         out.sum += sums[i];
@@ -265,6 +262,12 @@ impl Rec<'_> {
                         } else {
                             out.max.max(hi_)
                         };
+                    };
+                    if len <= TRACKED {
+                        // Only the occupied slots, oldest first.
+                        r.occupied_range(lo, hb, occ, &mut fold);
+                    } else {
+                        r.range(lo, hb).for_each(fold);
                     }
                 }
                 if let (Some(x), Some(i)) = (v, r.get(eb)) {
@@ -290,17 +293,20 @@ impl Rec<'_> {
                 self.distinct(hot, at, spill, spec, hb, eb, input, add, &mut out)
             }
             GLayout::Label { hot, ring, len } => {
-                let r = RingAt { head, len };
+                let r = RingAt { head, len, q };
                 let mut occ = w[hot];
                 let bs = &mut w[ring..ring + len];
                 vacate(&mut occ, r, hb, |i, _| bs[i] = 0);
-                let r = RingAt { head: hb, len };
+                let r = RingAt { head: hb, len, q };
                 let top = hb - spec.delay_b;
-                for i in r.range(top - spec.window_b, top) {
-                    if occupied(occ, len, i) {
-                        out.txns += (bs[i] as u32) as f64;
-                        out.frauds += ((bs[i] >> 32) as u32) as f64;
-                    }
+                let fold = |i: usize| {
+                    out.txns += (bs[i] as u32) as f64;
+                    out.frauds += ((bs[i] >> 32) as u32) as f64;
+                };
+                if len <= TRACKED {
+                    r.occupied_range(top - spec.window_b, top, occ, fold);
+                } else {
+                    r.range(top - spec.window_b, top).for_each(fold);
                 }
                 if add && input.pass {
                     if let Some(i) = r.get(eb) {
@@ -417,17 +423,13 @@ impl Rec<'_> {
 
     /// A label for a transaction at bucket `eb` of label group `gl`: `delta` = +1
     /// (fraud) or -1 (retracted). False when the bucket has left the ring.
-    pub fn label(&mut self, gl: &GLayout, spec: &GroupSpec, eb: i64, delta: i32) -> bool {
+    pub fn label(&mut self, gl: &GLayout, divs: &Divs, eb: i64, delta: i32) -> bool {
         let GLayout::Label { ring, len, .. } = *gl else {
             return false;
         };
-        let clock = self.clock();
-        let head = if clock == NO_TIME {
-            i64::MIN
-        } else {
-            spec.bucket(clock)
-        };
-        let Some(i) = (RingAt { head, len }).get(eb) else {
+        let head = divs.head(self.clock());
+        let q = divs.len;
+        let Some(i) = (RingAt { head, len, q }).get(eb) else {
             return false;
         };
         let b = &mut self.w[ring + i];

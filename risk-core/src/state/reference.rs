@@ -363,7 +363,7 @@ mod tests {
     /// distinct values, outcome-only entries, labels): every read equal bit for bit.
     #[test]
     fn records_equal_the_reference_bit_for_bit() {
-        use crate::state::layout::Layout;
+        use crate::state::layout::{Divs, Layout};
         use crate::state::record::{Rec, Spill};
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
@@ -401,6 +401,7 @@ mod tests {
                 spec(Kind::Stats, w / 4, 70, 0, 0, Cols::Sum),
                 spec(Kind::Stats, w / 4, 66 + b, 0, 0, Cols::Full),
                 spec(Kind::Stats, w / 5, 64, 0, 0, Cols::Count),
+                spec(Kind::Label, w / 4, 60, 10, 0, Cols::Count),
             ];
             let layout = Layout::of_specs(&specs);
             let mut words = vec![0u64; layout.words];
@@ -443,7 +444,18 @@ mod tests {
                 for (g, sp) in specs.iter().enumerate() {
                     let (hb, eb) = (sp.bucket(clock), sp.bucket(te));
                     let want = refs[g].read_add(sp, hb, eb, te, &input, add);
-                    let got = rec.read_add(&layout.groups[g], sp, old, hb, eb, te, &input, add);
+                    let d = Divs::of(sp);
+                    let got = rec.read_add(
+                        &layout.groups[g],
+                        sp,
+                        &d,
+                        d.head(old),
+                        hb,
+                        eb,
+                        te,
+                        &input,
+                        add,
+                    );
                     let bits = |r: &GroupRead| {
                         [
                             r.n,
@@ -467,7 +479,7 @@ mod tests {
                         // An outcome entry after the decision (the clock unchanged).
                         let want = refs[g].read_add(sp, hb, eb, te, &input, true);
                         let got =
-                            rec.read_add(&layout.groups[g], sp, clock, hb, eb, te, &input, true);
+                            rec.read_add(&layout.groups[g], sp, &d, hb, hb, eb, te, &input, true);
                         assert_eq!(bits(&got), bits(&want), "outcome, event {i} group {g}");
                     }
                 }
@@ -475,13 +487,14 @@ mod tests {
                 if next() % 3 == 0 {
                     let at = seen[(next() % seen.len() as u64) as usize];
                     let delta = if next() % 4 == 0 { -1 } else { 1 };
-                    let g = 6;
-                    let eb = specs[g].bucket(at);
-                    assert_eq!(
-                        rec.label(&layout.groups[g], &specs[g], eb, delta),
-                        refs[g].label(eb, delta),
-                        "label, event {i}"
-                    );
+                    for g in [6, specs.len() - 1] {
+                        let eb = specs[g].bucket(at);
+                        assert_eq!(
+                            rec.label(&layout.groups[g], &Divs::of(&specs[g]), eb, delta),
+                            refs[g].label(eb, delta),
+                            "label, event {i}"
+                        );
+                    }
                 }
             }
         }
