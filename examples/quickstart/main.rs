@@ -154,7 +154,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         replay.len() as f64 / wall.as_secs_f64()
     );
     print_counts(&m);
-    print_state(&engine);
+    let txns: Vec<_> = raw.iter().map(|r| r.txn.clone()).collect();
+    print_state(
+        &engine,
+        &txns,
+        wall.as_nanos() as f64 / replay.len().max(1) as f64,
+    );
 
     print_rules(&rules.current(), &replay, &decisions, &m);
     print_audit(&audit, &decisions, &replay)?;

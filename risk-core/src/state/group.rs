@@ -56,7 +56,8 @@ impl GroupSpec {
             _ => (self.window_b + 1) as usize,
         }
     }
-    /// The bucket of time `t_ms`.
+    /// The bucket of time `t_ms` (the stores divide through [`super::layout::Divs`]).
+    #[cfg(test)]
     #[inline]
     pub fn bucket(&self, t_ms: i64) -> i64 {
         t_ms.div_euclid(self.width_ms)

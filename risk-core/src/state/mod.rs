@@ -352,7 +352,7 @@ impl StateEngine {
         for s in (0..plan.sources.len()).filter(|&s| !applied.present[s]) {
             plan.write_missing(s, out);
         }
-        self.counters.updates.fetch_add(1, Relaxed);
+        self.counters.updates.add(1);
         if applied.late > 0 {
             self.counters.late.fetch_add(applied.late as u64, Relaxed);
         }
