@@ -383,7 +383,8 @@ pub struct StateConfig {
     pub features: Vec<FeatureDef>,
     /// The lists.
     pub lists: Vec<ListDef>,
-    /// Keys kept per key source (idle keys are evicted first; S3-FIFO).
+    /// Keys kept per key source (idle keys are evicted first: CLOCK, a reference bit
+    /// per key; memory grows with the keys held, up to this bound).
     pub max_keys: usize,
     /// How far ahead of the clock an event time may be (later times are clamped).
     pub max_future: Duration,

@@ -54,13 +54,12 @@ impl Applied {
     }
 }
 
-/// `n` shards of an S3-FIFO cache of `u64` keys holding `cap` in all (at least one per
-/// shard): the layout of every sharded store here (entity state, pending labels, the
-/// engine's feedback).
-/// One shard: an S3-FIFO cache of `u64` keys.
+/// One shard of an S3-FIFO cache of `u64` keys (pending labels, the engine's feedback).
 pub(crate) type Shard<V> =
     Mutex<Cache<u64, V, UnitWeighter, BuildHasherDefault<KeyHasher>, DefaultLifecycle<u64, V>>>;
 
+/// `n` shards of an S3-FIFO cache of `u64` keys holding `cap` in all (at least one per
+/// shard).
 pub(crate) fn sharded<V: Clone>(n: usize, cap: usize) -> Box<[Shard<V>]> {
     let per = cap.div_ceil(n).max(1);
     (0..n)

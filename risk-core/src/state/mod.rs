@@ -32,9 +32,12 @@
 //!   the window `W` that ended `D` before the key's clock, counting the transactions of
 //!   that span and those of them reported fraudulent (the Fraud Detection Handbook's
 //!   terminal risk features: a label is only trusted once the delay has passed).
-//! - **Memory** is fixed per key: one ring per group (features with the same key,
-//!   window, filters and value share one); keys per source are bounded by
-//!   `state.max_keys`, idle keys evicted first (S3-FIFO). See [`StateEngine::memory`].
+//! - **Memory** is fixed per key: one record per key laid out when the configuration
+//!   compiles (`layout`), one ring per group inside it (features with the same key,
+//!   window, filters and value share one), running totals and occupancy bits in the
+//!   record's first lines; distinct sets past a few values spill out of the record. Keys
+//!   per source are bounded by `state.max_keys` in a slab behind a set-associative index
+//!   (`slab`), idle keys evicted first (CLOCK). See [`StateEngine::memory`].
 
 mod config;
 mod def;

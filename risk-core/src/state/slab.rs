@@ -364,3 +364,75 @@ fn prefetch(p: *const i8, bytes: usize) {
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, bytes);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn touch(s: &Slab, key: u64) -> bool {
+        match s.find(key, true) {
+            Some(mut f) => s.rec(&mut f).key() == key,
+            None => false,
+        }
+    }
+
+    #[test]
+    fn keys_stay_within_the_bound_and_the_newest_is_held() {
+        let s = Slab::new(4, 2, false, 100);
+        for k in 1..=1_000u64 {
+            assert!(touch(&s, k), "key {k} admitted");
+            assert!(s.len() <= 100, "{} keys held", s.len());
+        }
+        assert!(s.find(1_000, false).is_some());
+        assert!(s.len() >= 90, "the slab fills: {}", s.len());
+    }
+
+    #[test]
+    fn a_key_in_use_survives_a_scan_of_new_ones() {
+        let s = Slab::new(4, 2, false, 64);
+        for k in 1..=10_000u64 {
+            assert!(touch(&s, 1 << 40));
+            assert!(touch(&s, k));
+        }
+        assert!(s.find(1 << 40, false).is_some(), "the hot key was evicted");
+    }
+
+    #[test]
+    fn an_evicted_key_comes_back_fresh() {
+        let s = Slab::new(4, 2, false, 8);
+        {
+            let mut f = s.find(7, true).unwrap();
+            let mut r = s.rec(&mut f);
+            r.set_clock(123);
+            r.w[3] = 99;
+        }
+        let mut k = 100;
+        while s.find(7, false).is_some() {
+            k += 1;
+            touch(&s, k);
+        }
+        let mut f = s.find(7, true).unwrap();
+        let r = s.rec(&mut f);
+        assert_eq!((r.key(), r.clock(), r.w[3]), (7, i64::MIN, 0));
+    }
+
+    #[test]
+    fn two_threads_evicting_keep_every_record_its_own() {
+        let s = Slab::new(8, 2, true, 256);
+        std::thread::scope(|sc| {
+            for t in 0..2u64 {
+                let s = &s;
+                sc.spawn(move || {
+                    for i in 0..50_000u64 {
+                        let key = 1 + crate::hash::splitmix(i * 2 + t) % 2_000;
+                        let mut f = s.find(key, true).expect("admitted");
+                        let r = s.rec(&mut f);
+                        assert_eq!(r.key(), key);
+                        r.w[2] = r.w[2].wrapping_add(1);
+                    }
+                });
+            }
+        });
+        assert!(s.len() <= 256);
+    }
+}
