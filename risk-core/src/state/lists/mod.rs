@@ -23,6 +23,8 @@ mod journal;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
+mod shared;
+#[cfg(feature = "redis")]
 mod sync;
 
 use super::def::ListDef;

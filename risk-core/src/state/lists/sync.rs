@@ -1,73 +1,11 @@
-//! Shared lists apart from the wire: [`Lists`] opened on Redis, a list file as the base
-//! of a shared list, the table of a list read from Redis, the sync status. The client
-//! and the subscriber are in [`redis`](super::redis).
+//! Shared lists' data apart from the wire: a list file as the base of a shared list, the
+//! table of a list read from Redis, the sync status. The client and the subscriber are in
+//! [`redis`](super::redis), opening [`Lists`](super::Lists) on Redis in `shared.rs`.
 
-use super::journal::{self, Op};
-use super::redis::Shared;
-use super::{Journal, List, Lists, Table};
-use crate::clock::Clock;
-use crate::error::ConfigError;
+use super::journal::Op;
+use super::Table;
 use crate::hash::splitmix;
-use crate::schema::FeatureSchema;
-use crate::state::def::{ListDef, RedisConfig};
-use crate::state::plan::CKey;
-use crate::state::{StateError, StatePrivacy};
-use arc_swap::ArcSwap;
-use parking_lot::Mutex;
-use std::sync::Arc;
 use std::time::Duration;
-
-impl Lists {
-    /// [`open`](Self::open) with the entries on Redis, shared by every host (the lists'
-    /// files seed them; no journals).
-    pub(crate) fn open_shared(
-        defs: &[(ListDef, CKey)],
-        schema: Arc<FeatureSchema>,
-        clock: Arc<dyn Clock>,
-        opts: StatePrivacy,
-        cfg: &RedisConfig,
-    ) -> Result<Self, ConfigError> {
-        let bad = |e: StateError| ConfigError::invalid("state.lists", e.to_string());
-        let mut me = Self::open(&[], schema, Arc::clone(&clock), None, opts).map_err(bad)?;
-        me.lists = defs
-            .iter()
-            .map(|(def, key)| List {
-                def: def.clone(),
-                key: *key,
-                table: ArcSwap::from_pointee(Table::new()),
-                journal: Mutex::new(Journal::default()),
-            })
-            .collect();
-        let seeds = (0..me.lists.len())
-            .map(|i| me.seed(i))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(bad)?;
-        let marker = journal::header(me.pseudo());
-        let marker = marker.trim_end().rsplit("keys: ").next().unwrap_or("raw");
-        me.shared = Some(Shared::open(
-            cfg,
-            Arc::clone(&me.lists),
-            marker.to_owned(),
-            seeds,
-            clock,
-        )?);
-        Ok(me)
-    }
-
-    /// List `i`'s file as the base of a shared list (`None`: no file).
-    pub(super) fn seed(&self, i: usize) -> Result<Option<Seed>, StateError> {
-        let Some(f) = &self.lists[i].def.file else {
-            return Ok(None);
-        };
-        let ops = self.parse_lines(i, f, &Self::read_file(f)?, false)?;
-        Ok(Some(Seed::new(&ops)))
-    }
-
-    /// How the lists shared through Redis stand (`None`: the lists are this host's).
-    pub fn sync_status(&self) -> Option<ListSyncStatus> {
-        self.shared.as_ref().map(Shared::status)
-    }
-}
 
 /// A list file's entries as the base of a shared list.
 #[derive(Debug, Clone)]
