@@ -392,6 +392,12 @@ fn a_redis_killed_leaves_the_last_lists_serving_and_a_restart_resynchronises() {
     assert!(h.lists_stale && h.status == HealthStatus::Degraded, "{h:?}");
     assert!(st.stats().lists_stale >= 3 && st.stats().list_sync_errors >= 1);
     assert!(st.to_json().contains("\"lists_stale\":true"));
+    let m = b.metrics_text();
+    assert!(m.contains("risk_state_lists_stale 1"), "{m}");
+    assert!(
+        m.contains("risk_state_list_sync_total{event=\"error\"}"),
+        "{m}"
+    );
     let e = lb.add(DEVICES, "44", None).unwrap_err();
     assert!(matches!(e, StateError::ListStore { .. }), "{e}");
     assert_eq!(e.code(), 1611);

@@ -441,7 +441,8 @@ impl Lists {
     }
 
     /// Adds (or re-dates) `value` in `list`, live until `expires_at_ms` (ms since the
-    /// epoch; `None`: never). Journalled and synced before it returns. A value with a
+    /// epoch; `None`: never). Journalled and synced before it returns (shared lists: made
+    /// on Redis and applied here, else [`StateError::ListStore`]). A value with a
     /// control character or a comma is refused ([`StateError::BadEntry`]).
     pub fn add(
         &self,
@@ -515,8 +516,10 @@ impl Lists {
         Ok(j.lines)
     }
 
-    /// Re-reads every list's file (and journal, compacting it); a list whose file is bad
-    /// keeps what it had, and the first error is returned after the others were reloaded.
+    /// Re-reads every list's file (and journal, compacting it; shared lists: the file
+    /// replaces the base on Redis when it differs, and the list is reloaded from Redis); a
+    /// list whose file is bad keeps what it had, and the first error is returned after the
+    /// others were reloaded.
     pub fn reload(&self) -> Result<(), StateError> {
         let mut first = None;
         for i in 0..self.lists.len() {
@@ -541,7 +544,7 @@ impl Lists {
     }
 
     /// Drops expired entries from memory and from the journals of the lists that had
-    /// some; returns how many.
+    /// some (shared lists: from Redis, and every host drops them); returns how many here.
     pub fn purge_expired(&self) -> usize {
         let now = self.clock.unix_ms();
         let mut n = 0;
