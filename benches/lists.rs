@@ -94,7 +94,7 @@ fn cleanup(url: &str, prefix: &str) {
     };
     for list in ["blocked_devices:device", "blocked_emails:email"] {
         for part in ["base", "chg", "ver", "mark", "digest"] {
-            let k = format!("{{{prefix}:list:{list}}}:{part}");
+            let k = format!("{prefix}:list:{{{list}}}:{part}");
             let m = format!("*2\r\n$3\r\nDEL\r\n${}\r\n{k}\r\n", k.len());
             let _ = s.write_all(m.as_bytes());
             let mut buf = [0u8; 4];

@@ -130,7 +130,7 @@ impl Resp {
 }
 
 fn key(prefix: &str, list: &str, key: &str, part: &str) -> String {
-    format!("{{{prefix}:list:{list}:{key}}}:{part}")
+    format!("{prefix}:list:{{{list}:{key}}}:{part}")
 }
 
 /// THE acceptance test: two engines sharing one Redis; a block added on A is seen by B's
@@ -438,5 +438,80 @@ fn a_redis_paused_makes_the_lists_stale_until_it_answers() {
     wait_until("B notices Redis does not answer", || b.lists().stale());
     assert_eq!(member(&b, 42), (Some(1.0), true));
     wait_until("B is fresh again", || !b.lists().stale());
+    assert_eq!(member(&b, 42), (Some(1.0), false));
+}
+
+/// `[state.redis] share_lists` and `lists_check_ms` from risk.toml; unknown keys refused.
+#[test]
+fn risk_toml_sets_shared_lists_and_refuses_unknown_keys() {
+    let toml = |redis: &str| {
+        format!(
+            r#"
+[schema]
+fields = [{{ name = "amount", kind = "numeric", required = true }}]
+
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+
+[state.lists.blocked_devices]
+key = "device"
+
+[state.redis]
+url = "{}"
+prefix = "{}"
+{redis}
+"#,
+            url(),
+            prefix("lists-toml")
+        )
+    };
+    let load = |redis: &str| {
+        Engine::from_toml_str(
+            &toml(redis),
+            Path::new("."),
+            Path::new("risk.toml"),
+            &ScorerRegistry::default(),
+        )
+    };
+    let e = load("lists_check_ms = 250").unwrap();
+    assert!(e.lists().unwrap().sync_status().is_some());
+    assert_eq!(
+        e.state()
+            .unwrap()
+            .config()
+            .redis
+            .as_ref()
+            .unwrap()
+            .lists_check,
+        Duration::from_millis(250)
+    );
+    let e = load("share_lists = false").unwrap();
+    assert!(e.lists().unwrap().sync_status().is_none());
+    let err = load("lists_chek_ms = 5").err().unwrap();
+    assert!(err.to_string().contains("lists_chek_ms"), "{err}");
+    let err = load("lists_check_ms = -1").err().unwrap();
+    assert_eq!(err.key(), Some("state.redis.lists_check_ms"), "{err}");
+    let err = load("lists_check_ms = 0").err().unwrap();
+    assert_eq!(err.key(), Some("state.redis.lists_check_ms"), "{err}");
+}
+
+/// Over TLS with a client certificate and the ACL user (the connection settings of
+/// `[state.redis]`): the subscriber and the changes use them too.
+#[test]
+fn shared_lists_work_over_tls_with_the_acl_user() {
+    let mut c = cfg(&url(), "unused", None);
+    let r = super::redis_tls::tls_config("lists-tls");
+    c.redis = Some(RedisConfig {
+        lists_check: Duration::from_millis(100),
+        ..r
+    });
+    let clk = clock(T0);
+    let (a, b) = (
+        state(&c, &clk, StatePrivacy::default()),
+        state(&c, &clk, StatePrivacy::default()),
+    );
+    a.lists().add(DEVICES, "42", None).unwrap();
+    synced(a.lists(), b.lists(), DEVICES);
     assert_eq!(member(&b, 42), (Some(1.0), false));
 }

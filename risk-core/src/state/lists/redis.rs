@@ -5,8 +5,9 @@
 //! file store.
 //!
 //! ## On Redis
-//! A list named `N` of key source `S` is the keys `{P:list:N:S}:base|chg|ver|mark|digest`
-//! (`P` the `[state.redis] prefix`; one hash tag, so one cluster slot):
+//! A list named `N` of key source `S` is the keys `P:list:{N:S}:base|chg|ver|mark|digest`
+//! (`P` the `[state.redis] prefix`, so an ACL `~P:*` covers them; one hash tag, so one
+//! cluster slot; the ACL user needs `+@pubsub` besides what the feature store needs):
 //! - `base`: the entries of the list's file (field: the entry's table key as 16 hex
 //!   digits, the keyed pseudonym with a `[privacy] key`; value: expiry in ms since the
 //!   epoch), replaced by a host's start or `reload` when its file differs (`digest`);
@@ -148,7 +149,7 @@ impl Shared {
             .iter()
             .map(|l| {
                 let tag = format!("{}:{}", l.def.name, l.def.key.name());
-                let h = format!("{{{}:list:{tag}}}", cfg.prefix);
+                let h = format!("{}:list:{{{tag}}}", cfg.prefix);
                 Keys {
                     base: format!("{h}:base"),
                     chg: format!("{h}:chg"),
