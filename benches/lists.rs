@@ -103,6 +103,39 @@ fn cleanup(url: &str, prefix: &str) {
     }
 }
 
+/// A change's way to another host: `add` on one engine (a script on Redis, applied
+/// there) until a second engine's subscriber has applied it (its version), p50 / p99 over
+/// 2,000 adds; printed (not a criterion figure: it is two threads and a server).
+fn propagation(cfg: &StateConfig) {
+    let a = StateEngine::new(cfg.clone(), schema(cfg), clock()).unwrap();
+    let b = StateEngine::new(cfg.clone(), schema(cfg), clock()).unwrap();
+    let version = |st: &StateEngine| st.lists().sync_status().unwrap().versions[0].1;
+    let (mut add, mut seen) = (Vec::new(), Vec::new());
+    for i in 0..2_000u64 {
+        let t0 = std::time::Instant::now();
+        a.lists()
+            .add("blocked_devices", &(1_000_000 + i).to_string(), None)
+            .unwrap();
+        add.push(t0.elapsed().as_secs_f64() * 1e6);
+        let v = version(&a);
+        while version(&b) < v {
+            std::hint::spin_loop();
+        }
+        seen.push(t0.elapsed().as_secs_f64() * 1e6);
+    }
+    let pct = |v: &mut Vec<f64>, q: usize| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() * q / 100]
+    };
+    println!(
+        "shared list change: add (script + local apply) p50 {:.0} us p99 {:.0} us; seen by a second engine p50 {:.0} us p99 {:.0} us",
+        pct(&mut add, 50),
+        pct(&mut add, 99),
+        pct(&mut seen, 50),
+        pct(&mut seen, 99)
+    );
+}
+
 /// The state stage (list lookups only) and `decide`, lists per host vs shared.
 pub fn shared(c: &mut Criterion) {
     let url = std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
@@ -140,6 +173,7 @@ pub fn shared(c: &mut Criterion) {
     let hits = states[1].1.stats().list_hits;
     assert!(hits > 0 && !states[1].1.lists().stale());
     drop(states);
+    propagation(&shared);
     let file = engine(&local);
     let sh = engine(&shared);
     for (name, e) in [
