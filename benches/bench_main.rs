@@ -10,6 +10,7 @@ mod deploy;
 mod engine;
 mod ffi;
 mod kafka;
+mod lists;
 mod llm;
 mod observe;
 mod quant;
@@ -59,6 +60,11 @@ criterion_group!(
     targets = state::redis, state::redis_tls
 );
 criterion_group!(
+    name = state_lists;
+    config = engine::config();
+    targets = lists::shared
+);
+criterion_group!(
     name = text;
     config = engine::config();
     targets = bert::encode, bert::decide
@@ -81,6 +87,7 @@ criterion_main!(
     state,
     state_scale,
     state_redis,
+    state_lists,
     audit_kafka,
     text,
     remote

@@ -164,6 +164,10 @@ pub struct Decision {
     pub decided_at_ms: i64,
     /// Whether entity state computed this decision's features (see [`StateStatus`]).
     pub state: StateStatus,
+    /// Whether the lists are shared through Redis (`[state.redis]`) and it could not be
+    /// reached: the list memberships this decision read are the last known ones
+    /// (`Engine::health()` says so too). Always `false` for lists kept per host.
+    pub lists_stale: bool,
 }
 
 /// What entity state did for a decision.

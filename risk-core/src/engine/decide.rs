@@ -222,6 +222,7 @@ impl Inner {
             versions: self.versions_used(ch, tiers),
             decided_at_ms: self.clock.unix_ms(),
             state: state.map_or(StateStatus::Off, |s| s.status),
+            lists_stale: state.is_some_and(|s| s.lists_stale),
         };
         self.observe(ch, txn, tiers, &d, state); // 6 observe
         d

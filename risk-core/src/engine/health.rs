@@ -76,6 +76,10 @@ pub struct Health {
     /// Whether identifiers this engine writes or sends are keyed pseudonyms (`[privacy]
     /// key` set). `false`: the audit trail holds entity keys as they are.
     pub pseudonymised: bool,
+    /// Whether the lists are shared through Redis and it cannot be reached now: decisions
+    /// read the last known entries (and say so, `Decision::lists_stale`); the status is
+    /// degraded until the lists are reloaded from Redis.
+    pub lists_stale: bool,
 }
 
 impl Health {
@@ -137,6 +141,12 @@ impl Engine {
         if m.gray.queue_len > 0 && m.gray.queue_len as usize >= i.cfg.gray_queue_capacity {
             reasons.push("gray-zone queue full: escalations are shed".into());
         }
+        let lists_stale = self.lists().is_some_and(|l| l.stale());
+        if lists_stale {
+            reasons.push(
+                "shared lists stale (Redis unreachable): serving the last known entries".into(),
+            );
+        }
         let deploying: Vec<Target> = Target::ALL
             .into_iter()
             .filter(|t| self.deploy_status(*t).active.is_some())
@@ -163,6 +173,7 @@ impl Engine {
             },
             deploying,
             pseudonymised: i.pseudonymised,
+            lists_stale,
         }
     }
 }

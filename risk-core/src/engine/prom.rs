@@ -409,6 +409,7 @@ impl Collector for EngineCollector {
                     ("label", x.labels),
                     ("label_unknown", x.labels_unknown),
                     ("list_hit", x.list_hits),
+                    ("lists_stale", x.lists_stale),
                 ]
                 .map(|(k, v)| ([("event", k)], v)),
             )?;
@@ -423,6 +424,24 @@ impl Collector for EngineCollector {
                     ("shed", x.store_shed),
                 ]
                 .map(|(k, v)| ([("fault", k)], v)),
+            )?;
+            counter(
+                e,
+                "state_list_sync",
+                "Shared lists (Redis): changes applied from other hosts, full reloads, subscriber failures, reloads refused (malformed entries).",
+                [
+                    ("change", x.list_changes),
+                    ("resync", x.list_resyncs),
+                    ("error", x.list_sync_errors),
+                    ("refused", x.list_refused),
+                ]
+                .map(|(k, v)| ([("event", k)], v)),
+            )?;
+            gauge1(
+                e,
+                "state_lists_stale",
+                "1 while the shared lists' Redis cannot be reached (the last known entries serve).",
+                st.lists().stale() as i64,
             )?;
             gauge(
                 e,

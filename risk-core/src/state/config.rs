@@ -40,6 +40,8 @@ pub(crate) struct RawRedis {
     pub pending_ttl: Option<String>,
     pub max_pending: Option<i64>,
     pub queue: Option<i64>,
+    pub share_lists: Option<bool>,
+    pub lists_check_ms: Option<f64>,
     pub username: Option<String>,
     pub password: Option<SecretSpec>,
     pub tls_ca_file: Option<String>,
@@ -250,6 +252,12 @@ impl RawState {
                             d.max_pending,
                         )?,
                         queue: count("state.redis.queue", r.queue, d.queue)?,
+                        share_lists: r.share_lists.unwrap_or(d.share_lists),
+                        lists_check: ms(
+                            "state.redis.lists_check_ms",
+                            r.lists_check_ms,
+                            d.lists_check,
+                        )?,
                         pseudonymiser: None,
                     })
                 }

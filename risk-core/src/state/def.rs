@@ -47,6 +47,14 @@ pub struct RedisConfig {
     pub max_pending: usize,
     /// Background writes (outcomes, pending labels) queued at most.
     pub queue: usize,
+    /// Keep the lists' entries on this Redis, shared by every host (`share_lists`,
+    /// default `true`); `false`: each host keeps its own (files + journal).
+    pub share_lists: bool,
+    /// Shared lists: how often the background subscriber checks each list's version
+    /// on Redis (also its connect and read timeout). Bounds how late a change whose
+    /// pub/sub message was lost is seen, and how soon an outage is noticed
+    /// (`lists_check_ms`, default 1000).
+    pub lists_check: Duration,
     /// When set, every identifier in a Redis key name or value (entity and group keys,
     /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.
     /// No risk.toml key of its own: the engine passes `[privacy] key` here.
@@ -69,6 +77,8 @@ impl Default for RedisConfig {
             pending_ttl: Duration::from_secs(120 * 86_400),
             max_pending: 10_000_000,
             queue: 65_536,
+            share_lists: true,
+            lists_check: Duration::from_secs(1),
             pseudonymiser: None,
         }
     }
@@ -103,6 +113,8 @@ impl std::fmt::Debug for RedisConfig {
             .field("pending_ttl", &self.pending_ttl)
             .field("max_pending", &self.max_pending)
             .field("queue", &self.queue)
+            .field("share_lists", &self.share_lists)
+            .field("lists_check", &self.lists_check)
             .field("pseudonymiser", &self.pseudonymiser)
             .finish()
     }
@@ -123,6 +135,8 @@ impl PartialEq for RedisConfig {
             && self.pending_ttl == o.pending_ttl
             && self.max_pending == o.max_pending
             && self.queue == o.queue
+            && self.share_lists == o.share_lists
+            && self.lists_check == o.lists_check
             && self.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
                 == o.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
     }

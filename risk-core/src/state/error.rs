@@ -56,6 +56,16 @@ pub enum StateError {
     /// A state directory or file that cannot be private (a directory others can write).
     #[error("{0}")]
     Files(#[from] crate::files::FilesError),
+    /// The shared lists' Redis (`[state.redis]`) could not make a change or a reload;
+    /// nothing changed here (the change may have reached Redis if the reply was lost).
+    /// The reason names the server without credentials.
+    #[error("list {list:?}: the shared list store failed: {reason}")]
+    ListStore {
+        /// The list.
+        list: String,
+        /// Why.
+        reason: String,
+    },
     /// A file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
@@ -87,6 +97,7 @@ impl StateError {
             StateError::Io { .. } => 1608,
             StateError::NoState => 1609,
             StateError::Files(_) => 1610,
+            StateError::ListStore { .. } => 1611,
         }
     }
 }

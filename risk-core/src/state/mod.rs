@@ -67,6 +67,8 @@ pub use crate::hash::{email_hash, key_hash};
 pub(crate) use config::RawState;
 pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use error::StateError;
+#[cfg(feature = "redis")]
+pub use lists::ListSyncStatus;
 pub use lists::{Lists, COMPACT_MIN_LINES, MAX_LIST_FILE};
 pub use plan::MAX_BUCKETS;
 pub use snapshot::SnapshotInfo;
@@ -97,6 +99,9 @@ pub struct Ticket {
 pub struct StateOutcome {
     /// Whether the features were computed.
     pub status: StateStatus,
+    /// Whether the lists are shared through Redis and it could not be reached: the list
+    /// features came from the last known entries ([`Lists::stale`]).
+    pub lists_stale: bool,
     /// Boxed: only outcome-filtered features need it (and moving it cost more than
     /// the allocation it avoids).
     ticket: Option<Box<Ticket>>,
@@ -194,14 +199,24 @@ impl StateEngine {
             .cloned()
             .zip(plan.lists.iter().map(|l| l.key))
             .collect();
-        let lists = Lists::open(
-            &defs,
-            Arc::clone(&schema),
-            Arc::clone(&clock),
-            cfg.dir.clone(),
-            privacy.clone(),
-        )
-        .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?;
+        let lists = match &cfg.redis {
+            #[cfg(feature = "redis")]
+            Some(r) if r.share_lists && !defs.is_empty() => Lists::open_shared(
+                &defs,
+                Arc::clone(&schema),
+                Arc::clone(&clock),
+                privacy.clone(),
+                r,
+            )?,
+            _ => Lists::open(
+                &defs,
+                Arc::clone(&schema),
+                Arc::clone(&clock),
+                cfg.dir.clone(),
+                privacy.clone(),
+            )
+            .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?,
+        };
         let store = match &cfg.redis {
             None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
             #[cfg(feature = "redis")]
@@ -284,8 +299,13 @@ impl StateEngine {
                 hits[i] = hit as u8 as f32;
             }
         }
+        let lists_stale = !self.plan.lists.is_empty() && self.lists.stale();
+        if lists_stale {
+            self.counters.lists_stale.fetch_add(1, Relaxed);
+        }
         let mut res = StateOutcome {
             status: StateStatus::Off,
+            lists_stale,
             ticket: None,
         };
         if !self.plan.groups.is_empty() {
@@ -296,6 +316,7 @@ impl StateEngine {
                 res = match self.update(txn, now_ms) {
                     Ok(ticket) => StateOutcome {
                         status: StateStatus::Fresh,
+                        lists_stale,
                         ticket,
                     },
                     Err(fault) => {
@@ -303,6 +324,7 @@ impl StateEngine {
                         self.clear(txn);
                         StateOutcome {
                             status: StateStatus::Degraded(fault),
+                            lists_stale,
                             ticket: None,
                         }
                     }

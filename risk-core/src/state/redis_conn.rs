@@ -250,27 +250,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Self, ConfigError> {
         if cfg.cluster.is_empty() {
-            let bad = |e: redis::RedisError| {
-                ConfigError::invalid(
-                    "state.redis.url",
-                    format!("{}: {}", redact_url(&cfg.url), access.scrub(&e.to_string())),
-                )
-            };
-            let mut ci = cfg.url.as_str().into_connection_info().map_err(bad)?;
-            let mut rs = ci.redis_settings().clone();
-            if let Some(u) = &access.username {
-                rs = rs.set_username(u);
-            }
-            if let Some(p) = &access.password {
-                rs = rs.set_password(p.expose());
-            }
-            ci = ci.set_redis_settings(rs);
-            return match &access.certs {
-                Some(c) => redis::Client::build_with_tls(ci, c.clone()),
-                None => redis::Client::open(ci),
-            }
-            .map(Client::One)
-            .map_err(bad);
+            return Self::node(&cfg.url, "state.redis.url", access).map(Client::One);
         }
         let mut b = redis::cluster::ClusterClient::builder(cfg.cluster.iter().map(String::as_str))
             .connection_timeout(timeout)
@@ -290,6 +270,45 @@ impl Client {
                 format!("{}: {}", cfg.server(), access.scrub(&e.to_string())),
             )
         })
+    }
+
+    /// A client of the one server at `url` through `access` (errors name `key`).
+    fn node(url: &str, key: &str, access: &Access) -> Result<redis::Client, ConfigError> {
+        let bad = |e: redis::RedisError| {
+            ConfigError::invalid(
+                key,
+                format!("{}: {}", redact_url(url), access.scrub(&e.to_string())),
+            )
+        };
+        let mut ci = url.into_connection_info().map_err(bad)?;
+        let mut rs = ci.redis_settings().clone();
+        if let Some(u) = &access.username {
+            rs = rs.set_username(u);
+        }
+        if let Some(p) = &access.password {
+            rs = rs.set_password(p.expose());
+        }
+        ci = ci.set_redis_settings(rs);
+        match &access.certs {
+            Some(c) => redis::Client::build_with_tls(ci, c.clone()),
+            None => redis::Client::open(ci),
+        }
+        .map_err(bad)
+    }
+
+    /// One-server clients for pub/sub (which a cluster client lacks): the server at
+    /// `url`, or each cluster seed node (Redis Cluster relays a PUBLISH to every node).
+    pub fn subscribers(
+        cfg: &RedisConfig,
+        access: &Access,
+    ) -> Result<Vec<redis::Client>, ConfigError> {
+        if cfg.cluster.is_empty() {
+            return Ok(vec![Self::node(&cfg.url, "state.redis.url", access)?]);
+        }
+        cfg.cluster
+            .iter()
+            .map(|u| Self::node(u, "state.redis.cluster", access))
+            .collect()
     }
 
     /// A new connection, every read and write bounded by `timeout`.

@@ -42,6 +42,17 @@ pub struct StateStats {
     /// Keys met on Redis holding a value of the wrong layout: read as new keys and
     /// rewritten.
     pub store_reset_corrupt: u64,
+    /// Decisions whose list features came from shared lists while Redis could not be
+    /// reached (the last known entries).
+    pub lists_stale: u64,
+    /// Shared lists: changes received from Redis and applied here.
+    pub list_changes: u64,
+    /// Shared lists: full reloads of a list from Redis (start, reconnect, missed change).
+    pub list_resyncs: u64,
+    /// Shared lists: subscriber failures (connection lost, a check timed out).
+    pub list_sync_errors: u64,
+    /// Shared lists: reloads refused because Redis held a malformed entry.
+    pub list_refused: u64,
 }
 
 #[derive(Default)]
@@ -54,6 +65,7 @@ pub(super) struct Counters {
     pub(super) labels_unknown: AtomicU64,
     pub(super) list_hits: AtomicU64,
     pub(super) degraded: AtomicU64,
+    pub(super) lists_stale: AtomicU64,
 }
 
 /// Stripes of a [`Striped`] counter.
@@ -113,8 +125,24 @@ impl StateEngine {
             labels_unknown: c.labels_unknown.load(Relaxed),
             list_hits: c.list_hits.load(Relaxed),
             degraded: c.degraded.load(Relaxed),
-            ..self.store_stats()
+            lists_stale: c.lists_stale.load(Relaxed),
+            ..self.list_stats(self.store_stats())
         }
+    }
+
+    /// `s` with the shared lists' counters.
+    fn list_stats(&self, s: StateStats) -> StateStats {
+        #[cfg(feature = "redis")]
+        if let Some(l) = self.lists.sync_status() {
+            return StateStats {
+                list_changes: l.changes_applied,
+                list_resyncs: l.resyncs,
+                list_sync_errors: l.errors,
+                list_refused: l.refused,
+                ..s
+            };
+        }
+        s
     }
 
     fn store_stats(&self) -> StateStats {
@@ -197,7 +225,11 @@ impl StateEngine {
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
                 "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
                 "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
+                "lists_stale": s.lists_stale, "list_changes": s.list_changes,
+                "list_resyncs": s.list_resyncs, "list_sync_errors": s.list_sync_errors,
+                "list_refused": s.list_refused,
             },
+            "lists_stale": self.lists.stale(),
             "memory": memory,
             "pending_labels": self.pending_labels(),
             "lists": lists,

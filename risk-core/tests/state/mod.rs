@@ -6,6 +6,8 @@ mod labels;
 mod list_journal;
 mod lists;
 #[cfg(feature = "redis")]
+mod lists_redis;
+#[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
 mod redis_limits;

@@ -14,8 +14,18 @@
 //! lines) nor a comma. With a [`Pseudonymiser`], every key (from the file, the journal, a
 //! runtime change or a transaction on the decide path) is replaced by its keyed pseudonym
 //! ([`Domain::List`]) before it reaches the table or the journal.
+//!
+//! With `[state.redis]` (feature `redis`; `share_lists = true`, the default) the entries
+//! live on Redis instead of in journals, shared by every host: see
+//! [`redis`](self::redis) for the layout, the coherence bound and outages.
 
 mod journal;
+#[cfg(feature = "redis")]
+mod redis;
+#[cfg(feature = "redis")]
+mod shared;
+#[cfg(feature = "redis")]
+mod sync;
 
 use super::def::ListDef;
 use super::plan::CKey;
@@ -34,6 +44,8 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+#[cfg(feature = "redis")]
+pub use sync::ListSyncStatus;
 
 const SHARDS: usize = 16;
 /// Longest list file read (bytes).
@@ -122,11 +134,14 @@ struct List {
 
 /// Every configured list.
 pub struct Lists {
-    lists: Vec<List>,
+    lists: Arc<[List]>,
     schema: Arc<FeatureSchema>,
     clock: Arc<dyn Clock>,
     dir: Option<PathBuf>,
     opts: StatePrivacy,
+    /// The lists' Redis when they are shared (no journals then).
+    #[cfg(feature = "redis")]
+    shared: Option<redis::Shared>,
 }
 
 impl std::fmt::Debug for Lists {
@@ -148,7 +163,7 @@ impl Lists {
         if let Some(d) = &dir {
             files::create_dir(d, opts.file_mode)?;
         }
-        let lists = defs
+        let lists: Arc<[List]> = defs
             .iter()
             .map(|(def, key)| List {
                 def: def.clone(),
@@ -163,6 +178,8 @@ impl Lists {
             clock,
             dir,
             opts,
+            #[cfg(feature = "redis")]
+            shared: None,
         };
         for i in 0..me.lists.len() {
             let mut j = me.lists[i].journal.lock();
@@ -170,6 +187,17 @@ impl Lists {
             me.lists[i].table.store(Arc::new(t));
         }
         Ok(me)
+    }
+
+    /// Whether the lists are shared through Redis and it cannot be reached now: the last
+    /// known entries serve (see [`sync_status`](Self::sync_status)). One relaxed load.
+    #[inline]
+    pub fn stale(&self) -> bool {
+        #[cfg(feature = "redis")]
+        if let Some(sh) = &self.shared {
+            return sh.stale();
+        }
+        false
     }
 
     fn pseudo(&self) -> Option<&Pseudonymiser> {
@@ -413,7 +441,8 @@ impl Lists {
     }
 
     /// Adds (or re-dates) `value` in `list`, live until `expires_at_ms` (ms since the
-    /// epoch; `None`: never). Journalled and synced before it returns. A value with a
+    /// epoch; `None`: never). Journalled and synced before it returns (shared lists: made
+    /// on Redis and applied here, else [`StateError::ListStore`]). A value with a
     /// control character or a comma is refused ([`StateError::BadEntry`]).
     pub fn add(
         &self,
@@ -423,6 +452,10 @@ impl Lists {
     ) -> Result<(), StateError> {
         let (i, k) = self.entry(list, value)?;
         let exp = expires_at_ms.unwrap_or(NEVER);
+        #[cfg(feature = "redis")]
+        if let Some(sh) = &self.shared {
+            return sh.change(i, Op::Add(k, exp)).map(drop);
+        }
         let mut j = self.lists[i].journal.lock();
         self.journal(i, &mut j, Op::Add(k, exp))?;
         self.lists[i].table.load().shard(k).write().insert(k, exp);
@@ -433,6 +466,10 @@ impl Lists {
     /// [`add`](Self::add) refuses.
     pub fn remove(&self, list: &str, value: &str) -> Result<bool, StateError> {
         let (i, k) = self.entry(list, value)?;
+        #[cfg(feature = "redis")]
+        if let Some(sh) = &self.shared {
+            return sh.change(i, Op::Remove(k));
+        }
         let mut j = self.lists[i].journal.lock();
         self.journal(i, &mut j, Op::Remove(k))?;
         let had = self.lists[i]
@@ -479,11 +516,21 @@ impl Lists {
         Ok(j.lines)
     }
 
-    /// Re-reads every list's file (and journal, compacting it); a list whose file is bad
-    /// keeps what it had, and the first error is returned after the others were reloaded.
+    /// Re-reads every list's file (and journal, compacting it; shared lists: the file
+    /// replaces the base on Redis when it differs, and the list is reloaded from Redis); a
+    /// list whose file is bad keeps what it had, and the first error is returned after the
+    /// others were reloaded.
     pub fn reload(&self) -> Result<(), StateError> {
         let mut first = None;
         for i in 0..self.lists.len() {
+            #[cfg(feature = "redis")]
+            if let Some(sh) = &self.shared {
+                if let Err(e) = self.seed(i).and_then(|s| sh.reseed(i, s)) {
+                    tracing::warn!(target: "risk::state", list = %self.lists[i].def.name, error = %e, "shared list reload refused");
+                    first.get_or_insert(e);
+                }
+                continue;
+            }
             let mut j = self.lists[i].journal.lock();
             match self.build_table(i, &mut j) {
                 Ok(t) => self.lists[i].table.store(Arc::new(t)),
@@ -497,11 +544,23 @@ impl Lists {
     }
 
     /// Drops expired entries from memory and from the journals of the lists that had
-    /// some; returns how many.
+    /// some (shared lists: from Redis, and every host drops them); returns how many here.
     pub fn purge_expired(&self) -> usize {
         let now = self.clock.unix_ms();
         let mut n = 0;
         for (i, l) in self.lists.iter().enumerate() {
+            #[cfg(feature = "redis")]
+            if let Some(sh) = &self.shared {
+                // Local first (the count); then on Redis, which tells every host.
+                let t = l.table.load();
+                let before: usize = t.shards.iter().map(|s| s.read().len()).sum();
+                sync::purge_table(&t, now);
+                n += before - t.shards.iter().map(|s| s.read().len()).sum::<usize>();
+                if let Err(e) = sh.purge(i, now) {
+                    tracing::warn!(target: "risk::state", list = %l.def.name, error = %e, "shared list purge failed");
+                }
+                continue;
+            }
             let mut j = l.journal.lock();
             let t = l.table.load();
             let mut purged = 0;
