@@ -379,7 +379,7 @@ impl StateEngine {
         }
         self.counters.updates.add(1);
         if applied.late > 0 {
-            self.counters.late.fetch_add(applied.late as u64, Relaxed);
+            self.counters.late.add(applied.late as u64);
         }
         if let (Some(p), true) = (&self.pending, txn.id.0 != 0) {
             let mut at = [(u8::MAX, 0u64, 0i64); MAX_LABEL_SOURCES];

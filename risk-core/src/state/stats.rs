@@ -60,7 +60,8 @@ pub(super) struct Counters {
     /// Bumped by every decision of every thread: striped.
     pub(super) updates: Striped,
     pub(super) no_time: AtomicU64,
-    pub(super) late: AtomicU64,
+    /// Bumped by every late event: striped (a replay of old data is all late).
+    pub(super) late: Striped,
     pub(super) labels: AtomicU64,
     pub(super) labels_unknown: AtomicU64,
     pub(super) list_hits: AtomicU64,
@@ -120,7 +121,7 @@ impl StateEngine {
         StateStats {
             updates: c.updates.load(),
             no_time: c.no_time.load(Relaxed),
-            late: c.late.load(Relaxed),
+            late: c.late.load(),
             labels: c.labels.load(Relaxed),
             labels_unknown: c.labels_unknown.load(Relaxed),
             list_hits: c.list_hits.load(Relaxed),
