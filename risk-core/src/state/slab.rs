@@ -63,12 +63,22 @@ impl Chunk {
         let huge = bytes >= 2 << 20;
         let align = if huge { 2 << 20 } else { 64 };
         let layout = std::alloc::Layout::from_size_align(bytes, align).ok()?;
-        // SAFETY: the layout has a non-zero size.
-        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let raw = if huge {
+            // std's `alloc_zeroed` with a 2 MiB alignment zeroes by writing, which faults
+            // the pages in small before any advice: allocate, advise, then zero.
+            // SAFETY: the layout has a non-zero size.
+            let raw = unsafe { std::alloc::alloc(layout) };
+            if !raw.is_null() {
+                advise_huge(raw, bytes);
+                // SAFETY: `raw` is a fresh allocation of `bytes` bytes.
+                unsafe { std::ptr::write_bytes(raw, 0, bytes) };
+            }
+            raw
+        } else {
+            // SAFETY: the layout has a non-zero size.
+            unsafe { std::alloc::alloc_zeroed(layout) }
+        };
         let ptr = NonNull::new(raw.cast::<u64>())?;
-        if huge {
-            advise_huge(raw, bytes);
-        }
         let spill = if spills {
             (0..CHUNK).map(|_| UnsafeCell::new(None)).collect()
         } else {
