@@ -23,10 +23,11 @@
 -- group keeps its head bucket in the header (where nearly every event lands), written to
 -- its slot when the head moves on. The script reads the header with one GETRANGE, a ring
 -- only when one of its occupied slots is needed, and writes the header and the slots
--- that changed with SETRANGE. The TTL is set again (PEXPIRE) once the key's clock has
--- moved an hour past the last time it was set. A value that is not such a string is reset:
--- a hash (the MessagePack format of earlier versions) reports status 1, a malformed
--- string status 2.
+-- that changed with SETRANGE. The TTL (the longest history plus a day) is set again
+-- (PEXPIRE) once the key's clock has moved 12 hours past the last time it was set: an
+-- idle key expires between its longest history plus 12 hours and plus a day. A value
+-- that is not such a string is reset: a hash (the MessagePack format of earlier
+-- versions) reports status 1, a malformed string status 2.
 --
 -- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label).
 -- "u"/"o": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its blob:
@@ -44,7 +45,7 @@
 local MAGIC = 'RSK\2'
 local NAN = 0 / 0
 local MAXN = 4294967295
-local TTL_SLACK = 3600000
+local TTL_SLACK = 43200000 -- 12 h: less than the day the TTL holds past the longest history
 local GF = '<BBdI4I4I4I4I4I4I4'
 local S = 10 -- values per group in a parsed spec
 local Z128 = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' ..
@@ -371,7 +372,7 @@ local function g_distinct(hv, limit, L, o, W, roff, hb, eb, lo, add, h)
   end
   local mb = eb
   for k = 2, #kept, 2 do if kept[k] > mb then mb = kept[k] end end
-  if dropped then write_pairs(roff, kept, 1, m) else write_pairs(roff, kept, m, m) end
+  if dropped then write_pairs(roff, kept, 1, m) else setr(roff + 16 * (m - 1), pack('<dd', h, eb)) end
   hv[o + 1], hv[o + 2] = m, mb
   return before, inside(kept, lo, hb), bad
 end
