@@ -1,18 +1,22 @@
 //! The Redis store (feature `redis`): entity state shared by every host that sees a
 //! card, read and updated atomically in **one round trip and one script call per
-//! decision** (`state.lua`: every key of the decision in one `EVALSHA`; on a Redis
-//! Cluster, where a decision's keys live in different slots, one call per key in one
-//! pipeline). The script runs the in-process store's arithmetic step for step, so both
-//! stores give the same features bit for bit.
+//! decision** (`state.lua`: every key of the decision in one call; on a Redis Cluster,
+//! where a decision's keys live in different slots, one call per key in one pipeline).
+//! The script is loaded as a function library (Redis 7: `FCALL`, its code and parsed
+//! layouts kept between calls); a server that refuses the library is called with
+//! `EVALSHA`. It runs the in-process store's arithmetic step for step, so both stores
+//! give the same features bit for bit.
 //!
-//! **Layout.** Each key is one Redis string of fixed layout (header: magic, version,
-//! the key's clock; then per group a length and its payload: ring head, running totals,
-//! last time, then the bucket ring; distinct sets as packed `(hash, bucket)` pairs, or
-//! 128 register bytes per bucket past the exact limit), read with `struct.unpack` at
-//! offsets and written back with one `SET … PX ttl`: the script touches the header, the
-//! totals and the buckets a window needs, and decodes nothing into tables. Replies are
-//! packed doubles ([`script`]). Keys expire after the longest window they hold plus a
-//! day (idle keys are evicted by Redis).
+//! **Layout.** Each key is one Redis string: a header of doubles (magic, a check of the
+//! layout, the key's clock, then per group its ring head, running totals, last time,
+//! head bucket and occupancy bits) and one ring region per group (distinct sets as
+//! packed `(hash, bucket)` pairs, or 128 register bytes per bucket past the exact
+//! limit). [`script`] computes the layout once per plan. A call reads the header with
+//! one `GETRANGE`, a ring only when an occupied slot of it is needed, and writes back
+//! the header and the slots that changed with `SETRANGE`: an emptied ring is cleared by
+//! its occupancy bits, not rewritten. Replies are packed doubles, only what each group's
+//! kind reads. Keys expire after the longest window they hold plus a day (idle keys are
+//! evicted by Redis; the TTL is set again once a key's clock has moved 12 hours).
 //!
 //! **Values of an earlier version.** A key still holding the MessagePack hash of the
 //! format before this one (or a string of the wrong layout) is **reset**: the decision

@@ -56,7 +56,8 @@ local Z128 = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' 
 local NOH, unpack_, pack, rep, floor, max, min, band, bor, bnot, lshift
 local function bind()
   NOH = -math.huge
-  unpack_, pack, rep, floor, max, min = struct.unpack, struct.pack, string.rep, math.floor, math.max, math.min
+  unpack_, pack, rep = struct.unpack, struct.pack, string.rep
+  floor, max, min = math.floor, math.max, math.min
   band, bor, bnot, lshift = bit.band, bit.bor, bit.bnot, bit.lshift
 end
 local KEY -- the key being worked on
@@ -130,7 +131,9 @@ local function g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, v)
     elseif inring(head, eb, L) then
       local i = eb % L
       local n, s_ = 0, 0
-      if has(hv, ob, i) then n, s_ = unpack_(fmt, rs or getr(roff + i * bs, bs), rs and i * bs + 1 or 1) end
+      if has(hv, ob, i) then
+        n, s_ = unpack_(fmt, rs or getr(roff + i * bs, bs), rs and i * bs + 1 or 1)
+      end
       n = min(n + 1, MAXN); tn = min(tn + 1, MAXN)
       if cols == 2 then
         s_ = s_ + v; ts = ts + v
@@ -201,7 +204,9 @@ local function g_full(hv, L, o, W, roff, hb, eb, lo, te, add, v)
       local i = eb % L
       local n, bmn, bmx, bs_, bq = 0, 0, 0, 0, 0
       if has(hv, ob, i) then
-        n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', rs or getr(roff + i * 28, 28), rs and i * 28 + 1 or 1)
+        local s2, at = rs, i * 28 + 1
+        if not rs then s2, at = getr(roff + i * 28, 28), 1 end
+        n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', s2, at)
       end
       if n == 0 then bmn, bmx = v, v
       else
@@ -345,7 +350,11 @@ local function g_distinct(hv, limit, L, o, W, roff, hb, eb, lo, add, h)
   end
   local kept, dropped = {}, false
   for k = 1, 2 * n, 2 do
-    if e[k + 1] >= lo then kept[#kept + 1] = e[k]; kept[#kept + 1] = e[k + 1] else dropped = true end
+    if e[k + 1] >= lo then
+      kept[#kept + 1] = e[k]; kept[#kept + 1] = e[k + 1]
+    else
+      dropped = true
+    end
   end
   kept[#kept + 1] = h; kept[#kept + 1] = eb
   local m = #kept / 2
@@ -372,7 +381,8 @@ local function g_distinct(hv, limit, L, o, W, roff, hb, eb, lo, add, h)
   end
   local mb = eb
   for k = 2, #kept, 2 do if kept[k] > mb then mb = kept[k] end end
-  if dropped then write_pairs(roff, kept, 1, m) else setr(roff + 16 * (m - 1), pack('<dd', h, eb)) end
+  if dropped then write_pairs(roff, kept, 1, m)
+  else setr(roff + 16 * (m - 1), pack('<dd', h, eb)) end
   hv[o + 1], hv[o + 2] = m, mb
   return before, inside(kept, lo, hb), bad
 end
@@ -492,7 +502,8 @@ for k = 1, #KEYS do
     local R, x = { te, late, 0 }, 3
     for j = 0, G.n - 1 do
       local b = S * j
-      local kind, cols, w, B, L, o, W, roff = G[b + 1], G[b + 2], G[b + 3], G[b + 4], G[b + 7], G[b + 8], G[b + 9], G[b + 10]
+      local kind, cols, w, B = G[b + 1], G[b + 2], G[b + 3], G[b + 4]
+      local L, o, W, roff = G[b + 7], G[b + 8], G[b + 9], G[b + 10]
       local flags, val, h
       flags, val, h, pos = unpack_('<Bdd', blob, pos)
       local run = flags % 2 == 1
@@ -501,18 +512,24 @@ for k = 1, #KEYS do
       if kind == 1 then
         local rn, rsum, rq, mn, mx, last
         if not run then rn, rsum, rq, mn, mx, last = 0, 0, 0, NAN, NAN, NOH
-        elseif cols == 3 then rn, rsum, rq, mn, mx, last = g_full(hv, L, o, W, roff, hb, eb, hb - B, te, add, val)
+        elseif cols == 3 then
+          rn, rsum, rq, mn, mx, last = g_full(hv, L, o, W, roff, hb, eb, hb - B, te, add, val)
         else rn, rsum, last = g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, val) end
         if cols == 1 then R[x + 1], R[x + 2], x = rn, last, x + 2
         elseif cols == 2 then R[x + 1], R[x + 2], R[x + 3], x = rn, rsum, last, x + 3
-        else R[x + 1], R[x + 2], R[x + 3], R[x + 4], R[x + 5], R[x + 6], x = rn, rsum, rq, mn, mx, last, x + 6 end
+        else
+          R[x + 1], R[x + 2], R[x + 3], R[x + 4], R[x + 5], R[x + 6] = rn, rsum, rq, mn, mx, last
+          x = x + 6
+        end
       elseif kind == 2 then
         local last = hv[o]
         if run and add and te > last then hv[o] = te end
         R[x + 1], x = run and last or NOH, x + 1
       elseif kind == 3 then
         local before, after, bad = 0, 0, false
-        if run then before, after, bad = g_distinct(hv, G[b + 6], L, o, W, roff, hb, eb, hb - B, add, h) end
+        if run then
+          before, after, bad = g_distinct(hv, G[b + 6], L, o, W, roff, hb, eb, hb - B, add, h)
+        end
         if bad then status = 2 end
         R[x + 1], R[x + 2], x = before, after, x + 2
       else
