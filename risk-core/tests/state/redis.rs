@@ -36,6 +36,8 @@ pub(super) fn defs() -> Vec<FeatureDef> {
         FeatureDef::new("c_max_24h", KeySource::Entity, Agg::Max).window(h(24), 24),
         FeatureDef::new("c_std_24h", KeySource::Entity, Agg::Stddev).window(h(24), 24),
         FeatureDef::new("c_ratio_7d", KeySource::Entity, Agg::Ratio).window(h(168), 7),
+        // More buckets than one word of occupancy bits holds (169: six words in Redis).
+        FeatureDef::new("c_sum_7d_hourly", KeySource::Entity, Agg::Sum).window(h(168), 168),
         FeatureDef::new("c_gap", KeySource::Entity, Agg::SinceLast),
         FeatureDef::new("c_countries", KeySource::Entity, Agg::Distinct)
             .of("country")

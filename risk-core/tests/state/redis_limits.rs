@@ -291,6 +291,9 @@ fn an_old_format_or_corrupt_value_is_reset_and_counted() {
     let mut t = ev(3);
     red.apply(&mut t);
     assert_eq!(t.features.by_name("c_count_1h"), Some(1.0), "rewritten");
+    // The key expires (after its longest window plus a day).
+    let pttl: i64 = ::redis::cmd("PTTL").arg(&card[0]).query(&mut con).unwrap();
+    assert!(pttl > 86_400_000, "{pttl}");
     for bad in [&b"RSK\x01short"[..], b"not ours at all", b""] {
         let _: () = ::redis::cmd("SET")
             .arg(&card[0])

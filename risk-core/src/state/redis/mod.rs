@@ -1,18 +1,22 @@
 //! The Redis store (feature `redis`): entity state shared by every host that sees a
 //! card, read and updated atomically in **one round trip and one script call per
-//! decision** (`state.lua`: every key of the decision in one `EVALSHA`; on a Redis
-//! Cluster, where a decision's keys live in different slots, one call per key in one
-//! pipeline). The script runs the in-process store's arithmetic step for step, so both
-//! stores give the same features bit for bit.
+//! decision** (`state.lua`: every key of the decision in one call; on a Redis Cluster,
+//! where a decision's keys live in different slots, one call per key in one pipeline).
+//! The script is loaded as a function library (Redis 7: `FCALL`, its code and parsed
+//! layouts kept between calls); a server that refuses the library is called with
+//! `EVALSHA`. It runs the in-process store's arithmetic step for step, so both stores
+//! give the same features bit for bit.
 //!
-//! **Layout.** Each key is one Redis string of fixed layout (header: magic, version,
-//! the key's clock; then per group a length and its payload: ring head, running totals,
-//! last time, then the bucket ring; distinct sets as packed `(hash, bucket)` pairs, or
-//! 128 register bytes per bucket past the exact limit), read with `struct.unpack` at
-//! offsets and written back with one `SET … PX ttl`: the script touches the header, the
-//! totals and the buckets a window needs, and decodes nothing into tables. Replies are
-//! packed doubles ([`script`]). Keys expire after the longest window they hold plus a
-//! day (idle keys are evicted by Redis).
+//! **Layout.** Each key is one Redis string: a header of doubles (magic, a check of the
+//! layout, the key's clock, then per group its ring head, running totals, last time,
+//! head bucket and occupancy bits) and one ring region per group (distinct sets as
+//! packed `(hash, bucket)` pairs, or 128 register bytes per bucket past the exact
+//! limit). [`script`] computes the layout once per plan. A call reads the header with
+//! one `GETRANGE`, a ring only when an occupied slot of it is needed, and writes back
+//! the header and the slots that changed with `SETRANGE`: an emptied ring is cleared by
+//! its occupancy bits, not rewritten. Replies are packed doubles, only what each group's
+//! kind reads. Keys expire after the longest window they hold plus a day (idle keys are
+//! evicted by Redis; the TTL is set again once a key's clock has moved 12 hours).
 //!
 //! **Values of an earlier version.** A key still holding the MessagePack hash of the
 //! format before this one (or a string of the wrong layout) is **reset**: the decision
@@ -56,8 +60,8 @@ use crossbeam_channel::{bounded, Sender, TrySendError};
 use mux::{Mux, MuxError};
 use parking_lot::Mutex;
 use redis::{Cmd, Value};
-use script::{Met, SCRIPT};
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use script::{Code, Met};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,12 +102,14 @@ pub(crate) struct RedisStore {
     mux: Option<Mux>,
     /// The pseudonym domain of each key source.
     domains: Vec<Domain>,
-    /// The script's spec blob of each key source (fixed for the plan).
-    specs: Vec<Vec<u8>>,
+    /// The script's layout of each key source (fixed for the plan).
+    specs: Vec<script::KeySpec>,
     pseudo: Option<Pseudonymiser>,
     /// Records per pending shard.
     shard_cap: usize,
-    script: redis::Script,
+    code: Code,
+    /// The server took the function library: calls are `FCALL` (else `EVALSHA`).
+    fcall: AtomicBool,
     cfg: RedisConfig,
     prefix: String,
     ttl_ms: i64,
@@ -118,8 +124,22 @@ fn is_timeout(e: &redis::RedisError) -> bool {
     e.is_timeout()
 }
 
-fn noscript(v: &Value) -> bool {
-    matches!(v, Value::ServerError(e) if e.kind() == Some(redis::ServerErrorKind::NoScript))
+/// Whether a server lacks the script or the function (restarted, flushed): nothing ran.
+fn missing(v: &Value) -> bool {
+    match v {
+        Value::ServerError(e) => {
+            e.kind() == Some(redis::ServerErrorKind::NoScript)
+                || e.details()
+                    .is_some_and(|d| d.contains("Function not found"))
+        }
+        _ => false,
+    }
+}
+
+/// [`missing`] for an error.
+fn missing_err(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+        || e.detail().is_some_and(|d| d.contains("Function not found"))
 }
 
 impl RedisStore {
@@ -134,7 +154,6 @@ impl RedisStore {
         let t = cfg.timeout.max(Duration::from_millis(1));
         let client = Client::open(&cfg, &access, t)?;
         let label_client = Client::open(&cfg, &access, Duration::from_secs(2))?;
-        let script = redis::Script::new(SCRIPT);
         // The longest history any group keeps, plus a day: idle keys expire.
         let ttl_ms = plan
             .groups
@@ -207,7 +226,7 @@ impl RedisStore {
             Client::Cluster(_) => None,
         };
         let specs = (0..plan.sources.len())
-            .map(|s| script::spec_blob(plan, s))
+            .map(|s| script::key_spec(plan, s))
             .collect();
         let me = Self {
             client,
@@ -220,7 +239,8 @@ impl RedisStore {
             domains,
             pseudo: cfg.pseudonymiser.clone(),
             shard_cap: (cfg.max_pending / pending::PENDING_SHARDS as usize).max(1),
-            script,
+            code: Code::new(),
+            fcall: AtomicBool::new(false),
             prefix: format!("{}:{fp:016x}", cfg.prefix),
             cfg,
             ttl_ms,
@@ -242,25 +262,58 @@ impl RedisStore {
         Ok(me)
     }
 
-    /// `EVALSHA <hash>` or, when a server lacks the script, `EVAL <script>`.
+    /// `FCALL <function>` (or `EVALSHA <hash>` where the server took no library) or,
+    /// when a server lacks it, `EVAL <script>`.
     fn script_cmd(&self, eval: bool) -> Cmd {
-        let mut c = redis::cmd(if eval { "EVAL" } else { "EVALSHA" });
         if eval {
-            c.arg(SCRIPT);
+            let mut c = redis::cmd("EVAL");
+            c.arg(&self.code.eval);
+            c
+        } else if self.fcall.load(Relaxed) {
+            let mut c = redis::cmd("FCALL");
+            c.arg(&self.code.function);
+            c
         } else {
-            c.arg(self.script.get_hash());
+            let mut c = redis::cmd("EVALSHA");
+            c.arg(self.code.script.get_hash());
+            c
         }
+    }
+
+    /// `FUNCTION LOAD` of the library (a cluster routes it to every primary).
+    fn load_function_cmd(&self) -> Cmd {
+        let mut c = redis::cmd("FUNCTION");
+        c.arg("LOAD").arg("REPLACE").arg(&self.code.library);
         c
     }
 
-    /// `SCRIPT LOAD` (a cluster routes it to every primary).
+    /// `SCRIPT LOAD` and `FUNCTION LOAD` (a cluster routes both to every primary). A
+    /// server that refuses the library (before Redis 7, or an ACL without it) is called
+    /// with `EVALSHA`.
     fn load_script(&self, con: &mut Conn) -> redis::RedisResult<()> {
         let mut c = redis::cmd("SCRIPT");
-        c.arg("LOAD").arg(SCRIPT);
-        match con {
-            Conn::One(_) => con.query::<String>(&c).map(drop),
-            Conn::Cluster(_) => con.query::<Value>(&c).map(drop),
+        c.arg("LOAD").arg(&self.code.eval);
+        let f = self.load_function_cmd();
+        let loaded = match con {
+            Conn::One(_) => {
+                con.query::<String>(&c)?;
+                con.query::<String>(&f).map(drop)
+            }
+            Conn::Cluster(_) => {
+                con.query::<Value>(&c)?;
+                con.query::<Value>(&f).map(drop)
+            }
+        };
+        match loaded {
+            Ok(()) => self.fcall.store(true, Relaxed),
+            Err(e) if e.code().is_some() => {
+                self.fcall.store(false, Relaxed);
+                let error = self.access.scrub(&e.to_string());
+                tracing::info!(target: "risk::state", server = %self.where_(), error, "the Redis state store calls its script with EVALSHA (the server took no function library)");
+            }
+            Err(e) => return Err(e),
         }
+        Ok(())
     }
 
     /// The server as it may be printed (no credentials).
@@ -325,12 +378,13 @@ impl RedisStore {
         }
         c.arg(if outcome.is_some() { "o" } else { "u" })
             .arg(&script::common_blob(req.ts, lateness_ms, self.ttl_ms)[..]);
-        let mut input = Vec::with_capacity(256);
+        let mut blob = Vec::with_capacity(512);
         for &s in sources {
-            input.clear();
+            blob.clear();
             let o = outcome.map(|a| (a, te[s]));
-            script::input_blob(plan, req, s, o, |h| self.value_hash(h), &mut input);
-            c.arg(&self.specs[s][..]).arg(&input[..]);
+            let h = |h| self.value_hash(h);
+            script::key_blob(&self.specs[s], plan, req, s, o, h, &mut blob);
+            c.arg(&blob[..]);
         }
         c
     }
@@ -403,9 +457,13 @@ impl RedisStore {
             m.call(c.get_packed_command(), 1, deadline)
         };
         let mut got = run(false);
-        // The server lacks the script (restarted): nothing ran; again with its text.
-        if matches!(&got, Ok(v) if v.first().is_some_and(noscript)) {
+        // The server lacks the script (restarted): nothing ran; again with its text, and
+        // the library loaded again in the background.
+        if matches!(&got, Ok(v) if v.first().is_some_and(missing)) {
             got = run(true);
+            if self.fcall.load(Relaxed) {
+                self.offer(vec![self.load_function_cmd()]);
+            }
         }
         let v = match got {
             Ok(mut v) => v.pop().unwrap_or(Value::Nil),
@@ -459,7 +517,7 @@ impl RedisStore {
             // A node lacks the script: the other nodes' commands ran, so the pipeline is
             // not repeated (it would count twice); the script is loaded on every primary
             // and this decision goes without its features (counted as an error).
-            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+            Err(e) if missing_err(&e) => {
                 let _ = self.load_script(&mut con);
                 Err(e)
             }

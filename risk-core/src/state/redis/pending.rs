@@ -11,7 +11,7 @@ use super::super::group::Kind;
 use super::super::plan::Plan;
 use super::super::redis_conn::Conn;
 use super::super::{LabelApplied, StateError};
-use super::script::label_blob;
+use super::script::{label_blob, label_key_blob};
 use super::{Job, RedisStore};
 use crate::decision::Action;
 use crate::pseudo::Domain;
@@ -232,21 +232,18 @@ impl RedisStore {
             {
                 continue;
             }
+            let blob = label_key_blob(spec);
             let script = |eval: bool| {
                 let mut c = self.script_cmd(eval);
                 c.arg(1)
                     .arg(self.key(s, k))
                     .arg("l")
                     .arg(&label_blob(te, delta)[..])
-                    .arg(&spec[..]);
+                    .arg(&blob[..]);
                 c
             };
             let n: usize = match con.query(&script(false)) {
-                Err(e)
-                    if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) =>
-                {
-                    con.query(&script(true)).map_err(io)?
-                }
+                Err(e) if super::missing_err(&e) => con.query(&script(true)).map_err(io)?,
                 r => r.map_err(io)?,
             };
             reached += n;

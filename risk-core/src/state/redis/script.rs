@@ -9,16 +9,45 @@ use super::super::mem::Applied;
 use super::super::plan::{Plan, Request, MAX_GROUPS};
 use crate::decision::Action;
 
-/// The script's text.
-pub(super) const SCRIPT: &str = include_str!("state.lua");
+/// The state script's body (`state.lua`): its entry is `main(KEYS, ARGV)`.
+const BODY: &str = include_str!("state.lua");
+
+/// The script in the two forms a server runs: a function library (Redis 7 and later:
+/// loaded once, its code compiled and its helpers bound once, called by `FCALL`), and a
+/// plain script (`EVALSHA` / `EVAL`, where every call defines the script's functions
+/// again: measured, a third of its time).
+pub(super) struct Code {
+    /// The plain script's text.
+    pub eval: String,
+    /// The plain script (its hash for `EVALSHA`).
+    pub script: redis::Script,
+    /// The library's text.
+    pub library: String,
+    /// The library's function: named after the script's hash, so that versions loaded by
+    /// hosts of different releases live side by side.
+    pub function: String,
+}
+
+impl Code {
+    pub fn new() -> Self {
+        let eval = format!("{BODY}return main(KEYS, ARGV)\n");
+        let script = redis::Script::new(&eval);
+        let function = format!("risk_state_{}", &script.get_hash()[..16]);
+        let library =
+            format!("#!lua name={function}\n{BODY}redis.register_function('{function}', main)\n");
+        Self {
+            eval,
+            script,
+            library,
+            function,
+        }
+    }
+}
 
 /// Group flags of an input blob.
 const RUN: u8 = 1;
 const ADD: u8 = 2;
 const PASS: u8 = 4;
-
-/// Doubles per group in a reply.
-const PER_GROUP: usize = 10;
 
 /// What a key's stored value was when the script met it (its reply's status).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,42 +60,122 @@ pub(super) enum Met {
     Corrupt,
 }
 
-/// The spec blob of source `s`: `I2 n`, then per group `B kind, B cols, d width, I4 B,
-/// I4 D, I4 exact_limit`. Fixed for a plan (built once).
-pub(super) fn spec_blob(plan: &Plan, s: usize) -> Vec<u8> {
+/// Bytes of a group's fixed part of a key blob.
+const GROUP_SPEC: usize = 38;
+
+/// Source `s`'s layout as the script reads it (fixed for a plan, built once): the blob
+/// head (`I4 check, I2 n, I4 K`) and per group `B kind, B cols, d width, I4 B, I4 D,
+/// I4 exact_limit, I4 L, I4 o, I4 W, I4 roff`. The header holds K doubles (the clock,
+/// the clock when the TTL was last set, then each group's block from value `o`, 1-based,
+/// with `W` words of occupancy bits for its `L` buckets); each ring starts at byte `roff`,
+/// the distinct regions after the others (a sketch's room is allocated only when used).
+/// `check` (FNV-1a of the rest) is stored in each value's header: a value laid out for
+/// another spec reads as malformed.
+pub(super) struct KeySpec {
+    head: [u8; 10],
+    groups: Vec<[u8; GROUP_SPEC]>,
+}
+
+/// Source `s`'s [`KeySpec`].
+pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
     let gs = &plan.by_source[s];
-    let mut b = Vec::with_capacity(2 + 22 * gs.len());
-    b.extend_from_slice(&(gs.len() as u16).to_le_bytes());
+    let u32_ = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
+    // Header values: the clock, the TTL's clock, then the blocks.
+    let mut o = 3u32;
+    let mut at = Vec::with_capacity(gs.len());
     for &g in gs {
         let sp = &plan.groups[g].spec;
-        let kind: u8 = match sp.kind {
+        let l = u32::try_from(sp.ring_len()).unwrap_or(u32::MAX);
+        let w = l.div_ceil(32);
+        let block = match (sp.kind, sp.cols) {
+            (Kind::Stats, Cols::Count) => 4 + w,
+            (Kind::Stats, Cols::Sum) => 6 + w,
+            (Kind::Stats, Cols::Full) => 7 + w,
+            (Kind::Last, _) => 1,
+            (Kind::Distinct, _) => 4 + w,
+            (Kind::Label, _) => 1 + w,
+        };
+        at.push((l, o, w));
+        o = o.saturating_add(block);
+    }
+    let k = o - 1;
+    let mut roffs = vec![0u32; gs.len()];
+    let mut roff = k.saturating_mul(8).saturating_add(8);
+    for distinct in [false, true] {
+        for (j, &g) in gs.iter().enumerate() {
+            let sp = &plan.groups[g].spec;
+            if (sp.kind == Kind::Distinct) != distinct {
+                continue;
+            }
+            let l = at[j].0;
+            let size = match (sp.kind, sp.cols) {
+                (Kind::Stats, Cols::Count) => l.saturating_mul(4),
+                (Kind::Stats, Cols::Sum) => l.saturating_mul(12),
+                (Kind::Stats, Cols::Full) => l.saturating_mul(28),
+                (Kind::Last, _) => 0,
+                (Kind::Distinct, _) => u32_(sp.exact_limit as i64)
+                    .saturating_mul(16)
+                    .max(l.saturating_mul(128)),
+                (Kind::Label, _) => l.saturating_mul(8),
+            };
+            roffs[j] = roff;
+            roff = roff.saturating_add(size);
+        }
+    }
+    let mut groups = Vec::with_capacity(gs.len());
+    for (j, &g) in gs.iter().enumerate() {
+        let sp = &plan.groups[g].spec;
+        let mut r = [0u8; GROUP_SPEC];
+        r[0] = match sp.kind {
             Kind::Stats => 1,
             Kind::Last => 2,
             Kind::Distinct => 3,
             Kind::Label => 4,
         };
-        let cols: u8 = match sp.cols {
+        r[1] = match sp.cols {
             Cols::Count => 1,
             Cols::Sum => 2,
             Cols::Full => 3,
         };
-        b.push(kind);
-        b.push(cols);
-        b.extend_from_slice(&(sp.width_ms as f64).to_le_bytes());
-        let u32_ = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
-        b.extend_from_slice(&u32_(sp.window_b).to_le_bytes());
-        b.extend_from_slice(&u32_(sp.delay_b).to_le_bytes());
+        r[2..10].copy_from_slice(&(sp.width_ms as f64).to_le_bytes());
+        let (l, o, w) = at[j];
         let limit = u32::try_from(sp.exact_limit).unwrap_or(u32::MAX);
-        b.extend_from_slice(&limit.to_le_bytes());
+        let ints = [
+            u32_(sp.window_b),
+            u32_(sp.delay_b),
+            limit,
+            l,
+            o,
+            w,
+            roffs[j],
+        ];
+        for (x, v) in ints.iter().enumerate() {
+            r[10 + 4 * x..14 + 4 * x].copy_from_slice(&v.to_le_bytes());
+        }
+        groups.push(r);
     }
-    b
+    let n = u16::try_from(gs.len()).unwrap_or(u16::MAX);
+    let check = groups
+        .iter()
+        .flatten()
+        .chain(&n.to_le_bytes())
+        .fold(0x811c_9dc5u32, |h, &x| {
+            (h ^ u32::from(x)).wrapping_mul(0x0100_0193)
+        });
+    let mut head = [0u8; 10];
+    head[..4].copy_from_slice(&check.to_le_bytes());
+    head[4..6].copy_from_slice(&n.to_le_bytes());
+    head[6..].copy_from_slice(&k.to_le_bytes());
+    KeySpec { head, groups }
 }
 
-/// The input blob of source `s` for `req`: `d te`, then per group `B flags, d value,
-/// d hash`. `outcome`: only the groups `action` enters, at the event's effective time
-/// `te`; otherwise every group runs and adds unless it waits for an outcome. `hash`
-/// maps a distinct value's hash as Redis sees it.
-pub(super) fn input_blob(
+/// Source `s`'s key blob for `req`: the [`KeySpec`] (head, then each group's fixed
+/// part), `d te`, then per group `B flags, d value, d hash`. `outcome`: only the groups
+/// `action` enters, at the event's effective time `te`; otherwise every group runs and
+/// adds unless it waits for an outcome. `hash` maps a distinct value's hash as Redis
+/// sees it.
+pub(super) fn key_blob(
+    spec: &KeySpec,
     plan: &Plan,
     req: &Request,
     s: usize,
@@ -75,7 +184,9 @@ pub(super) fn input_blob(
     out: &mut Vec<u8>,
 ) {
     let gs = &plan.by_source[s];
-    out.reserve(8 + 17 * gs.len());
+    out.reserve(18 + (GROUP_SPEC + 17) * gs.len());
+    out.extend_from_slice(&spec.head);
+    spec.groups.iter().for_each(|r| out.extend_from_slice(r));
     let te = outcome.map_or(req.ts, |(_, te)| te);
     out.extend_from_slice(&(te as f64).to_le_bytes());
     for &g in gs {
@@ -92,6 +203,16 @@ pub(super) fn input_blob(
         out.extend_from_slice(&inp.value.to_le_bytes());
         out.extend_from_slice(&(hash(inp.hash) as f64).to_le_bytes());
     }
+}
+
+/// A key blob for a label: no group runs.
+pub(super) fn label_key_blob(spec: &KeySpec) -> Vec<u8> {
+    let mut out = Vec::with_capacity(18 + (GROUP_SPEC + 17) * spec.groups.len());
+    out.extend_from_slice(&spec.head);
+    spec.groups.iter().for_each(|r| out.extend_from_slice(r));
+    out.extend_from_slice(&[0; 8]);
+    out.resize(out.len() + 17 * spec.groups.len(), 0);
+    out
 }
 
 /// `(te, lateness, ttl)` as the script's common argument.
@@ -131,6 +252,19 @@ fn count(x: f64) -> Result<f64, String> {
     }
 }
 
+/// The doubles a group's reply holds (`state.lua`): stats n, last (count column), n,
+/// sum, last (count + sum) or n, sum, sumsq, min, max, last (every column); last: last;
+/// distinct: before, after; label: txns, frauds.
+fn reply_len(kind: Kind, cols: Cols) -> usize {
+    match (kind, cols) {
+        (Kind::Stats, Cols::Count) => 2,
+        (Kind::Stats, Cols::Sum) => 3,
+        (Kind::Stats, Cols::Full) => 6,
+        (Kind::Last, _) => 1,
+        (Kind::Distinct, _) | (Kind::Label, _) => 2,
+    }
+}
+
 /// Source `s`'s reply into the reads; what the script met at the key.
 pub(super) fn parse_reply(
     plan: &Plan,
@@ -140,7 +274,12 @@ pub(super) fn parse_reply(
     a: &mut Applied,
 ) -> Result<Met, String> {
     let groups = &plan.by_source[s];
-    let want = 8 * (3 + PER_GROUP * groups.len());
+    let spec = |g: usize| &plan.groups[g].spec;
+    let want = 8 * groups
+        .iter()
+        .map(|&g| reply_len(spec(g).kind, spec(g).cols))
+        .sum::<usize>()
+        + 24;
     if reply.len() != want {
         return Err(format!(
             "{} bytes for {} groups (want {want})",
@@ -160,20 +299,34 @@ pub(super) fn parse_reply(
     } else {
         return Err(format!("status {status}"));
     };
-    for (k, &g) in groups.iter().enumerate() {
-        let f = |i: usize| f64_at(reply, 3 + PER_GROUP * k + i);
-        reads[g] = GroupRead {
-            n: count(f(0))?,
-            sum: f(1),
-            sumsq: f(2),
-            min: f(3),
-            max: f(4),
-            last_ms: time(f(5)),
-            distinct_before: count(f(6))?,
-            distinct_after: count(f(7))?,
-            txns: count(f(8))?,
-            frauds: count(f(9))?,
+    let mut at = 3;
+    for &g in groups {
+        let f = |i: usize| f64_at(reply, at + i);
+        // What a group does not read is what a fresh read holds (record.rs).
+        let mut r = GroupRead {
+            min: f64::NAN,
+            max: f64::NAN,
+            ..GroupRead::default()
         };
+        match (spec(g).kind, spec(g).cols) {
+            (Kind::Stats, cols) => {
+                r.n = count(f(0))?;
+                if cols >= Cols::Sum {
+                    r.sum = f(1);
+                }
+                if cols == Cols::Full {
+                    (r.sumsq, r.min, r.max) = (f(2), f(3), f(4));
+                }
+                r.last_ms = time(f(reply_len(Kind::Stats, cols) - 1));
+            }
+            (Kind::Last, _) => r.last_ms = time(f(0)),
+            (Kind::Distinct, _) => {
+                (r.distinct_before, r.distinct_after) = (count(f(0))?, count(f(1))?);
+            }
+            (Kind::Label, _) => (r.txns, r.frauds) = (count(f(0))?, count(f(1))?),
+        }
+        reads[g] = r;
+        at += reply_len(spec(g).kind, spec(g).cols);
     }
     a.present[s] = true;
     a.te[s] = te;
@@ -212,21 +365,9 @@ mod tests {
     fn a_reply_is_read_exactly_and_a_malformed_one_is_an_error() {
         let p = plan();
         let n = p.by_source[0].len();
-        let mut vals = vec![1_000.0, 1.0, 1.0];
-        for _ in 0..n {
-            vals.extend([
-                3.0,
-                0.0,
-                0.0,
-                f64::NAN,
-                f64::NAN,
-                f64::NEG_INFINITY,
-                0.,
-                0.,
-                0.,
-                0.,
-            ]);
-        }
+        // A count group (n, last) and a last group (last).
+        assert_eq!(n, 2);
+        let vals = vec![1_000.0, 1.0, 1.0, 3.0, f64::NEG_INFINITY, 5.0];
         let mut reads = [GroupRead::default(); MAX_GROUPS];
         let mut a = Applied::new(0);
         let met = parse_reply(&p, 0, &reply(&vals), &mut reads, &mut a).unwrap();
@@ -236,6 +377,8 @@ mod tests {
         );
         assert_eq!(reads[p.by_source[0][0]].n, 3.0);
         assert_eq!(reads[p.by_source[0][0]].last_ms, None);
+        assert!(reads[p.by_source[0][0]].min.is_nan());
+        assert_eq!(reads[p.by_source[0][1]].last_ms, Some(5));
         // Short, long, empty, a bad status, a negative count: errors, no panic.
         for bad in [
             reply(&vals[..vals.len() - 1]),
@@ -259,15 +402,22 @@ mod tests {
     fn blobs_have_the_layout_the_script_reads() {
         let p = plan();
         let n = p.by_source[0].len();
-        assert_eq!(spec_blob(&p, 0).len(), 2 + 22 * n);
+        let spec = key_spec(&p, 0);
+        assert_eq!(label_key_blob(&spec).len(), 18 + 55 * n);
         let req = Request {
             ts: 5,
             keys: [1; super::super::super::plan::MAX_SOURCES],
             inputs: [Default::default(); MAX_GROUPS],
         };
         let mut b = Vec::new();
-        input_blob(&p, &req, 0, None, |h| h, &mut b);
-        assert_eq!(b.len(), 8 + 17 * n);
-        assert_eq!(b[8] & RUN, RUN);
+        key_blob(&spec, &p, &req, 0, None, |h| h, &mut b);
+        assert_eq!(b.len(), 18 + 55 * n);
+        assert_eq!(b[18 + GROUP_SPEC * n] & RUN, RUN);
+        // The count group: L = 13 buckets, its block after the clock and the TTL's clock,
+        // its ring after the header (2 groups: 4 + 1 and 1 values).
+        let int = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let g0 = 10 + 10;
+        assert_eq!((int(g0 + 12), int(g0 + 16), int(g0 + 20)), (13, 3, 1));
+        assert_eq!(int(g0 + 24), 8 + 8 * (2 + 5 + 1));
     }
 }

@@ -1,89 +1,255 @@
 -- risk entity state on Redis: every key of one decision, read and updated atomically.
--- The arithmetic is that of risk-core/src/state/group.rs, ring.rs and distinct.rs, step
--- for step (bucket rings, running totals, the key's clock, lateness, the 52-bit
+-- The arithmetic is that of risk-core/src/state/record.rs and distinct.rs, step for step
+-- (bucket rings, running totals in bucket order, the key's clock, lateness, the 52-bit
 -- HyperLogLog), so that the Redis store and the in-process store give the same features.
 --
--- Each key is one Redis string of fixed layout (little-endian; script.rs writes the blobs):
---   "RSK" 0x01 | clock (d) | per group of the key's source, in order: len (I4) | payload
---   stats, count column:  head d, last d, total n I4        | L x (n I4)
---   stats, count + sum:   head d, last d, total n I4, sum d | L x (n I4, sum d)
---   stats, every column:  head d, last d                    | L x (n I4, min f, max f, sum d, sumsq d)
---   last:                 last d
---   label:                head d                            | L x (txns I4, frauds I4)
---   distinct, exact:      "E", count I4                     | count x (hash d, bucket d)
---   distinct, sketch:     "S", head d                       | L x 128 register bytes
--- ("no time" and "no head" are -inf.) The script reads only the header, the totals and
--- the buckets a window needs, through struct.unpack at offsets; it never decodes the
--- whole value into tables. A value that is not such a string is reset: a hash (the
--- MessagePack format of earlier versions) reports status 1, a malformed string status 2.
+-- Each key is one Redis string (little-endian): a header, then one ring region per group
+-- (script.rs computes the layout and sends each group's place in it).
+--   header: "RSK" 0x02 | check I4 (the spec's) | K doubles: clock, the clock when the
+--     TTL was last set, then per group its block:
+--   stats, count column:  head, last, n, head bucket's n                   | occ x W
+--   stats, count + sum:   head, last, n, sum, head bucket's n, sum         | occ x W
+--   stats, every column:  head, last, head bucket's n, min, max, sum, sumsq | occ x W
+--   last:                 last
+--   distinct:             mode (0 exact, 1 sketch), pairs, newest pair's bucket, sketch
+--                         head                                              | occ x W
+--   label:                head                                              | occ x W
+--   rings: count L x n I4; count + sum L x (n I4, sum d); every column L x (n I4, min f,
+--   max f, sum d, sumsq d); label L x (txns I4, frauds I4); distinct (after the others)
+--   max(16 limit, 128 L) bytes: exact (hash d, bucket d) pairs or L x 128 registers.
+-- ("no time" / "no head" are -inf.) occ: W = ceil(L / 32) words of occupancy bits, as
+-- record.rs keeps them: a slot whose bit is clear is empty whatever its bytes hold, so a
+-- ring empties by clearing bits and an empty slot is neither read nor folded. A stats
+-- group keeps its head bucket in the header (where nearly every event lands), written to
+-- its slot when the head moves on. The script reads the header with one GETRANGE, a ring
+-- only when one of its occupied slots is needed, and writes the header and the slots
+-- that changed with SETRANGE. The TTL (the longest history plus a day) is set again
+-- (PEXPIRE) once the key's clock has moved 12 hours past the last time it was set: an
+-- idle key expires between its longest history plus 12 hours and plus a day. A value
+-- that is not such a string is reset: a hash (the MessagePack format of earlier
+-- versions) reports status 1, a malformed string status 2.
 --
 -- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label).
--- "u"/"o": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS two
---   blobs: the source's spec (I2 n, then per group B kind, B cols, d width, I4 B, I4 D,
---   I4 exact_limit) and the input (d te for "o", then per group B flags (1 run, 2 add,
---   4 pass), d value, d hash). "u" returns per key one string of doubles: te, late,
---   status, then per group n, sum, sumsq, min, max, last, distinct before, distinct
---   after, txns, frauds (none: NaN / -inf).
--- "l": KEYS[1] one key; ARGV[2] = (te, delta) as "<dd"; ARGV[3] its source's spec.
+-- "u"/"o": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its blob:
+--   the spec: I4 check, I2 n, I4 K, then per group B kind, B cols, d width, I4 B, I4 D,
+--   I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff (its
+--   ring's byte offset); then the event: d te (for "o"), per group B flags (1 run,
+--   2 add, 4 pass), d value, d hash. A function library keeps each spec it has parsed.
+--   "u" returns per key one string of doubles: te, late, status, then per group what
+--   its kind reads: stats n, last (count column) or n, sum, last (count + sum) or n, sum,
+--   sumsq, min, max, last (every column); last: last; distinct: before, after; label:
+--   txns, frauds ("none": NaN, -inf).
+-- "l": KEYS[1] one key; ARGV[2] = (te, delta) as "<dd"; ARGV[3] its blob (flags 0).
 --   Returns the label windows reached.
 
-local MAGIC = 'RSK\1'
-local NOH = -math.huge
+local MAGIC = 'RSK\2'
 local NAN = 0 / 0
 local MAXN = 4294967295
-local Z = { [4] = string.rep('\0', 4), [8] = string.rep('\0', 8), [12] = string.rep('\0', 12),
-  [28] = string.rep('\0', 28), [128] = string.rep('\0', 128) }
-local unpack_ = struct.unpack
-local pack = struct.pack
+local TTL_SLACK = 43200000 -- 12 h: less than the day the TTL holds past the longest history
+local GF = '<BBdI4I4I4I4I4I4I4'
+local S = 10 -- values per group in a parsed spec
+local Z128 = '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' ..
+  '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' ..
+  '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0' ..
+  '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+-- The libraries, bound on the first call (a function library's top level sees none).
+local NOH, unpack_, pack, rep, floor, max, min, band, bor, bnot, lshift
+local function bind()
+  NOH = -math.huge
+  unpack_, pack, rep = struct.unpack, struct.pack, string.rep
+  floor, max, min = math.floor, math.max, math.min
+  band, bor, bnot, lshift = bit.band, bit.bor, bit.bnot, bit.lshift
+end
+local KEY -- the key being worked on
+
+-- `len` bytes at offset `off` (0-based), zero padded past the value's end.
+local function getr(off, len)
+  local s = redis.call('GETRANGE', KEY, off, off + len - 1)
+  if #s < len then s = s .. rep('\0', len - #s) end
+  return s
+end
+local function setr(off, s) redis.call('SETRANGE', KEY, off, s) end
+
+-- Occupancy bits: slot i (0-based) of the words at hv[ob].
+local function has(hv, ob, i) return band(hv[ob + floor(i / 32)], lshift(1, i % 32)) ~= 0 end
+local function occupy(hv, ob, i)
+  local w = ob + floor(i / 32); hv[w] = bor(hv[w], lshift(1, i % 32))
+end
+-- Moves ring (head at hv[o], bits at hv[ob]) to bucket hb: the slots passed are vacated.
+local function advance(hv, o, ob, W, L, hb)
+  local head = hv[o]
+  if head == NOH or hb - head >= L then
+    for w = ob, ob + W - 1 do hv[w] = 0 end
+  else
+    for x = head + 1, hb do
+      local i = x % L
+      local w = ob + floor(i / 32); hv[w] = band(hv[w], bnot(lshift(1, i % 32)))
+    end
+  end
+  if hb > head then hv[o] = hb end
+end
 
 local function inring(h, b, L) return h ~= NOH and b <= h and h - b < L end
 
--- ===== a ring of fixed-size buckets over the stored value, with pending writes =====
-local function ring(src, base, bs, L)
-  return { src = src, base = base, bs = bs, L = L, mods = {}, all = (base == nil) }
-end
--- Bucket slot i (1-based) unpacked with fmt.
-local function rget(r, i, fmt)
-  local m = r.mods[i]
-  if m then return unpack_(fmt, m) end
-  if r.all then return unpack_(fmt, Z[r.bs]) end
-  return unpack_(fmt, r.src, r.base + (i - 1) * r.bs)
-end
--- Moves head h forward to bucket b, clearing what it passes (left(i) first); returns
--- the new head and whether every bucket was cleared.
-local function advance(r, h, b, left)
-  if h == NOH or b - h >= r.L then
-    r.all = true; r.mods = {}
-    return b, true
+-- ===== stats groups: each returns what its reply holds =====
+local function g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, v)
+  local bs, fmt = 4, '<I4'
+  if cols == 2 then bs, fmt = 12, '<I4d' end
+  local head, last, tn = hv[o], hv[o + 1], hv[o + 2]
+  local ts, cn, cs, ob = 0, 0, 0, o + 4
+  if cols == 1 then cn = hv[o + 3] else ts, cn, cs, ob = hv[o + 3], hv[o + 4], hv[o + 5], o + 6 end
+  local rs
+  if head == NOH or hb - head >= L then
+    for w = ob, ob + W - 1 do hv[w] = 0 end
+    tn, ts, cn, cs, head = 0, 0, 0, 0, hb
+  elseif hb > head then
+    if cn > 0 then -- the head bucket to its slot
+      local i = head % L
+      setr(roff + i * bs, cols == 1 and pack('<I4', cn) or pack('<I4d', cn, cs))
+      occupy(hv, ob, i)
+    end
+    cn, cs = 0, 0
+    -- The buckets leaving, in bucket order, each subtracted from the totals.
+    for x = head + 1, hb do
+      local i = x % L
+      local w, m = ob + floor(i / 32), lshift(1, i % 32)
+      if band(hv[w], m) ~= 0 then
+        if not rs then rs = getr(roff, L * bs) end
+        local n, s_ = unpack_(fmt, rs, i * bs + 1)
+        tn = max(tn - n, 0)
+        if cols == 2 then ts = ts - s_ end
+        hv[w] = band(hv[w], bnot(m))
+      end
+    end
+    head = hb
   end
-  while h < b do
-    h = h + 1
-    local i = h % r.L + 1
-    if left then left(i) end
-    r.mods[i] = Z[r.bs]
+  local rn, rsum, rlast = tn, 0 + ts, last
+  if add then
+    if eb == head then
+      cn = min(cn + 1, MAXN); tn = min(tn + 1, MAXN)
+      if cols == 2 then cs = cs + v; ts = ts + v end
+    elseif inring(head, eb, L) then
+      local i = eb % L
+      local n, s_ = 0, 0
+      if has(hv, ob, i) then
+        n, s_ = unpack_(fmt, rs or getr(roff + i * bs, bs), rs and i * bs + 1 or 1)
+      end
+      n = min(n + 1, MAXN); tn = min(tn + 1, MAXN)
+      if cols == 2 then
+        s_ = s_ + v; ts = ts + v
+        setr(roff + i * bs, pack('<I4d', n, s_))
+      else
+        setr(roff + i * bs, pack('<I4', n))
+      end
+      occupy(hv, ob, i)
+    end
+    if te > last then last = te end
   end
-  return h, false
-end
-local function rbytes(r)
-  local L, bs, keys = r.L, r.bs, {}
-  for i in pairs(r.mods) do keys[#keys + 1] = i end
-  local function span(out, a, b)
-    if b < a then return end
-    if r.all then out[#out + 1] = string.rep(Z[bs], b - a + 1)
-    else out[#out + 1] = string.sub(r.src, r.base + (a - 1) * bs, r.base + b * bs - 1) end
-  end
-  local out, nxt = {}, 1
-  table.sort(keys)
-  for _, i in ipairs(keys) do
-    span(out, nxt, i - 1); out[#out + 1] = r.mods[i]; nxt = i + 1
-  end
-  span(out, nxt, L)
-  return table.concat(out)
+  hv[o], hv[o + 1], hv[o + 2] = head, last, tn
+  if cols == 1 then hv[o + 3] = cn else hv[o + 3], hv[o + 4], hv[o + 5] = ts, cn, cs end
+  return rn, rsum, rlast
 end
 
--- ===== HyperLogLog (distinct.rs) =====
+local function g_full(hv, L, o, W, roff, hb, eb, lo, te, add, v)
+  local head, last, cn, cmn, cmx, csum, csq = unpack(hv, o, o + 6)
+  local ob = o + 7
+  if head == NOH or hb - head >= L then
+    for w = ob, ob + W - 1 do hv[w] = 0 end
+    cn, cmn, cmx, csum, csq, head = 0, 0, 0, 0, 0, hb
+  elseif hb > head then
+    if cn > 0 then
+      local i = head % L
+      setr(roff + i * 28, pack('<I4ffdd', cn, cmn, cmx, csum, csq))
+      occupy(hv, ob, i)
+    end
+    cn, cmn, cmx, csum, csq = 0, 0, 0, 0, 0
+    hv[o] = head
+    advance(hv, o, ob, W, L, hb)
+    head = hb
+  end
+  -- Oldest first, as record.rs folds: the stored slots, then the head bucket.
+  local rn, rsum, rq, mn, mx = 0, 0, 0, NAN, NAN
+  local rs
+  for w = ob, ob + W - 1 do
+    if hv[w] ~= 0 then
+      for x = max(lo, head - L + 1), head - 1 do
+        local i = x % L
+        if has(hv, ob, i) then
+          if not rs then rs = getr(roff, L * 28) end
+          local n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', rs, i * 28 + 1)
+          rn = rn + n; rsum = rsum + bs_; rq = rq + bq
+          if mn ~= mn or bmn < mn then mn = bmn end
+          if mx ~= mx or bmx > mx then mx = bmx end
+        end
+      end
+      break
+    end
+  end
+  if cn > 0 then
+    rn = rn + cn; rsum = rsum + csum; rq = rq + csq
+    if mn ~= mn or cmn < mn then mn = cmn end
+    if mx ~= mx or cmx > mx then mx = cmx end
+  end
+  local rlast = last
+  if add then
+    if eb == head then
+      if cn == 0 then cmn, cmx = v, v
+      else
+        if v < cmn then cmn = v end
+        if v > cmx then cmx = v end
+      end
+      cmn, cmx = unpack_('<ff', pack('<ff', cmn, cmx))
+      cn = min(cn + 1, MAXN); csum = csum + v; csq = csq + v * v
+    elseif inring(head, eb, L) then
+      local i = eb % L
+      local n, bmn, bmx, bs_, bq = 0, 0, 0, 0, 0
+      if has(hv, ob, i) then
+        local s2, at = rs, i * 28 + 1
+        if not rs then s2, at = getr(roff + i * 28, 28), 1 end
+        n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', s2, at)
+      end
+      if n == 0 then bmn, bmx = v, v
+      else
+        if v < bmn then bmn = v end
+        if v > bmx then bmx = v end
+      end
+      setr(roff + i * 28, pack('<I4ffdd', min(n + 1, MAXN), bmn, bmx, bs_ + v, bq + v * v))
+      occupy(hv, ob, i)
+    end
+    if te > last then last = te end
+  end
+  hv[o], hv[o + 1], hv[o + 2], hv[o + 3], hv[o + 4], hv[o + 5], hv[o + 6] =
+    head, last, cn, cmn, cmx, csum, csq
+  return rn, rsum, rq, mn, mx, rlast
+end
+
+local function g_label(hv, B, D, L, o, W, roff, hb, eb, add)
+  local ob = o + 1
+  advance(hv, o, ob, W, L, hb)
+  local head = hv[o]
+  local top = hb - D
+  local rt, rf, rs = 0, 0, nil
+  for x = max(top - B, head - L + 1), min(top, head) do
+    local i = x % L
+    if has(hv, ob, i) then
+      if not rs then rs = getr(roff, 8 * L) end
+      local t, fr = unpack_('<I4I4', rs, 8 * i + 1)
+      rt = rt + t; rf = rf + fr
+    end
+  end
+  if add and inring(head, eb, L) then
+    local i = eb % L
+    local t, fr = 0, 0
+    if has(hv, ob, i) then t, fr = unpack_('<I4I4', rs or getr(roff, 8 * L), 8 * i + 1) end
+    setr(roff + 8 * i, pack('<I4I4', min(t + 1, MAXN), fr))
+    occupy(hv, ob, i)
+  end
+  return rt, rf
+end
+
+-- ===== distinct (distinct.rs) =====
 local function hll_pos(h)
-  local j = math.floor(h / 35184372088832) % 128 + 1 -- 2^45
+  local j = floor(h / 35184372088832) % 128 + 1 -- 2^45
   local w = h % 35184372088832
   local rank = 46
   if w >= 1 then local _, e = math.frexp(w); rank = 46 - e end
@@ -98,335 +264,290 @@ local function hll_estimate(m)
   local alpha = 0.7213 / (1.0 + 1.079 / 128.0)
   local e = alpha * 128.0 * 128.0 / sum
   if e <= 2.5 * 128.0 and zeros > 0 then e = 128.0 * math.log(128.0 / zeros) end
-  return math.floor(e + 0.5)
+  return floor(e + 0.5)
 end
 
--- ===== one group =====
--- Each returns its new payload (nil: unchanged) and fills rd.
-local function g_stats(s, src, p, c)
-  local L, cols = s.B + 1, s.cols
-  local head, last, tn, ts = NOH, NOH, 0, 0
-  local hdr, bs
-  if cols == 1 then hdr, bs = 20, 4 elseif cols == 2 then hdr, bs = 28, 12 else hdr, bs = 16, 28 end
-  if p then
-    if cols == 1 then head, last, tn = unpack_('<ddI4', src, p)
-    elseif cols == 2 then head, last, tn, ts = unpack_('<ddI4d', src, p)
-    else head, last = unpack_('<dd', src, p) end
+-- Pairs e[1..2n] from the region at roff (chunks of 256 pairs: Lua's C stack).
+local function read_pairs(roff, n)
+  local s, e = getr(roff, 16 * n), {}
+  for a = 0, n - 1, 256 do
+    local c = min(256, n - a)
+    local t = { unpack_('<' .. rep('d', 2 * c), s, 16 * a + 1) }
+    for x = 1, 2 * c do e[2 * a + x] = t[x] end
   end
-  local r = ring(src, p and p + hdr, bs, L)
-  local rd, add, v = c.rd, c.add, c.v
-  if cols == 3 then
-    head = advance(r, head, c.hb)
-    local f, l = math.max(c.lo, head - L + 1), math.min(c.hb, head)
-    local rn, rs, rq, mn, mx = 0, 0, 0, NAN, NAN
-    -- Oldest first, as group.rs folds; the stored buckets in at most two runs of one
-    -- unpack each (a bucket cleared by this advance is empty and skipped).
-    if not r.all and f <= l then
-      local i0, i1 = f % L + 1, l % L + 1
-      local spans = (i0 <= i1) and { { i0, i1 } } or { { i0, L }, { 1, i1 } }
-      local runs = {}
-      for _, sp in ipairs(spans) do -- at most 256 buckets per unpack (Lua's C stack)
-        for a = sp[1], sp[2], 256 do runs[#runs + 1] = { a, math.min(a + 255, sp[2]) } end
-      end
-      for _, run in ipairs(runs) do
-        local a, z = run[1], run[2]
-        local x = { unpack_('<' .. string.rep('I4ffdd', z - a + 1), src, r.base + (a - 1) * 28) }
-        for k = 0, z - a do
-          local n = x[5 * k + 1]
-          if n > 0 and not r.mods[a + k] then
-            local bmn, bmx = x[5 * k + 2], x[5 * k + 3]
-            rn = rn + n; rs = rs + x[5 * k + 4]; rq = rq + x[5 * k + 5]
-            if mn ~= mn or bmn < mn then mn = bmn end
-            if mx ~= mx or bmx > mx then mx = bmx end
-          end
-        end
-      end
+  return e
+end
+local function write_pairs(roff, e, from, to) -- pairs from..to (1-based)
+  for a = from, to, 256 do
+    local z = min(a + 255, to)
+    setr(roff + 16 * (a - 1), pack('<' .. rep('d', 2 * (z - a + 1)), unpack(e, 2 * a - 1, 2 * z)))
+  end
+end
+local function inside(e, lo, hb)
+  local x = 0
+  for k = 2, #e, 2 do if e[k] >= lo and e[k] <= hb then x = x + 1 end end
+  return x
+end
+
+local function sketch(hv, o, ob, W, L, roff, hb, eb, lo, enter, h)
+  advance(hv, o + 3, ob, W, L, hb)
+  local head = hv[o + 3]
+  local rs = getr(roff, 128 * L)
+  local m = { string.byte(Z128, 1, 128) }
+  for x = max(lo, head - L + 1), min(hb, head) do
+    local i = x % L
+    if has(hv, ob, i) then
+      local t = { string.byte(rs, 128 * i + 1, 128 * i + 128) }
+      for j = 1, 128 do if t[j] > m[j] then m[j] = t[j] end end
     end
-    rd[1], rd[2], rd[3], rd[4], rd[5] = rn, rs, rq, mn, mx
-  else
-    local fmt = cols == 1 and '<I4' or '<I4d'
-    local cleared
-    head, cleared = advance(r, head, c.hb, function(i)
-      local n, s_ = rget(r, i, fmt)
-      tn = math.max(tn - n, 0)
-      if cols == 2 then ts = ts - s_ end
-    end)
-    if cleared then tn, ts = 0, 0 end
-    rd[1] = tn
-    if cols == 2 then rd[2] = 0 + ts end
   end
-  rd[6] = last
-  if add then
-    if inring(head, c.eb, L) then
-      local i = c.eb % L + 1
-      if cols == 3 then
-        local n, bmn, bmx, bs_, bq = rget(r, i, '<I4ffdd')
-        if n == 0 then bmn, bmx = v, v
-        else
-          if v < bmn then bmn = v end
-          if v > bmx then bmx = v end
-        end
-        r.mods[i] = pack('<I4ffdd', math.min(n + 1, MAXN), bmn, bmx, bs_ + v, bq + v * v)
-      elseif cols == 2 then
-        local n, s_ = rget(r, i, '<I4d')
-        r.mods[i] = pack('<I4d', math.min(n + 1, MAXN), s_ + v)
-        tn = math.min(tn + 1, MAXN); ts = ts + v
-      else
-        local n = rget(r, i, '<I4')
-        r.mods[i] = pack('<I4', math.min(n + 1, MAXN))
-        tn = math.min(tn + 1, MAXN)
-      end
+  local before = hll_estimate(m)
+  if not enter then return before, before end
+  if inring(head, eb, L) then
+    local i = eb % L
+    local j, rank = hll_pos(h)
+    local reg = has(hv, ob, i) and string.sub(rs, 128 * i + 1, 128 * i + 128) or Z128
+    if rank > string.byte(reg, j) then
+      setr(roff + 128 * i, string.sub(reg, 1, j - 1) .. string.char(rank) .. string.sub(reg, j + 1))
+      if rank > m[j] then m[j] = rank end
     end
-    if c.te > last then last = c.te end
+    occupy(hv, ob, i)
   end
-  local h
-  if cols == 1 then h = pack('<ddI4', head, last, tn)
-  elseif cols == 2 then h = pack('<ddI4d', head, last, tn, ts)
-  else h = pack('<dd', head, last) end
-  return h .. rbytes(r)
+  return before, hll_estimate(m)
 end
 
-local function g_last(s, src, p, c)
-  local last = p and unpack_('<d', src, p) or NOH
-  c.rd[6] = last
-  if c.add then
-    if c.te > last then last = c.te end
-    return pack('<d', last)
+-- Returns the distinct count before and after, and whether the block was malformed
+-- (then reset).
+local function g_distinct(hv, limit, L, o, W, roff, hb, eb, lo, add, h)
+  local ob, enter = o + 4, add and eb >= lo
+  local mode, n, maxb = hv[o], hv[o + 1], hv[o + 2]
+  local bad = not ((mode == 0 or mode == 1) and n >= 0 and n <= limit and n == floor(n))
+  if bad then
+    mode, n, maxb = 0, 0, 0
+    hv[o], hv[o + 1], hv[o + 2], hv[o + 3] = 0, 0, 0, NOH
   end
-  return p and nil or pack('<d', last)
-end
-
-local function g_label(s, src, p, c)
-  local L = s.D + s.B + 1
-  local head = p and unpack_('<d', src, p) or NOH
-  local r = ring(src, p and p + 8, 8, L)
-  head = advance(r, head, c.hb)
-  local top = c.hb - s.D
-  local f, l = math.max(top - s.B, head - L + 1), math.min(top, head)
-  local rt, rf = 0, 0
-  for b = f, l do
-    local t, fr = rget(r, b % L + 1, '<I4I4')
-    rt = rt + t; rf = rf + fr
+  if mode == 1 then
+    local b4, af = sketch(hv, o, ob, W, L, roff, hb, eb, lo, enter, h)
+    return b4, af, bad
   end
-  c.rd[9], c.rd[10] = rt, rf
-  if c.add and inring(head, c.eb, L) then
-    local i = c.eb % L + 1
-    local t, fr = rget(r, i, '<I4I4')
-    r.mods[i] = pack('<I4I4', math.min(t + 1, MAXN), fr)
+  if n > 0 and maxb < lo then n = 0 end -- every pair has left the window: none counts again
+  local e, before = {}, 0
+  if n > 0 then
+    e = read_pairs(roff, n)
+    before = inside(e, lo, hb)
   end
-  return pack('<d', head) .. rbytes(r)
-end
-
-local function sketch_count(r, head, lo, hb, L)
-  local m = { string.byte(Z[128], 1, 128) }
-  for b = math.max(lo, head - L + 1), math.min(hb, head) do
-    local i = b % L + 1
-    local reg = r.mods[i]
-    local t
-    if reg then t = { string.byte(reg, 1, 128) }
-    elseif not r.all then
-      local a = r.base + (i - 1) * 128
-      t = { string.byte(r.src, a, a + 127) }
-    end
-    if t then for j = 1, 128 do if t[j] > m[j] then m[j] = t[j] end end end
-  end
-  return hll_estimate(m)
-end
-local function sketch_set(r, i, h)
-  local j, rank = hll_pos(h)
-  local reg = r.mods[i]
-  if not reg then
-    if r.all then reg = Z[128] else reg = string.sub(r.src, r.base + (i - 1) * 128, r.base + i * 128 - 1) end
-  end
-  if rank > string.byte(reg, j) then
-    r.mods[i] = string.sub(reg, 1, j - 1) .. string.char(rank) .. string.sub(reg, j + 1)
-  end
-end
-
-local function g_distinct(s, src, p, c)
-  local L, lo, hb, eb = s.B + 1, c.lo, c.hb, c.eb
-  local rd = c.rd
-  local mode = p and string.sub(src, p, p) or 'E'
-  if mode == 'S' then
-    local head = unpack_('<d', src, p + 1)
-    local r = ring(src, p + 9, 128, L)
-    head = advance(r, head, hb)
-    rd[7] = sketch_count(r, head, lo, hb, L)
-    rd[8] = rd[7]
-    if c.add and eb >= lo then
-      if inring(head, eb, L) then sketch_set(r, eb % L + 1, c.h) end
-      rd[8] = sketch_count(r, head, lo, hb, L)
-    end
-    return 'S' .. pack('<d', head) .. rbytes(r)
-  end
-  local n = p and unpack_('<I4', src, p + 1) or 0
-  local e, q = {}, p and p + 5
-  for k = 1, 2 * n, 2 do e[k], e[k + 1], q = unpack_('<dd', src, q) end
-  local function count()
-    local x = 0
-    for k = 2, #e, 2 do if e[k] >= lo and e[k] <= hb then x = x + 1 end end
-    return x
-  end
-  rd[7] = count()
-  rd[8] = rd[7]
-  if not (c.add and eb >= lo) then return p and nil or ('E' .. pack('<I4', 0)) end
-  local h = c.h
-  for k = 1, #e, 2 do
+  hv[o + 1] = n
+  if not enter then return before, before, bad end
+  for k = 1, 2 * n, 2 do
     if e[k] == h then
-      if eb > e[k + 1] then e[k + 1] = eb end
-      rd[8] = count()
-      local out = { 'E', pack('<I4', #e / 2) }
-      for x = 1, #e, 2 do out[#out + 1] = pack('<dd', e[x], e[x + 1]) end
-      return table.concat(out)
+      if eb > e[k + 1] then
+        e[k + 1] = eb
+        write_pairs(roff, e, (k + 1) / 2, (k + 1) / 2)
+        if eb > maxb then hv[o + 2] = eb end
+      end
+      return before, inside(e, lo, hb), bad
     end
   end
-  local kept = {}
-  for k = 1, #e, 2 do
-    if e[k + 1] >= lo then kept[#kept + 1] = e[k]; kept[#kept + 1] = e[k + 1] end
+  local kept, dropped = {}, false
+  for k = 1, 2 * n, 2 do
+    if e[k + 1] >= lo then
+      kept[#kept + 1] = e[k]; kept[#kept + 1] = e[k + 1]
+    else
+      dropped = true
+    end
   end
   kept[#kept + 1] = h; kept[#kept + 1] = eb
-  e = kept
-  if #kept / 2 > s.limit then
+  local m = #kept / 2
+  if m > limit then
     -- Past the exact limit: a sketch of L buckets, its head at hb.
-    local r = ring(src, nil, 128, L)
+    local regs, mm = {}, { string.byte(Z128, 1, 128) }
     for k = 1, #kept, 2 do
-      if inring(hb, kept[k + 1], L) then sketch_set(r, kept[k + 1] % L + 1, kept[k]) end
+      if inring(hb, kept[k + 1], L) then
+        local i = kept[k + 1] % L
+        local t = regs[i]
+        if not t then t = { string.byte(Z128, 1, 128) }; regs[i] = t end
+        local j, rank = hll_pos(kept[k])
+        if rank > t[j] then t[j] = rank end
+        if rank > mm[j] then mm[j] = rank end
+      end
     end
-    rd[8] = sketch_count(r, hb, lo, hb, L)
-    return 'S' .. pack('<d', hb) .. rbytes(r)
+    for w = ob, ob + W - 1 do hv[w] = 0 end
+    for i, t in pairs(regs) do
+      setr(roff + 128 * i, string.char(unpack(t)))
+      occupy(hv, ob, i)
+    end
+    hv[o], hv[o + 1], hv[o + 2], hv[o + 3] = 1, 0, 0, hb
+    return before, hll_estimate(mm), bad
   end
-  rd[8] = count()
-  local out = { 'E', pack('<I4', #kept / 2) }
-  for x = 1, #kept, 2 do out[#out + 1] = pack('<dd', kept[x], kept[x + 1]) end
-  return table.concat(out)
+  local mb = eb
+  for k = 2, #kept, 2 do if kept[k] > mb then mb = kept[k] end end
+  if dropped then write_pairs(roff, kept, 1, m)
+  else setr(roff + 16 * (m - 1), pack('<dd', h, eb)) end
+  hv[o + 1], hv[o + 2] = m, mb
+  return before, inside(kept, lo, hb), bad
 end
 
-local RUN = { g_stats, g_last, g_distinct, g_label }
-
--- ===== a key: its spec, its stored value checked against it =====
-local function parse_spec(blob)
-  local n, q = unpack_('<I2', blob)
-  local gs = {}
-  for k = 1, n do
-    local g = {}
-    g.kind, g.cols, g.width, g.B, g.D, g.limit, q = unpack_('<BBdI4I4I4', blob, q)
-    gs[k] = g
+-- ===== a key's spec =====
+-- Parsed specs by their bytes (a function library keeps them between calls; a plain
+-- script parses again each call). Per group (stride S): kind, cols, width, B, D, limit,
+-- L, o, W, roff; and check, K, n, the header's formats, the reply's format, where the
+-- event starts in the blob.
+local SPECS, NSPECS = {}, 0
+local function spec_of(blob)
+  local n = unpack_('<I2', blob, 5)
+  local bytes = string.sub(blob, 1, 10 + 38 * n)
+  local G = SPECS[bytes]
+  if G then return G end
+  local check, _, K, pos = unpack_('<I4I2I4', blob)
+  G = {}
+  local nr = 3
+  for j = 0, n - 1 do
+    local b = S * j
+    G[b + 1], G[b + 2], G[b + 3], G[b + 4], G[b + 5], G[b + 6], G[b + 7], G[b + 8], G[b + 9],
+      G[b + 10], pos = unpack_(GF, blob, pos)
+    local kind, cols = G[b + 1], G[b + 2]
+    if kind == 1 then nr = nr + (cols == 1 and 2 or cols == 2 and 3 or 6)
+    elseif kind == 2 then nr = nr + 1
+    else nr = nr + 2 end
   end
-  return gs
+  G.check, G.K, G.n, G.at = check, K, n, pos
+  G.hr, G.hw = '<' .. rep('d', K), '<c4I4' .. rep('d', K)
+  G.rf = '<' .. rep('d', nr)
+  if NSPECS >= 64 then SPECS, NSPECS = {}, 0 end
+  SPECS[bytes], NSPECS = G, NSPECS + 1
+  return G
 end
 
--- The payload size a group must have (distinct: checked by its mode).
-local function size_ok(g, src, p, len)
-  local L = g.B + 1
-  if g.kind == 1 then
-    if g.cols == 1 then return len == 20 + 4 * L end
-    if g.cols == 2 then return len == 28 + 12 * L end
-    return len == 16 + 28 * L
-  elseif g.kind == 2 then return len == 8
-  elseif g.kind == 4 then return len == 8 + 8 * (g.D + L)
+-- ===== a key's header =====
+-- Its values (false: none to read) and status (0 ok or new, 1 a hash, 2 malformed).
+local function load(G)
+  local K = G.K
+  local hdr = redis.pcall('GETRANGE', KEY, 0, 8 * K + 7)
+  if type(hdr) == 'table' then return false, 1 end -- a hash: the earlier format
+  if hdr == '' then
+    if redis.call('EXISTS', KEY) == 0 then return false, 0 end
+    return false, 2
   end
-  local m = string.sub(src, p, p)
-  if m == 'S' then return len == 9 + 128 * L end
-  if m ~= 'E' or len < 5 then return false end
-  local n = unpack_('<I4', src, p + 1)
-  return n <= g.limit and len == 5 + 16 * n
+  if #hdr ~= 8 * K + 8 then return false, 2 end
+  local m, c = unpack_('<c4I4', hdr)
+  if m ~= MAGIC or c ~= G.check then return false, 2 end
+  return { unpack_(G.hr, hdr, 9) }, 0
 end
 
--- Reads key's value: (value or false, positions of each group's payload, status).
-local function load(key, gs)
-  local v = redis.pcall('GET', key)
-  if type(v) == 'table' then return false, nil, 1 end -- a hash: the earlier format
-  if not v then return false, nil, 0 end
-  if #v < 12 or string.sub(v, 1, 4) ~= MAGIC then return false, nil, 2 end
-  local pos, q = {}, 13
-  for k = 1, #gs do
-    if q + 3 > #v then return false, nil, 2 end
-    local len = unpack_('<I4', v, q)
-    if q + 3 + len > #v or not size_ok(gs[k], v, q + 4, len) then return false, nil, 2 end
-    pos[k] = { q + 4, len }
-    q = q + 4 + len
+-- Fresh header values.
+local function fresh(G)
+  local hv = {}
+  for x = 1, G.K do hv[x] = 0 end
+  hv[1], hv[2] = NOH, NOH
+  for j = 0, G.n - 1 do
+    local kind, o = G[S * j + 1], G[S * j + 8]
+    if kind ~= 3 then hv[o] = NOH end
+    if kind == 1 then hv[o + 1] = NOH end
+    if kind == 3 then hv[o + 3] = NOH end
   end
-  if q ~= #v + 1 then return false, nil, 2 end
-  return v, pos, 0
+  return hv
 end
 
-local function store(key, clock, parts, ttl, keepttl)
-  local out = { MAGIC, pack('<d', clock) }
-  for k = 1, #parts do
-    out[#out + 1] = pack('<I4', #parts[k]); out[#out + 1] = parts[k]
-  end
-  if keepttl then redis.call('SET', key, table.concat(out), 'KEEPTTL')
-  elseif ttl > 0 then redis.call('SET', key, table.concat(out), 'PX', ttl)
-  else redis.call('SET', key, table.concat(out)) end
-end
-
+-- ===== the script =====
+local function main(KEYS, ARGV)
+if not NOH then bind() end
 local mode = ARGV[1]
 
 if mode == 'l' then
   local te, delta = unpack_('<dd', ARGV[2])
-  local gs = parse_spec(ARGV[3])
-  local v, pos = load(KEYS[1], gs)
-  if not v then return 0 end
-  local parts, reached, changed = {}, 0, false
-  for k, g in ipairs(gs) do
-    local p, len = pos[k][1], pos[k][2]
-    parts[k] = string.sub(v, p, p + len - 1)
-    if g.kind == 4 then
-      local L = g.D + g.B + 1
-      local head = unpack_('<d', v, p)
-      local eb = math.floor(te / g.width)
-      if inring(head, eb, L) then
-        local i = eb % L + 1
-        local a = p + 8 + (i - 1) * 8
-        local t, f = unpack_('<I4I4', v, a)
-        f = math.min(math.max(f + delta, 0), t)
-        parts[k] = string.sub(v, p, a - 1) .. pack('<I4I4', t, f) .. string.sub(v, a + 8, p + len - 1)
-        reached = reached + 1; changed = true
+  KEY = KEYS[1]
+  local G = spec_of(ARGV[3])
+  local hv = load(G)
+  if not hv then return 0 end
+  local reached = 0
+  for j = 0, G.n - 1 do
+    local b = S * j
+    if G[b + 1] == 4 then
+      local L, o, roff = G[b + 7], G[b + 8], G[b + 10]
+      local eb = floor(te / G[b + 3])
+      if inring(hv[o], eb, L) then
+        reached = reached + 1
+        local i = eb % L
+        if has(hv, o + 1, i) then
+          local t, f = unpack_('<I4I4', getr(roff + 8 * i, 8))
+          local f2 = min(max(f + delta, 0), t)
+          if f2 ~= f then setr(roff + 8 * i, pack('<I4I4', t, f2)) end
+        end
       end
     end
   end
-  if changed then store(KEYS[1], unpack_('<d', v, 5), parts, 0, true) end
   return reached
 end
 
 local ts, lateness, ttl = unpack_('<ddd', ARGV[2])
 local replies = {}
 for k = 1, #KEYS do
-  local key = KEYS[k]
-  local gs = parse_spec(ARGV[2 * k + 1])
-  local inp = ARGV[2 * k + 2]
-  local v, pos, status = load(key, gs)
-  local clock, te, late
+  KEY = KEYS[k]
+  local blob = ARGV[2 + k]
+  local G = spec_of(blob)
+  local hv, status = load(G)
+  local te_o, pos = unpack_('<d', blob, G.at)
+  local te, late
   if mode == 'o' then
-    if v then clock, te, late = unpack_('<d', v, 5), unpack_('<d', inp), 0 end
+    if hv then te, late = te_o, 0 end
   else
-    clock = ts
-    if v then clock = math.max(unpack_('<d', v, 5), ts) end
+    if status ~= 0 then redis.call('DEL', KEY) end
+    if not hv then hv = fresh(G) end
+    local clock = max(hv[1], ts)
+    hv[1] = clock
     if clock - ts <= lateness then te, late = ts, 0 else te, late = clock, 1 end
   end
-  if clock then
-    local out = { te, late, status }
-    local parts = {}
-    local q = 9
-    for j, g in ipairs(gs) do
+  if te then
+    local clock = hv[1]
+    local R, x = { te, late, 0 }, 3
+    for j = 0, G.n - 1 do
+      local b = S * j
+      local kind, cols, w, B = G[b + 1], G[b + 2], G[b + 3], G[b + 4]
+      local L, o, W, roff = G[b + 7], G[b + 8], G[b + 9], G[b + 10]
       local flags, val, h
-      flags, val, h, q = unpack_('<Bdd', inp, q)
-      local p = v and pos[j][1]
-      local hb = math.floor(clock / g.width)
-      local rd = { 0, 0, 0, NAN, NAN, NOH, 0, 0, 0, 0 }
-      if flags % 2 == 1 then
-        local c = { rd = rd, hb = hb, eb = math.floor(te / g.width), lo = hb - g.B, te = te,
-          add = flags % 8 >= 6, v = val, h = h }
-        parts[j] = RUN[g.kind](g, v, p, c)
+      flags, val, h, pos = unpack_('<Bdd', blob, pos)
+      local run = flags % 2 == 1
+      local hb, eb = floor(clock / w), floor(te / w)
+      local add = flags % 8 >= 6
+      if kind == 1 then
+        local rn, rsum, rq, mn, mx, last
+        if not run then rn, rsum, rq, mn, mx, last = 0, 0, 0, NAN, NAN, NOH
+        elseif cols == 3 then
+          rn, rsum, rq, mn, mx, last = g_full(hv, L, o, W, roff, hb, eb, hb - B, te, add, val)
+        else rn, rsum, last = g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, val) end
+        if cols == 1 then R[x + 1], R[x + 2], x = rn, last, x + 2
+        elseif cols == 2 then R[x + 1], R[x + 2], R[x + 3], x = rn, rsum, last, x + 3
+        else
+          R[x + 1], R[x + 2], R[x + 3], R[x + 4], R[x + 5], R[x + 6] = rn, rsum, rq, mn, mx, last
+          x = x + 6
+        end
+      elseif kind == 2 then
+        local last = hv[o]
+        if run and add and te > last then hv[o] = te end
+        R[x + 1], x = run and last or NOH, x + 1
+      elseif kind == 3 then
+        local before, after, bad = 0, 0, false
+        if run then
+          before, after, bad = g_distinct(hv, G[b + 6], L, o, W, roff, hb, eb, hb - B, add, h)
+        end
+        if bad then status = 2 end
+        R[x + 1], R[x + 2], x = before, after, x + 2
+      else
+        local t, f = 0, 0
+        if run then t, f = g_label(hv, B, G[b + 5], L, o, W, roff, hb, eb, add) end
+        R[x + 1], R[x + 2], x = t, f, x + 2
       end
-      if not parts[j] then parts[j] = string.sub(v, p, p + pos[j][2] - 1) end
-      for x = 1, 10 do out[#out + 1] = rd[x] end
     end
-    store(key, clock, parts, ttl, false)
-    if mode == 'u' then replies[k] = pack('<' .. string.rep('d', #out), unpack(out)) end
+    R[3] = status
+    local refresh = ttl > 0 and not (clock - hv[2] < TTL_SLACK)
+    if refresh then hv[2] = clock end
+    setr(0, pack(G.hw, MAGIC, G.check, unpack(hv, 1, G.K)))
+    if refresh then redis.call('PEXPIRE', KEY, ttl) end
+    if mode == 'u' then replies[k] = pack(G.rf, unpack(R)) end
   elseif mode == 'u' then
     replies[k] = false
   end
 end
 if mode == 'o' then return 1 end
 return replies
+end
