@@ -38,13 +38,33 @@ pub(crate) struct GroupSpec {
     pub cols: Cols,
 }
 
-/// The columns of a stats bucket: a count only (4 bytes), count and sum (16), or
-/// count, sum, sum of squares, min and max (32).
+/// The columns of a stats bucket: a count only (4 bytes in process), count and sum
+/// (12), count, min and max (12), or count, sum, sum of squares, min and max (28).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub(crate) enum Cols {
     Count,
     Sum,
+    MinMax,
     Full,
+}
+
+impl Cols {
+    /// The columns that hold both `self`'s and `other`'s.
+    pub fn join(self, other: Cols) -> Cols {
+        match (self, other) {
+            (a, b) if a == b => a,
+            (Cols::Count, x) | (x, Cols::Count) => x,
+            _ => Cols::Full,
+        }
+    }
+    /// The columns the Redis store keeps (min / max groups as full ones: the same
+    /// count, min and max, two columns more).
+    pub fn stored(self) -> Cols {
+        match self {
+            Cols::MinMax => Cols::Full,
+            c => c,
+        }
+    }
 }
 
 impl GroupSpec {

@@ -41,15 +41,14 @@ pub(crate) enum GLayout {
         sum: usize,
         len: usize,
     },
-    /// hot: last event time, occupancy; ring: count (u32), min, max (f32), sum, sum of
-    /// squares (f64).
+    /// hot: last event time, occupancy; ring: count (u32), min, max (f32), and with
+    /// `sums` sum and sum of squares (f64; min / max groups keep none).
     Full {
         hot: usize,
         n: usize,
         min: usize,
         max: usize,
-        sum: usize,
-        sumsq: usize,
+        sums: Option<(usize, usize)>,
         len: usize,
     },
     /// hot: last event time.
@@ -96,7 +95,7 @@ impl Layout {
             hot += match (spec.kind, spec.cols) {
                 (Kind::Stats, Cols::Count) => 3,
                 (Kind::Stats, Cols::Sum) => 4,
-                (Kind::Stats, Cols::Full) => 2,
+                (Kind::Stats, Cols::Full | Cols::MinMax) => 2,
                 (Kind::Last, _) | (Kind::Distinct, _) | (Kind::Label, _) => 1,
             };
         }
@@ -124,13 +123,12 @@ impl Layout {
                         sum: take(len),
                         len,
                     },
-                    (Kind::Stats, Cols::Full) => GLayout::Full {
+                    (Kind::Stats, c @ (Cols::Full | Cols::MinMax)) => GLayout::Full {
                         hot,
                         n: take(half(len)),
                         min: take(half(len)),
                         max: take(half(len)),
-                        sum: take(len),
-                        sumsq: take(len),
+                        sums: (c == Cols::Full).then(|| (take(len), take(len))),
                         len,
                     },
                     (Kind::Last, _) => GLayout::Last { hot },
@@ -183,18 +181,15 @@ impl Layout {
                 each(sum + i);
             }
             GLayout::Full {
-                n,
-                min,
-                max,
-                sum,
-                sumsq,
-                ..
+                n, min, max, sums, ..
             } => {
                 each(n + i / 2);
                 each(min + i / 2);
                 each(max + i / 2);
-                each(sum + i);
-                each(sumsq + i);
+                if let Some((sum, sumsq)) = sums {
+                    each(sum + i);
+                    each(sumsq + i);
+                }
             }
             GLayout::Label { ring, .. } => each(ring + i),
             GLayout::Distinct { at, .. } => each(at),

@@ -419,13 +419,14 @@ impl Plan {
         };
         let id = format!("{source}|{spec:?}|{filters:?}|{value:?}|{outcome}");
         let need = match f.agg {
-            Agg::Min | Agg::Max | Agg::Stddev => Cols::Full,
+            Agg::Min | Agg::Max => Cols::MinMax,
+            Agg::Stddev => Cols::Full,
             Agg::Sum | Agg::Avg | Agg::Ratio => Cols::Sum,
             _ => Cols::Count,
         };
         if let Some(&g) = dedup.get(&id) {
             let c = &mut self.groups[g].spec.cols;
-            *c = (*c).max(need);
+            *c = c.join(need);
             return Ok((g, include));
         }
         let spec = GroupSpec { cols: need, ..spec };

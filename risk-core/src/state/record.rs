@@ -222,8 +222,7 @@ impl Rec<'_> {
                 n,
                 min,
                 max,
-                sum,
-                sumsq,
+                sums: cols,
                 len,
             } => {
                 let r = RingAt { head, len, q };
@@ -232,8 +231,10 @@ impl Rec<'_> {
                     view_mut::<u32>(w, n, len)[i] = 0;
                     view_mut::<u32>(w, min, len)[i] = 0;
                     view_mut::<u32>(w, max, len)[i] = 0;
-                    w[sum + i] = 0;
-                    w[sumsq + i] = 0;
+                    if let Some((sum, sumsq)) = cols {
+                        w[sum + i] = 0;
+                        w[sumsq + i] = 0;
+                    }
                 };
                 vacate(&mut occ, r, hb, |i, _| clear(w, i));
                 let r = RingAt { head: hb, len, q };
@@ -243,14 +244,17 @@ impl Rec<'_> {
                         view::<f32>(w, min, len),
                         view::<f32>(w, max, len),
                     );
-                    let (sums, sqs) = (view::<f64>(w, sum, len), view::<f64>(w, sumsq, len));
+                    let sums = cols
+                        .map(|(sum, sumsq)| (view::<f64>(w, sum, len), view::<f64>(w, sumsq, len)));
                     let mut fold = |i: usize| {
                         if ns[i] == 0 {
                             return;
                         }
                         out.n += ns[i] as f64;
-                        out.sum += sums[i];
-                        out.sumsq += sqs[i];
+                        if let Some((sums, sqs)) = sums {
+                            out.sum += sums[i];
+                            out.sumsq += sqs[i];
+                        }
                         let (lo_, hi_) = (mins[i] as f64, maxs[i] as f64);
                         out.min = if out.min.is_nan() {
                             lo_
@@ -279,10 +283,12 @@ impl Rec<'_> {
                     *mx = if first { v32 } else { mx.max(v32) };
                     let c = &mut view_mut::<u32>(w, n, len)[i];
                     *c = c.saturating_add(1);
-                    let s = &mut view_mut::<f64>(w, sum, len)[i];
-                    *s += x;
-                    let q = &mut view_mut::<f64>(w, sumsq, len)[i];
-                    *q += x * x;
+                    if let Some((sum, sumsq)) = cols {
+                        let s = &mut view_mut::<f64>(w, sum, len)[i];
+                        *s += x;
+                        let q = &mut view_mut::<f64>(w, sumsq, len)[i];
+                        *q += x * x;
+                    }
                     occupy(&mut occ, len, i);
                 }
                 w[hot + 1] = occ;

@@ -170,7 +170,7 @@ impl StatsRing {
         match spec.cols {
             Cols::Count => StatsRing::Count(TotRing::new(n)),
             Cols::Sum => StatsRing::Sum(TotRing::new(n)),
-            Cols::Full => StatsRing::Full(Ring::new(n)),
+            Cols::MinMax | Cols::Full => StatsRing::Full(Ring::new(n)),
         }
     }
     #[inline]
@@ -402,6 +402,8 @@ mod tests {
                 spec(Kind::Stats, w / 4, 66 + b, 0, 0, Cols::Full),
                 spec(Kind::Stats, w / 5, 64, 0, 0, Cols::Count),
                 spec(Kind::Label, w / 4, 60, 10, 0, Cols::Count),
+                spec(Kind::Stats, w, b + 1, 0, 0, Cols::MinMax),
+                spec(Kind::Stats, w / 4, 70, 0, 0, Cols::MinMax),
             ];
             let layout = Layout::of_specs(&specs);
             let mut words = vec![0u64; layout.words];
@@ -456,11 +458,13 @@ mod tests {
                         &input,
                         add,
                     );
+                    // A min / max group keeps no sums (its features read none).
+                    let sums = sp.cols != Cols::MinMax;
                     let bits = |r: &GroupRead| {
                         [
                             r.n,
-                            r.sum,
-                            r.sumsq,
+                            if sums { r.sum } else { 0.0 },
+                            if sums { r.sumsq } else { 0.0 },
                             r.min,
                             r.max,
                             r.distinct_before,

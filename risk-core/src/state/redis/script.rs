@@ -87,10 +87,10 @@ pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
         let sp = &plan.groups[g].spec;
         let l = u32::try_from(sp.ring_len()).unwrap_or(u32::MAX);
         let w = l.div_ceil(32);
-        let block = match (sp.kind, sp.cols) {
+        let block = match (sp.kind, sp.cols.stored()) {
             (Kind::Stats, Cols::Count) => 4 + w,
             (Kind::Stats, Cols::Sum) => 6 + w,
-            (Kind::Stats, Cols::Full) => 7 + w,
+            (Kind::Stats, _) => 7 + w,
             (Kind::Last, _) => 1,
             (Kind::Distinct, _) => 4 + w,
             (Kind::Label, _) => 1 + w,
@@ -108,10 +108,10 @@ pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
                 continue;
             }
             let l = at[j].0;
-            let size = match (sp.kind, sp.cols) {
+            let size = match (sp.kind, sp.cols.stored()) {
                 (Kind::Stats, Cols::Count) => l.saturating_mul(4),
                 (Kind::Stats, Cols::Sum) => l.saturating_mul(12),
-                (Kind::Stats, Cols::Full) => l.saturating_mul(28),
+                (Kind::Stats, _) => l.saturating_mul(28),
                 (Kind::Last, _) => 0,
                 (Kind::Distinct, _) => u32_(sp.exact_limit as i64)
                     .saturating_mul(16)
@@ -132,10 +132,10 @@ pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
             Kind::Distinct => 3,
             Kind::Label => 4,
         };
-        r[1] = match sp.cols {
+        r[1] = match sp.cols.stored() {
             Cols::Count => 1,
             Cols::Sum => 2,
-            Cols::Full => 3,
+            Cols::MinMax | Cols::Full => 3,
         };
         r[2..10].copy_from_slice(&(sp.width_ms as f64).to_le_bytes());
         let (l, o, w) = at[j];
@@ -256,10 +256,10 @@ fn count(x: f64) -> Result<f64, String> {
 /// sum, last (count + sum) or n, sum, sumsq, min, max, last (every column); last: last;
 /// distinct: before, after; label: txns, frauds.
 fn reply_len(kind: Kind, cols: Cols) -> usize {
-    match (kind, cols) {
+    match (kind, cols.stored()) {
         (Kind::Stats, Cols::Count) => 2,
         (Kind::Stats, Cols::Sum) => 3,
-        (Kind::Stats, Cols::Full) => 6,
+        (Kind::Stats, _) => 6,
         (Kind::Last, _) => 1,
         (Kind::Distinct, _) | (Kind::Label, _) => 2,
     }
@@ -308,7 +308,7 @@ pub(super) fn parse_reply(
             max: f64::NAN,
             ..GroupRead::default()
         };
-        match (spec(g).kind, spec(g).cols) {
+        match (spec(g).kind, spec(g).cols.stored()) {
             (Kind::Stats, cols) => {
                 r.n = count(f(0))?;
                 if cols >= Cols::Sum {
