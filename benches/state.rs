@@ -82,15 +82,24 @@ impl Cycle {
     }
 }
 
-fn engine(state: bool) -> Engine {
+/// An engine with trivial rules and model, with `state` (or none), on a far clock.
+pub fn engine_with(state: Option<StateConfig>) -> Engine {
     let s = schema();
     let slot = s.slot("amount").unwrap();
     let b = Engine::builder(s.clone())
         .clock(far_clock())
         .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
         .fast(Arc::new(Trivial::new(slot, Latency::Bounded)));
-    let b = if state { b.state(ten_features()) } else { b };
-    let e = b.build().unwrap();
+    match state {
+        Some(cfg) => b.state(cfg),
+        None => b,
+    }
+    .build()
+    .unwrap()
+}
+
+fn engine(state: bool) -> Engine {
+    let e = engine_with(state.then(ten_features));
     for t in warmup() {
         e.decide(&t).unwrap();
     }

@@ -11,11 +11,10 @@
 
 use crate::state::ten_features;
 use criterion::{black_box, Criterion, Throughput};
-use risk_benches::Trivial;
 use risk_core::hash::splitmix;
 use risk_core::state::StateEngine;
 use risk_core::synth::{generate_raw, schema, SynthConfig};
-use risk_core::{Engine, EntityKey, Latency, ManualClock, Transaction};
+use risk_core::{Engine, EntityKey, ManualClock, Transaction};
 use std::sync::Arc;
 
 fn far_clock() -> Arc<ManualClock> {
@@ -109,20 +108,11 @@ pub fn scale(c: &mut Criterion) {
 }
 
 fn engine(state: bool, cards: u64) -> Engine {
-    let s = schema();
-    let slot = s.slot("amount").unwrap();
-    let b = Engine::builder(s.clone())
-        .clock(far_clock())
-        .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
-        .fast(Arc::new(Trivial::new(slot, Latency::Bounded)));
-    let b = if state {
+    crate::state::engine_with(state.then(|| {
         let mut cfg = ten_features();
         cfg.max_keys = cards as usize + 20_000;
-        b.state(cfg)
-    } else {
-        b
-    };
-    b.build().unwrap()
+        cfg
+    }))
 }
 
 /// Two threads deciding over 50,000 cards, state on vs off.
