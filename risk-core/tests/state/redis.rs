@@ -194,7 +194,8 @@ impl Drop for KillOnDrop {
     }
 }
 
-fn txn(s: &Arc<FeatureSchema>, id: u64) -> Transaction {
+/// Transaction `id` of card 5 at merchant 3, a second apart (shared with `redis_limits`).
+pub(super) fn txn(s: &Arc<FeatureSchema>, id: u64) -> Transaction {
     Ev {
         id,
         card: 5,

@@ -116,17 +116,7 @@ fn report_label_reuses_its_connection() {
         ..RedisConfig::default()
     });
     for id in 1..=40 {
-        let mut t = Ev {
-            id,
-            card: 5,
-            merchant: 3,
-            device: 9,
-            ts: T0 + id as i64 * 1_000,
-            amount: 12.0,
-            channel: Channel::Ecom,
-            country: "GB",
-        }
-        .txn(&s);
+        let mut t = super::redis::txn(&s, id);
         assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
     }
     assert!(red.flush(Duration::from_secs(30)));
@@ -256,19 +246,7 @@ fn an_old_format_or_corrupt_value_is_reset_and_counted() {
         prefix: pre.clone(),
         ..RedisConfig::default()
     });
-    let ev = |id: u64| {
-        Ev {
-            id,
-            card: 5,
-            merchant: 3,
-            device: 9,
-            ts: T0 + id as i64 * 1_000,
-            amount: 12.0,
-            channel: Channel::Ecom,
-            country: "GB",
-        }
-        .txn(&s)
-    };
+    let ev = |id: u64| super::redis::txn(&s, id);
     let mut t = ev(1);
     assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
     let mut con = admin(&url);
