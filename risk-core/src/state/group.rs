@@ -59,6 +59,7 @@ impl Cols {
     }
     /// The columns the Redis store keeps (min / max groups as full ones: the same
     /// count, min and max, two columns more).
+    #[cfg(feature = "redis")]
     pub fn stored(self) -> Cols {
         match self {
             Cols::MinMax => Cols::Full,

@@ -113,8 +113,10 @@ pub(crate) struct Slab {
     head: usize,
     spills: bool,
     cap: usize,
-    /// Slots handed out so far (≤ `cap`).
+    /// Slots handed out so far (may pass `cap` while full; see `len`).
     next: AtomicUsize,
+    /// Keys held: slots handed out and in a set (an eviction hands its slot on).
+    live: AtomicUsize,
     /// The global clock hand (a set number).
     hand: AtomicUsize,
 }
@@ -152,16 +154,14 @@ impl Slab {
             spills,
             cap,
             next: AtomicUsize::new(0),
+            live: AtomicUsize::new(0),
             hand: AtomicUsize::new(0),
         }
     }
 
-    /// Keys held.
+    /// Keys held (a counter: no lock taken).
     pub fn len(&self) -> usize {
-        self.sets
-            .iter()
-            .map(|s| s.0.lock().tags.iter().filter(|&&t| t != 0).count())
-            .sum()
+        self.live.load(Relaxed)
     }
 
     /// Asks the CPU to bring `key`'s set line into cache.
@@ -247,7 +247,10 @@ impl Slab {
         }
         let way = match g.tags.iter().position(|&t| t == 0) {
             Some(w) => {
-                let slot = self.take_slot(s)?;
+                let (slot, new) = self.take_slot(s)?;
+                if new {
+                    self.live.fetch_add(1, Relaxed);
+                }
                 g.slots[w] = slot;
                 w
             }
@@ -261,8 +264,8 @@ impl Slab {
     }
 
     /// A slot for a new key of set `own` (whose lock the caller holds): a never used
-    /// one, or one evicted from another set.
-    fn take_slot(&self, own: usize) -> Option<u32> {
+    /// one (`true`), or one evicted from another set (`false`).
+    fn take_slot(&self, own: usize) -> Option<(u32, bool)> {
         let n = self.next.fetch_add(1, Relaxed);
         if n < self.cap {
             let c = n / CHUNK;
@@ -273,7 +276,7 @@ impl Slab {
                     let _ = self.chunks[c].set(chunk);
                 }
             }
-            return Some(n as u32);
+            return Some((n as u32, true));
         }
         self.next.store(self.cap, Relaxed);
         // Full: sweep other sets (second chance); two passes find a victim unless
@@ -288,7 +291,7 @@ impl Slab {
                     let slot = g.slots[w];
                     g.tags[w] = 0;
                     g.refs &= !(1 << w);
-                    return Some(slot);
+                    return Some((slot, false));
                 }
             }
         }
@@ -395,6 +398,12 @@ mod tests {
         }
         assert!(s.find(1_000, false).is_some());
         assert!(s.len() >= 90, "the slab fills: {}", s.len());
+        let held: usize = s
+            .sets
+            .iter()
+            .map(|x| x.0.lock().tags.iter().filter(|&&t| t != 0).count())
+            .sum();
+        assert_eq!(s.len(), held, "the counter counts the keys in the index");
     }
 
     #[test]
