@@ -132,6 +132,18 @@ struct List {
     journal: Mutex<Journal>,
 }
 
+impl List {
+    /// An empty list of `def` keyed by `key` (its table filled at open).
+    fn new(def: &ListDef, key: CKey) -> Self {
+        Self {
+            def: def.clone(),
+            key,
+            table: ArcSwap::from_pointee(Table::new()),
+            journal: Mutex::new(Journal::default()),
+        }
+    }
+}
+
 /// Every configured list.
 pub struct Lists {
     lists: Arc<[List]>,
@@ -163,15 +175,7 @@ impl Lists {
         if let Some(d) = &dir {
             files::create_dir(d, opts.file_mode)?;
         }
-        let lists: Arc<[List]> = defs
-            .iter()
-            .map(|(def, key)| List {
-                def: def.clone(),
-                key: *key,
-                table: ArcSwap::from_pointee(Table::new()),
-                journal: Mutex::new(Journal::default()),
-            })
-            .collect();
+        let lists: Arc<[List]> = defs.iter().map(|(def, key)| List::new(def, *key)).collect();
         let me = Self {
             lists,
             schema,

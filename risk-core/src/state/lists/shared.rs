@@ -4,15 +4,13 @@
 use super::journal;
 use super::redis::Shared;
 use super::sync::{ListSyncStatus, Seed};
-use super::{Journal, List, Lists, Table};
+use super::{List, Lists};
 use crate::clock::Clock;
 use crate::error::ConfigError;
 use crate::schema::FeatureSchema;
 use crate::state::def::{ListDef, RedisConfig};
 use crate::state::plan::CKey;
 use crate::state::{StateError, StatePrivacy};
-use arc_swap::ArcSwap;
-use parking_lot::Mutex;
 use std::sync::Arc;
 
 impl Lists {
@@ -27,15 +25,7 @@ impl Lists {
     ) -> Result<Self, ConfigError> {
         let bad = |e: StateError| ConfigError::invalid("state.lists", e.to_string());
         let mut me = Self::open(&[], schema, Arc::clone(&clock), None, opts).map_err(bad)?;
-        me.lists = defs
-            .iter()
-            .map(|(def, key)| List {
-                def: def.clone(),
-                key: *key,
-                table: ArcSwap::from_pointee(Table::new()),
-                journal: Mutex::new(Journal::default()),
-            })
-            .collect();
+        me.lists = defs.iter().map(|(def, key)| List::new(def, *key)).collect();
         let seeds = (0..me.lists.len())
             .map(|i| me.seed(i))
             .collect::<Result<Vec<_>, _>>()

@@ -123,10 +123,7 @@ impl RedisStore {
         fraud: bool,
         at_ms: i64,
     ) -> Result<LabelApplied, StateError> {
-        let io = |e: redis::RedisError| StateError::Io {
-            path: self.where_().into(),
-            source: std::io::Error::other(self.access.scrub(&e.to_string())),
-        };
+        let io = |e: redis::RedisError| self.io_error(e);
         let key = self.pending_key(id);
         let read =
             |con: &mut Conn| -> redis::RedisResult<std::collections::HashMap<String, String>> {
@@ -169,10 +166,7 @@ impl RedisStore {
         fraud: bool,
         at_ms: i64,
     ) -> Result<LabelApplied, StateError> {
-        let io = |e: redis::RedisError| StateError::Io {
-            path: self.where_().into(),
-            source: std::io::Error::other(self.access.scrub(&e.to_string())),
-        };
+        let io = |e: redis::RedisError| self.io_error(e);
         let Some(ts) = fields.get("ts").and_then(|t| t.parse::<i64>().ok()) else {
             return Err(StateError::UnknownTxn(id));
         };
@@ -260,5 +254,16 @@ impl RedisStore {
             .arg("action")
             .arg(action);
         self.offer(vec![h]);
+    }
+}
+
+impl RedisStore {
+    /// A Redis error as a typed I/O error naming the server, its text scrubbed of
+    /// credentials.
+    fn io_error(&self, e: redis::RedisError) -> StateError {
+        StateError::Io {
+            path: self.where_().into(),
+            source: std::io::Error::other(self.access.scrub(&e.to_string())),
+        }
     }
 }
