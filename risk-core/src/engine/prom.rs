@@ -400,7 +400,7 @@ impl Collector for EngineCollector {
             counter(
                 e,
                 "state_events",
-                "Entity-state events: transactions whose features were computed, without an event time, late, degraded (store failed), labels applied and refused, list hits.",
+                "Entity-state events: transactions whose features were computed, without an event time, late, degraded (store failed), labels applied and refused, list hits, exact windows read from their buckets (past max_events).",
                 [
                     ("updated", x.updates),
                     ("no_time", x.no_time),
@@ -410,6 +410,7 @@ impl Collector for EngineCollector {
                     ("label_unknown", x.labels_unknown),
                     ("list_hit", x.list_hits),
                     ("lists_stale", x.lists_stale),
+                    ("exact_fallback", x.exact_fallback),
                 ]
                 .map(|(k, v)| ([("event", k)], v)),
             )?;

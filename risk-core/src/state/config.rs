@@ -65,6 +65,8 @@ pub(crate) struct RawFeature {
     pub outcome: Vec<String>,
     pub delay: Option<String>,
     pub exact_limit: Option<i64>,
+    pub exact: Option<bool>,
+    pub max_events: Option<i64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +187,17 @@ impl RawState {
             if let Some(x) = f.exact_limit {
                 def.exact_limit = u32::try_from(count(&format!("{key}.exact_limit"), Some(x), 0)?)
                     .map_err(|_| ConfigError::invalid(format!("{key}.exact_limit"), "too large"))?;
+            }
+            def.exact = f.exact.unwrap_or(false);
+            if let Some(x) = f.max_events {
+                if !def.exact {
+                    return Err(ConfigError::invalid(
+                        format!("{key}.max_events"),
+                        "bounds an exact window: set exact = true with it",
+                    ));
+                }
+                def.max_events = u32::try_from(count(&format!("{key}.max_events"), Some(x), 0)?)
+                    .map_err(|_| ConfigError::invalid(format!("{key}.max_events"), "too large"))?;
             }
             features.push(def);
         }

@@ -317,6 +317,17 @@ pub struct FeatureDef {
     pub delay: Duration,
     /// [`Agg::Distinct`]: values kept exactly before switching to the sketch.
     pub exact_limit: u32,
+    /// An exact sliding window (`exact = true`): the key's events inside the window are
+    /// kept (time, value), so the feature equals the aggregate over the events at
+    /// `(t - W, t]` (label features: `(t - D - W, t - D]`), pandas'
+    /// `rolling(W, closed="right")`, instead of the `W` to `W + W/B` of buckets. For
+    /// count, sum, avg, min, max, stddev, ratio, fraud_count and fraud_rate; in process
+    /// only. The buckets stay as the fallback past [`max_events`](Self::max_events).
+    pub exact: bool,
+    /// Exact windows: events kept per key at most (1..=[`MAX_EVENTS`](super::MAX_EVENTS),
+    /// default 1,024). Past it the oldest are dropped, and a read whose window may have
+    /// held one answers from the buckets (counted in `StateStats::exact_fallback`).
+    pub max_events: u32,
 }
 
 impl FeatureDef {
@@ -334,7 +345,16 @@ impl FeatureDef {
             outcome: Vec::new(),
             delay: Duration::ZERO,
             exact_limit: 32,
+            exact: false,
+            max_events: 1_024,
         }
+    }
+
+    /// Makes the window exact, keeping at most `max_events` events per key.
+    pub fn exact(mut self, max_events: u32) -> Self {
+        self.exact = true;
+        self.max_events = max_events;
+        self
     }
 
     /// Sets `of`.

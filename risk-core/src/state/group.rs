@@ -36,6 +36,9 @@ pub(crate) struct GroupSpec {
     pub exact_limit: usize,
     /// What a stats bucket keeps (the most its features need).
     pub cols: Cols,
+    /// Exact windows (`exact = true`): events kept per key at most, besides the ring
+    /// (the fallback past the bound); 0: bucketed only.
+    pub max_events: u32,
 }
 
 /// The columns of a stats bucket: a count only (4 bytes in process), count and sum

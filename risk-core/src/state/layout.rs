@@ -17,6 +17,7 @@
 //! counts, f32 sums) would change values past 65,535 events a bucket or on sums of
 //! mixed magnitudes, so they are not used.
 
+use super::exact::LogAt;
 use super::group::{Cols, GroupSpec, Kind};
 use super::plan::Plan;
 
@@ -69,6 +70,8 @@ pub(crate) struct Layout {
     pub groups: Vec<GLayout>,
     /// Distinct groups (entries of the key's spill).
     pub spills: usize,
+    /// Per group: its exact window's log in the key's spill (`exact = true`).
+    pub log_of: Vec<Option<LogAt>>,
 }
 
 /// Words an array of `len` 4-byte values takes.
@@ -148,10 +151,22 @@ impl Layout {
                 }
             })
             .collect();
+        let n = specs.iter().filter(|s| s.max_events > 0).count();
+        let mut li = 0;
+        let log_of = specs
+            .iter()
+            .map(|s| {
+                (s.max_events > 0).then(|| {
+                    li += 1;
+                    LogAt { li: li - 1, n }
+                })
+            })
+            .collect();
         Self {
             words: at,
             groups,
             spills,
+            log_of,
         }
     }
 
@@ -195,6 +210,16 @@ impl Layout {
             GLayout::Distinct { at, .. } => each(at),
             GLayout::Last { .. } => {}
         }
+    }
+
+    /// Exact groups (logs of the key's spill).
+    pub fn logs(&self) -> usize {
+        self.log_of.iter().flatten().count()
+    }
+
+    /// Whether records of this layout may spill (distinct sets, exact windows).
+    pub fn spills_anything(&self) -> bool {
+        self.spills > 0 || self.logs() > 0
     }
 
     /// Bytes one record takes.

@@ -4,10 +4,11 @@
 //! prefetched, then their records located and prefetched, then the arithmetic; one
 //! index-set lock per key source, taken in source order.
 
-use super::distinct::Distinct;
+use super::exact::Win;
 use super::group::GroupRead;
 use super::layout::{Divs, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
+use super::record::Spilled;
 use super::slab::{Found, Slab};
 use crate::decision::Action;
 use parking_lot::Mutex;
@@ -30,8 +31,8 @@ pub(crate) struct MemStore {
 }
 
 /// One key in a snapshot: its source, its record's words (the key in word 0) and its
-/// spilled distinct sets.
-pub(crate) type SnapKey = (u8, Vec<u64>, Option<Vec<Distinct>>);
+/// spill (distinct sets, exact windows' events).
+pub(crate) type SnapKey = (u8, Vec<u64>, Option<Spilled>);
 
 /// What a read-update learned beyond the reads: per source, whether it had a key and
 /// the event's effective time there.
@@ -41,6 +42,9 @@ pub(crate) struct Applied {
     pub te: [i64; MAX_SOURCES],
     /// Sources whose event came later than `max_lateness` (counted at the key's time).
     pub late: u32,
+    /// Exact windows read from their ring: an event dropped for `max_events` may have
+    /// been inside them.
+    pub fallback: u32,
 }
 
 impl Applied {
@@ -50,6 +54,7 @@ impl Applied {
             present: [false; MAX_SOURCES],
             te: [ts; MAX_SOURCES],
             late: 0,
+            fallback: 0,
         }
     }
 }
@@ -88,7 +93,7 @@ impl MemStore {
                     slab: Slab::new(
                         layout.words,
                         layout.head_words(),
-                        layout.spills > 0,
+                        layout.spills_anything(),
                         max_keys,
                     ),
                     layout,
@@ -151,13 +156,14 @@ impl MemStore {
             };
             a.te[s] = te;
             let groups = src.layout.groups.iter().zip(&src.divs);
-            for ((gl, d), &g) in groups.zip(&plan.by_source[s]) {
+            let groups = groups.zip(&plan.by_source[s]).zip(&src.layout.log_of);
+            for (((gl, d), &g), log) in groups {
                 let grp = &plan.groups[g];
                 // One division per distinct time (in order, all three are one).
                 let hb = d.bucket(clock);
                 let eb = if te == clock { hb } else { d.bucket(te) };
                 let head = if old == clock { hb } else { d.head(old) };
-                let r = rec.read_add(
+                let mut r = rec.read_add(
                     gl,
                     &grp.spec,
                     d,
@@ -168,6 +174,13 @@ impl MemStore {
                     &req.inputs[g],
                     grp.outcome == 0,
                 );
+                if let Some(at) = *log {
+                    let keep = Win::of(&grp.spec).keep_after(clock, lateness_ms);
+                    let add = grp.outcome == 0;
+                    if !rec.exact(at, &grp.spec, te, keep, &req.inputs[g], add, &mut r) {
+                        a.fallback += 1;
+                    }
+                }
                 read(g, &r);
             }
         }
@@ -175,7 +188,14 @@ impl MemStore {
     }
 
     /// Enters the event into the groups whose outcome filter `action` passes.
-    pub fn record_outcome(&self, plan: &Plan, req: &Request, applied: &Applied, action: Action) {
+    pub fn record_outcome(
+        &self,
+        plan: &Plan,
+        req: &Request,
+        applied: &Applied,
+        action: Action,
+        lateness_ms: i64,
+    ) {
         for (s, src) in self.sources.iter().enumerate() {
             let gs_of = &plan.by_source[s];
             if !applied.present[s] || !gs_of.iter().any(|&g| plan.outcome_passes(g, action)) {
@@ -188,8 +208,13 @@ impl MemStore {
             let clock = rec.clock();
             let te = applied.te[s];
             let groups = src.layout.groups.iter().zip(&src.divs);
-            for ((gl, d), &g) in groups.zip(gs_of) {
+            for (((gl, d), &g), log) in groups.zip(gs_of).zip(&src.layout.log_of) {
                 if plan.outcome_passes(g, action) {
+                    if let Some(at) = *log {
+                        let spec = &plan.groups[g].spec;
+                        let keep = Win::of(spec).keep_after(clock, lateness_ms);
+                        rec.exact_add(at, spec, te, keep, &req.inputs[g]);
+                    }
                     let hb = d.head(clock);
                     rec.read_add(
                         gl,
@@ -217,8 +242,16 @@ impl MemStore {
         let mut rec = src.slab.rec(&mut f);
         let mut applied = 0;
         let _ = plan;
-        for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
-            if rec.label(gl, d, d.bucket(te), delta) {
+        for ((gl, d), log) in src
+            .layout
+            .groups
+            .iter()
+            .zip(&src.divs)
+            .zip(&src.layout.log_of)
+        {
+            let ring = rec.label(gl, d, d.bucket(te), delta);
+            let exact = log.is_some_and(|at| rec.exact_label(at, te, delta));
+            if ring || exact {
                 applied += 1;
             }
         }
@@ -232,10 +265,11 @@ impl MemStore {
 
     /// Bytes one key of source `s` holds: its record, its share of the index at
     /// capacity (a 64-byte set per 2 keys) and its spill pointer (distinct sets past
-    /// a few values grow into the spill, up to the sketch).
+    /// a few values grow into the spill, up to the sketch; exact windows keep their
+    /// events there, 16 bytes each).
     pub fn key_bytes(plan: &Plan, s: usize) -> usize {
         let l = Layout::of(plan, s);
-        l.bytes() + 32 + if l.spills > 0 { 8 } else { 0 }
+        l.bytes() + 32 + if l.spills_anything() { 8 } else { 0 }
     }
 
     /// Every key's state, for a snapshot.
@@ -243,7 +277,7 @@ impl MemStore {
         let mut v = Vec::new();
         for (s, src) in self.sources.iter().enumerate() {
             src.slab.dump(|w, spill| {
-                v.push((s as u8, w.to_vec(), spill.as_ref().map(|d| d.to_vec())));
+                v.push((s as u8, w.to_vec(), spill.as_deref().cloned()));
             });
         }
         v
@@ -266,21 +300,34 @@ impl MemStore {
         if w[KEY] == 0 {
             return Err("a record without a key".into());
         }
-        if let Some(sp) = spill {
-            if sp.len() != src.layout.spills {
-                return Err("a key's distinct sets do not match the definitions".into());
-            }
-        }
-        let mut words = w.clone();
-        let mut sp: super::record::Spill = spill.clone().map(Vec::into_boxed_slice);
-        let rec = super::record::Rec {
-            w: &mut words,
-            spill: Some(&mut sp),
-        };
         let specs: Vec<_> = plan.by_source[*s as usize]
             .iter()
             .map(|&g| &plan.groups[g].spec)
             .collect();
+        if let Some(sp) = spill {
+            if sp.distinct.len() > src.layout.spills {
+                return Err("a key's distinct sets do not match the definitions".into());
+            }
+            if sp.logs.len() > src.layout.logs() {
+                return Err("a key's exact windows do not match the definitions".into());
+            }
+            let exact = specs.iter().zip(&src.layout.log_of);
+            for (spec, at) in exact.filter_map(|(s, l)| Some((s, (*l)?))) {
+                if sp
+                    .logs
+                    .get(at.li)
+                    .is_some_and(|l| !l.valid(spec.max_events))
+                {
+                    return Err("a key's exact window is out of its bounds or order".into());
+                }
+            }
+        }
+        let mut words = w.clone();
+        let mut sp: super::record::Spill = spill.clone().map(Box::new);
+        let rec = super::record::Rec {
+            w: &mut words,
+            spill: Some(&mut sp),
+        };
         if !rec.valid(&src.layout.groups, &specs) {
             return Err("a key's distinct set is out of its bounds".into());
         }
@@ -288,18 +335,26 @@ impl MemStore {
     }
 
     /// Restores keys from a snapshot (each checked with [`check`](Self::check) first).
-    pub fn restore(&self, items: Vec<SnapKey>) {
-        for (s, w, spill) in items {
+    pub fn restore(&self, plan: &Plan, items: Vec<SnapKey>) {
+        for (s, w, mut spill) in items {
             let Some(src) = self.sources.get(s as usize) else {
                 continue;
             };
+            if let Some(sp) = spill.as_mut() {
+                let exact = plan.by_source[s as usize].iter().zip(&src.layout.log_of);
+                for (&g, at) in exact.filter_map(|(g, l)| Some((g, (*l)?))) {
+                    if let Some(l) = sp.logs.get_mut(at.li) {
+                        l.rebuild(Win::of(&plan.groups[g].spec));
+                    }
+                }
+            }
             let Some(mut f) = src.slab.find(w[KEY], true) else {
                 continue;
             };
             let rec = src.slab.rec(&mut f);
             rec.w.copy_from_slice(&w);
             if let Some(slot) = rec.spill {
-                *slot = spill.map(Vec::into_boxed_slice);
+                *slot = spill.map(Box::new);
             }
         }
     }

@@ -43,6 +43,7 @@ mod config;
 mod def;
 mod distinct;
 mod error;
+mod exact;
 mod group;
 mod labels;
 mod layout;
@@ -67,6 +68,7 @@ pub use crate::hash::{email_hash, key_hash};
 pub(crate) use config::RawState;
 pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
 pub use error::StateError;
+pub use exact::MAX_EVENTS;
 #[cfg(feature = "redis")]
 pub use lists::ListSyncStatus;
 pub use lists::{Lists, COMPACT_MIN_LINES, MAX_LIST_FILE};
@@ -217,6 +219,12 @@ impl StateEngine {
             )
             .map_err(|e| ConfigError::invalid("state.lists", e.to_string()))?,
         };
+        if let (Some(_), Some(f)) = (&cfg.redis, cfg.features.iter().find(|f| f.exact)) {
+            return Err(ConfigError::invalid(
+                format!("state.features ({}).exact", f.name),
+                "exact windows are kept in process only: not with [state.redis] (use buckets there)",
+            ));
+        }
         let store = match &cfg.redis {
             None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
             #[cfg(feature = "redis")]
@@ -381,6 +389,9 @@ impl StateEngine {
         if applied.late > 0 {
             self.counters.late.add(applied.late as u64);
         }
+        if applied.fallback > 0 {
+            self.counters.exact_fallback.add(applied.fallback as u64);
+        }
         if let (Some(p), true) = (&self.pending, txn.id.0 != 0) {
             let mut at = [(u8::MAX, 0u64, 0i64); MAX_LABEL_SOURCES];
             for (slot, &s) in at.iter_mut().zip(&self.label_sources) {
@@ -412,7 +423,10 @@ impl StateEngine {
     pub fn record_outcome(&self, outcome: &StateOutcome, action: Action) {
         let Some(t) = &outcome.ticket else { return };
         match &self.store {
-            Store::Mem(m) => m.record_outcome(&self.plan, &t.req, &t.applied, action),
+            Store::Mem(m) => {
+                let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
+                m.record_outcome(&self.plan, &t.req, &t.applied, action, lateness)
+            }
             #[cfg(feature = "redis")]
             Store::Redis(r) => r.record_outcome(&self.plan, t, action),
         }

@@ -347,6 +347,18 @@ impl Plan {
         if include && matches!(f.agg, Agg::Ratio | Agg::SinceLast) {
             return Err(ConfigError::invalid(format!("{at}.current"), "ratio and since_last compare the current transaction with its history: \"include\" has no meaning"));
         }
+        if f.exact && matches!(f.agg, Agg::Distinct | Agg::SinceLast) {
+            return Err(ConfigError::invalid(
+                format!("{at}.exact"),
+                "distinct and since_last take no exact window (since_last is exact already; distinct keeps exact_limit values exactly)",
+            ));
+        }
+        if f.exact && !(1..=super::MAX_EVENTS).contains(&f.max_events) {
+            return Err(ConfigError::invalid(
+                format!("{at}.max_events"),
+                format!("must be in 1..={}", super::MAX_EVENTS),
+            ));
+        }
         if f.agg == Agg::Distinct && !(1..=4_096).contains(&f.exact_limit) {
             return Err(ConfigError::invalid(
                 format!("{at}.exact_limit"),
@@ -394,6 +406,7 @@ impl Plan {
             },
             // Set below to what every feature of the group needs.
             cols: Cols::Count,
+            max_events: if f.exact { f.max_events } else { 0 },
         };
         let spec = if kind == Kind::Last {
             GroupSpec {

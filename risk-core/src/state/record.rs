@@ -3,12 +3,22 @@
 //! Redis script, so every store computes the same bits.
 
 use super::distinct::Distinct;
+use super::exact::EventLog;
 use super::group::{GroupInput, GroupRead, GroupSpec};
 use super::layout::{Advance, Divs, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY};
 use bytemuck::Pod;
 
-/// A key's distinct sets that outgrew the record (one per distinct group of its source).
-pub(crate) type Spill = Option<Box<[Distinct]>>;
+/// What of a key lives outside its record: distinct sets that outgrew it (by distinct
+/// group of the source) and exact windows' events (by exact group); each vector as long
+/// as the last one used.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Spilled {
+    pub distinct: Vec<Distinct>,
+    pub logs: Vec<EventLog>,
+}
+
+/// A key's spill (made on first use).
+pub(crate) type Spill = Option<Box<Spilled>>;
 
 /// No event time yet (a record's fresh clock, a group's fresh last event time).
 pub(crate) const NO_TIME: i64 = i64::MIN;
@@ -349,7 +359,9 @@ impl Rec<'_> {
                 // Impossible (the bit is set with the spill): read as empty.
                 return;
             };
-            let d = &mut sp[spill];
+            let Some(d) = sp.distinct.get_mut(spill) else {
+                return;
+            };
             if let Distinct::Sketch(r) = d {
                 r.advance(hb);
             }
@@ -404,13 +416,9 @@ impl Rec<'_> {
                     // Impossible (a source with distinct groups has spills).
                     return;
                 };
-                let spills = slot.get_or_insert_with(|| {
-                    vec![Distinct::Exact(Vec::new()); spill + 1].into_boxed_slice()
-                });
+                let spills = &mut slot.get_or_insert_with(Default::default).distinct;
                 if spills.len() <= spill {
-                    let mut v = std::mem::take(spills).into_vec();
-                    v.resize(spill + 1, Distinct::Exact(Vec::new()));
-                    *spills = v.into_boxed_slice();
+                    spills.resize(spill + 1, Distinct::Exact(Vec::new()));
                 }
                 spills[spill] = d;
             }
@@ -421,7 +429,8 @@ impl Rec<'_> {
             self.spill
                 .as_deref()
                 .and_then(|s| s.as_ref())
-                .map_or(0.0, |s| s[spill].count(lo, hb))
+                .and_then(|s| s.distinct.get(spill))
+                .map_or(0.0, |d| d.count(lo, hb))
         } else {
             (0..n).filter(|&j| inside(w[at + 2 * j + 1] as i64)).count() as f64
         };
@@ -458,7 +467,7 @@ impl Rec<'_> {
                         .spill
                         .as_deref()
                         .and_then(|s| s.as_ref())
-                        .and_then(|s| s.get(spill))
+                        .and_then(|s| s.distinct.get(spill))
                     {
                         None => false,
                         Some(Distinct::Exact(v)) => v.len() <= spec.exact_limit,

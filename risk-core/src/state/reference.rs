@@ -340,6 +340,7 @@ mod tests {
             delay_b: 0,
             exact_limit: 8,
             cols: Cols::Count,
+            max_events: 0,
         };
         let mut g = GState::new(&spec);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -377,6 +378,7 @@ mod tests {
             delay_b,
             exact_limit,
             cols,
+            max_events: 0,
         };
         for round in 0..40u64 {
             let w = 1_000 * (1 + (next() % 600) as i64);

@@ -213,7 +213,7 @@ impl StateEngine {
             mem.check(&self.plan, item).map_err(bad)?;
         }
         let n = items.len();
-        mem.restore(items);
+        mem.restore(&self.plan, items);
         Ok(n)
     }
 }

@@ -15,6 +15,9 @@ pub struct StateStats {
     pub no_time: u64,
     /// (source, transaction) pairs later than `max_lateness` (counted at the key's time).
     pub late: u64,
+    /// Exact-window reads answered from the bucket ring instead: the key had dropped an
+    /// event of the window for `max_events`.
+    pub exact_fallback: u64,
     /// Labels applied (a repeat of the same label is not counted).
     pub labels: u64,
     /// Labels refused: transaction unknown.
@@ -62,6 +65,9 @@ pub(super) struct Counters {
     pub(super) no_time: AtomicU64,
     /// Bumped by every late event: striped (a replay of old data is all late).
     pub(super) late: Striped,
+    /// Bumped by every read past `max_events`: striped (a busy key falls back on every
+    /// event).
+    pub(super) exact_fallback: Striped,
     pub(super) labels: AtomicU64,
     pub(super) labels_unknown: AtomicU64,
     pub(super) list_hits: AtomicU64,
@@ -122,6 +128,7 @@ impl StateEngine {
             updates: c.updates.load(),
             no_time: c.no_time.load(Relaxed),
             late: c.late.load(),
+            exact_fallback: c.exact_fallback.load(),
             labels: c.labels.load(Relaxed),
             labels_unknown: c.labels_unknown.load(Relaxed),
             list_hits: c.list_hits.load(Relaxed),
@@ -220,7 +227,7 @@ impl StateEngine {
             .collect();
         serde_json::json!({
             "stats": {
-                "updates": s.updates, "no_time": s.no_time, "late": s.late,
+                "updates": s.updates, "no_time": s.no_time, "late": s.late, "exact_fallback": s.exact_fallback,
                 "labels": s.labels, "labels_unknown": s.labels_unknown, "list_hits": s.list_hits,
                 "degraded": s.degraded, "store_timeouts": s.store_timeouts, "store_errors": s.store_errors,
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
