@@ -7,11 +7,13 @@
 //! arrival order), with `current = "include"` adding the event itself.
 //!
 //! Cost: the window that in-order reads ask for is a cursor over the events (`lo..hi`,
-//! with its sum and sum of squares), moved forward as the key's time moves; each event
-//! enters and leaves it once, so every aggregate but min and max costs O(1) amortised
-//! whatever the window's length (30 days costs what 1 hour costs). Min and max scan the
-//! window's events (at most `max_events`). A read at a time before the cursor's (an
-//! out-of-order event) binary-searches its window and scans it.
+//! with its sum), moved forward as the key's time moves; each event enters and leaves it
+//! once, so count, sum, avg, ratio, fraud_count and fraud_rate cost O(1) amortised
+//! whatever the window's length (30 days costs what 1 hour costs). Min, max and stddev
+//! scan the window's events (at most `max_events`; a running sum of squares would
+//! drift, and a restored key would then read other bits than the live one). A read at a
+//! time before the cursor's (an out-of-order event) binary-searches its window and
+//! scans it.
 //!
 //! Bounds: at most `max_events` per key and group. Past it the oldest event is dropped,
 //! and a read whose window may have held a dropped event falls back to the ring's
@@ -77,8 +79,6 @@ pub(crate) struct EventLog {
     hi: usize,
     #[serde(skip)]
     sum: f64,
-    #[serde(skip)]
-    sumsq: f64,
 }
 
 impl Default for EventLog {
@@ -90,7 +90,6 @@ impl Default for EventLog {
             lo: 0,
             hi: 0,
             sum: 0.0,
-            sumsq: 0.0,
         }
     }
 }
@@ -99,17 +98,14 @@ impl EventLog {
     #[inline]
     fn enter(&mut self, v: f64) {
         self.sum += v;
-        self.sumsq += v * v;
     }
 
     #[inline]
     fn leave(&mut self, v: f64) {
         self.sum -= v;
-        self.sumsq -= v * v;
         if self.lo == self.hi {
-            // An empty window restarts its totals exactly (no drift carried on).
+            // An empty window restarts its total exactly (no drift carried on).
             self.sum = 0.0;
-            self.sumsq = 0.0;
         }
     }
 
@@ -132,53 +128,43 @@ impl EventLog {
         }
     }
 
-    /// Reads the window of a read at `r` into `out` (`minmax`: fold min and max too;
-    /// `label`: as transactions and frauds). False, `out` untouched, when an event
-    /// dropped for the bound may have been inside it.
-    pub fn read(
-        &mut self,
-        win: Win,
-        r: i64,
-        minmax: bool,
-        label: bool,
-        out: &mut GroupRead,
-    ) -> bool {
+    /// Reads the window of a read at `r` into `out` (`scan`: sum, sum of squares, min
+    /// and max folded from the events, for min / max / stddev; `label`: as transactions
+    /// and frauds). False, `out` untouched, when an event dropped for the bound may have
+    /// been inside it.
+    pub fn read(&mut self, win: Win, r: i64, scan: bool, label: bool, out: &mut GroupRead) -> bool {
         let (s, e) = win.bounds(r);
         if self.dropped != NO_TIME && self.dropped > s {
             return false;
         }
-        let (n, sum, sumsq, a, b) = if r >= self.at {
+        let in_order = r >= self.at;
+        let (a, b) = if in_order {
             self.advance(win, r);
-            let (a, b) = (self.lo, self.hi);
-            ((b - a) as f64, self.sum, self.sumsq, a, b)
+            (self.lo, self.hi)
         } else {
-            let a = self.ev.partition_point(|x| x.0 <= s);
-            let b = self.ev.partition_point(|x| x.0 <= e);
-            let (sum, sumsq) = self
-                .ev
-                .range(a..b)
-                .fold((0.0, 0.0), |(s, q), &(_, v)| (s + v, q + v * v));
-            ((b - a) as f64, sum, sumsq, a, b)
+            (
+                self.ev.partition_point(|x| x.0 <= s),
+                self.ev.partition_point(|x| x.0 <= e),
+            )
         };
-        if label {
-            out.txns = n;
-            out.frauds = sum;
-            return true;
+        let n = (b - a) as f64;
+        if in_order && !scan {
+            (out.n, out.sum) = (n, self.sum);
+        } else {
+            let init = (0.0, 0.0, f64::INFINITY, f64::NEG_INFINITY);
+            let (sum, sumsq, mn, mx) = self.ev.range(a..b).fold(init, |(s, q, mn, mx), &(_, v)| {
+                (s + v, q + v * v, mn.min(v), mx.max(v))
+            });
+            (out.n, out.sum, out.sumsq) = (n, sum, sumsq);
+            (out.min, out.max) = if b > a {
+                (mn, mx)
+            } else {
+                (f64::NAN, f64::NAN)
+            };
         }
-        out.n = n;
-        out.sum = sum;
-        out.sumsq = sumsq;
-        out.min = f64::NAN;
-        out.max = f64::NAN;
-        if minmax && b > a {
-            let (mn, mx) = self
-                .ev
-                .range(a..b)
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(mn, mx), &(_, v)| {
-                    (mn.min(v), mx.max(v))
-                });
-            out.min = mn;
-            out.max = mx;
+        if label {
+            (out.txns, out.frauds) = (out.n, out.sum);
+            (out.n, out.sum) = (0.0, 0.0);
         }
         true
     }
@@ -236,7 +222,6 @@ impl EventLog {
         self.ev[i].1 = new;
         if (self.lo..self.hi).contains(&i) {
             self.sum += new - old;
-            self.sumsq += new * new - old * old;
         }
         true
     }
@@ -244,7 +229,7 @@ impl EventLog {
     /// Recomputes the cursor (after a restore: it is not written to snapshots).
     pub fn rebuild(&mut self, win: Win) {
         let at = self.at;
-        (self.lo, self.hi, self.sum, self.sumsq) = (0, 0, 0.0, 0.0);
+        (self.lo, self.hi, self.sum) = (0, 0, 0.0);
         if at != NO_TIME {
             self.advance(win, at);
         }
