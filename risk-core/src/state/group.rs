@@ -22,8 +22,10 @@ pub(crate) enum Kind {
     Label,
 }
 
-/// The compiled shape of a group (identical in every store).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// The compiled shape of a group (identical in every store). Its `Debug` text is part
+/// of the definitions' fingerprint (snapshots, Redis key names): `max_events` shows only
+/// when set, so groups without exact windows keep the fingerprints of earlier versions.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) struct GroupSpec {
     pub kind: Kind,
     /// Bucket width, ms (> 0).
@@ -68,6 +70,22 @@ impl Cols {
             Cols::MinMax => Cols::Full,
             c => c,
         }
+    }
+}
+
+impl std::fmt::Debug for GroupSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("GroupSpec");
+        d.field("kind", &self.kind)
+            .field("width_ms", &self.width_ms)
+            .field("window_b", &self.window_b)
+            .field("delay_b", &self.delay_b)
+            .field("exact_limit", &self.exact_limit)
+            .field("cols", &self.cols);
+        if self.max_events > 0 {
+            d.field("max_events", &self.max_events);
+        }
+        d.finish()
     }
 }
 

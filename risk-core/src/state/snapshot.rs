@@ -1,16 +1,18 @@
 //! Snapshot to disk and restore on start.
 //!
-//! File: `RSKSTAT3` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
+//! File: `RSKSTAT5` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's source, record words
-//! as laid out by [`super::layout`] in the machine's byte order, and spilled distinct
-//! sets). Snapshots of the earlier store (`RSKSTAT1` / `RSKSTAT2`: a table per group) are
+//! as laid out by [`super::layout`] in the machine's byte order, and its spill: distinct
+//! sets and exact windows' events). Snapshots of the version before exact windows
+//! (`RSKSTAT3` / sealed `RSKSTAT4`: a spill of distinct sets only) are read and migrated.
+//! Snapshots of the earlier store (`RSKSTAT1` / `RSKSTAT2`: a table per group) are
 //! refused by name: start without them (the state refills from traffic).
 //! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
 //! the old one: a crash leaves the previous snapshot. The configured path's directory is created `0700` at start and
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
-//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT4`,
+//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT6`,
 //! payload = key id (4 bytes, [`Pseudonymiser::key_id`](crate::pseudo::Pseudonymiser::key_id))
 //! | nonce (12 random bytes) | ChaCha20-Poly1305 of the postcard bytes, under a key derived
 //! from the `[privacy] key`, with the header's magic and fingerprint as associated data. A
@@ -21,9 +23,13 @@ use super::{StateEngine, StateError};
 use crate::hash::Fnv;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RSKSTAT3";
+const MAGIC: &[u8; 8] = b"RSKSTAT5";
 /// A sealed snapshot (`[privacy] key` set).
-const SEALED: &[u8; 8] = b"RSKSTAT4";
+const SEALED: &[u8; 8] = b"RSKSTAT6";
+/// The version before exact windows (plain, sealed): read, spills migrated.
+const FORMAT_3: [&[u8; 8]; 2] = [b"RSKSTAT3", b"RSKSTAT4"];
+/// One key of a format-3 snapshot: its spill held distinct sets only.
+type SnapKey3 = (u8, Vec<u64>, Option<Vec<super::distinct::Distinct>>);
 /// The earlier store's snapshots (plain, sealed): refused by name.
 const FORMAT_1: [&[u8; 8]; 2] = [b"RSKSTAT1", b"RSKSTAT2"];
 /// What the snapshot key is derived for.
@@ -148,10 +154,13 @@ impl StateEngine {
                 "a snapshot of the earlier state store (format 1), which this version cannot read: start without it (move the file away); the state refills from traffic".into(),
             ));
         }
-        if bytes.len() < HEADER || (&bytes[..8] != MAGIC && &bytes[..8] != SEALED) {
+        let known = [MAGIC, SEALED, FORMAT_3[0], FORMAT_3[1]];
+        if bytes.len() < HEADER || !known.iter().any(|m| &bytes[..8] == *m) {
             return Err(bad("not a state snapshot (bad magic or too short)".into()));
         }
-        let sealed = &bytes[..8] == SEALED;
+        let magic: &[u8; 8] = bytes[..8].try_into().expect("8 bytes");
+        let sealed = magic == SEALED || magic == FORMAT_3[1];
+        let old = FORMAT_3.contains(&magic);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         if word(8) != self.fingerprint() {
             return Err(bad(
@@ -192,7 +201,7 @@ impl StateEngine {
                     )));
                 }
                 let nonce = chacha20poly1305::Nonce::from_slice(&payload[4..SEAL_PREFIX]);
-                let aad = [&SEALED[..], &bytes[8..16]].concat();
+                let aad = [&magic[..], &bytes[8..16]].concat();
                 opened = cipher(p)
                     .decrypt(
                         nonce,
@@ -205,8 +214,21 @@ impl StateEngine {
                 &opened[..]
             }
         };
-        let items: Vec<SnapKey> =
-            postcard::from_bytes(payload).map_err(|e| bad(format!("decoding: {e}")))?;
+        let decoding = |e: postcard::Error| bad(format!("decoding: {e}"));
+        let items: Vec<SnapKey> = if old {
+            let v: Vec<SnapKey3> = postcard::from_bytes(payload).map_err(decoding)?;
+            v.into_iter()
+                .map(|(s, w, d)| {
+                    let spill = d.map(|distinct| super::record::Spilled {
+                        distinct,
+                        logs: Vec::new(),
+                    });
+                    (s, w, spill)
+                })
+                .collect()
+        } else {
+            postcard::from_bytes(payload).map_err(decoding)?
+        };
         // Each key's record must have the layout of its source's groups now.
         let mem = self.mem_or_refuse(path)?;
         for item in &items {
@@ -215,5 +237,92 @@ impl StateEngine {
         let n = items.len();
         mem.restore(&self.plan, items);
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Agg, FeatureDef, KeySource, StateConfig};
+    use crate::txn::Transaction;
+    use std::sync::Arc;
+
+    /// The fingerprint of definitions without exact windows is the one earlier versions
+    /// computed: `GroupSpec`'s text is the derived `Debug` it replaced.
+    #[test]
+    fn specs_without_exact_windows_print_as_before() {
+        let spec = crate::state::group::GroupSpec {
+            kind: crate::state::group::Kind::Stats,
+            width_ms: 300_000,
+            window_b: 12,
+            delay_b: 0,
+            exact_limit: 0,
+            cols: crate::state::group::Cols::Count,
+            max_events: 0,
+        };
+        assert_eq!(
+            format!("{spec:?}"),
+            "GroupSpec { kind: Stats, width_ms: 300000, window_b: 12, delay_b: 0, exact_limit: 0, cols: Count }"
+        );
+        let exact = crate::state::group::GroupSpec {
+            max_events: 9,
+            ..spec
+        };
+        assert!(format!("{exact:?}").ends_with("cols: Count, max_events: 9 }"));
+    }
+
+    /// A snapshot of the version before exact windows (`RSKSTAT3`: a spill of distinct
+    /// sets only) restores every key, spilled distinct sets included.
+    #[test]
+    fn a_format_3_snapshot_is_migrated() {
+        let cfg = StateConfig {
+            features: vec![
+                FeatureDef::new("n", KeySource::Entity, Agg::Count),
+                FeatureDef::new("devices", KeySource::Entity, Agg::Distinct).of("device"),
+            ],
+            ..StateConfig::default()
+        };
+        let schema = cfg
+            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
+            .build()
+            .unwrap();
+        let clock = crate::clock::ManualClock::new();
+        clock.set_unix_origin_ms(1_767_571_200_000 + 86_400_000);
+        let st = StateEngine::new(cfg.clone(), Arc::clone(&schema), clock.clone()).unwrap();
+        for i in 0..200u64 {
+            let mut t = Transaction::builder(&schema)
+                .id(i + 1)
+                .entity(1 + i % 3)
+                .device(i % 11)
+                .timestamp_ms(1_767_571_200_000 + i as i64 * 1_000)
+                .amount(5.0, "USD")
+                .build()
+                .unwrap();
+            st.apply(&mut t);
+        }
+        let now = st.mem().unwrap().dump();
+        assert!(now
+            .iter()
+            .any(|k| k.2.as_ref().is_some_and(|s| !s.distinct.is_empty())));
+        let old: Vec<SnapKey3> = now
+            .iter()
+            .map(|(s, w, sp)| (*s, w.clone(), sp.as_ref().map(|x| x.distinct.clone())))
+            .collect();
+        let payload = postcard::to_allocvec(&old).unwrap();
+        let mut bytes = b"RSKSTAT3".to_vec();
+        bytes.extend_from_slice(&st.fingerprint().to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        bytes.extend_from_slice(&payload);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.snap");
+        std::fs::write(&path, bytes).unwrap();
+        let fresh = StateEngine::new(cfg, schema, clock).unwrap();
+        assert_eq!(fresh.restore(&path).unwrap(), now.len());
+        let mut a = fresh.mem().unwrap().dump();
+        let mut b = now;
+        a.sort_by_key(|k| k.1[0]);
+        b.sort_by_key(|k| k.1[0]);
+        assert_eq!(a, b);
     }
 }
