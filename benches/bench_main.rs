@@ -52,7 +52,7 @@ criterion_group!(
 criterion_group!(
     name = state_scale;
     config = engine::config();
-    targets = state_scale::scale, state_scale::throughput
+    targets = state_scale::scale, state_scale::throughput, state_scale::exact
 );
 criterion_group!(
     name = state_redis;

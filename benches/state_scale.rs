@@ -142,3 +142,53 @@ pub fn throughput(c: &mut Criterion) {
     }
     g.finish();
 }
+
+/// Exact windows against bucketed ones, short against long: the card's count, sum and
+/// mean and the terminal's count over one window (the Fraud Detection Handbook's
+/// features), 1 hour and 30 days, bucketed (12 buckets; 720 hourly buckets for 30 days)
+/// and exact, over 1,000 cards with 60 days of history (about 60 events per card in a
+/// 30-day window).
+pub fn exact(c: &mut Criterion) {
+    use risk_core::state::{Agg, FeatureDef, KeySource, StateConfig};
+    use std::time::Duration;
+    let hour = Duration::from_secs(3_600);
+    let mut g = c.benchmark_group("state_exact");
+    for (name, window, buckets, exact) in [
+        ("buckets_1h", hour, 12, false),
+        ("exact_1h", hour, 12, true),
+        ("buckets_30d_hourly", 720 * hour, 720, false),
+        ("exact_30d", 720 * hour, 720, true),
+    ] {
+        let f = |n: &str, k: KeySource, agg: Agg| {
+            let d = FeatureDef::new(n, k, agg).window(window, buckets);
+            if exact {
+                d.exact(1_024)
+            } else {
+                d
+            }
+        };
+        // Fields of the synthetic schema (the rows carry it), given other meanings.
+        let cfg = StateConfig {
+            features: vec![
+                f("txn_count_24h", KeySource::Entity, Agg::Count),
+                f("amount_sum_24h", KeySource::Entity, Agg::Sum),
+                f("amount_ratio", KeySource::Entity, Agg::Avg),
+                f("merchant_txn_count_1h", KeySource::Merchant, Agg::Count),
+            ],
+            max_keys: 100_000,
+            ..StateConfig::default()
+        };
+        let st = StateEngine::new(cfg, schema(), far_clock()).unwrap();
+        let mut s = Stream::new(1_000, 256);
+        s.warm(|t| {
+            st.apply(t);
+        });
+        for _ in 0..120_000 {
+            st.apply(s.next());
+        }
+        g.bench_function(name, |b| {
+            b.iter(|| black_box(st.apply(black_box(s.next()))))
+        });
+    }
+    g.finish();
+}

@@ -166,7 +166,7 @@ fn check(st: &StateEngine, s: &Arc<FeatureSchema>, refs: &[Ref], evs: &[Ev]) -> 
     let mut frauds = HashSet::new();
     let mut checked = 0;
     for i in 0..evs.len() {
-        if i >= 40 && evs[i - 40].id % 4 == 0 {
+        if i >= 40 && evs[i - 40].id.is_multiple_of(4) {
             st.report_label(TxnId(evs[i - 40].id), true, evs[i].ts)
                 .unwrap();
             frauds.insert(i - 40);
@@ -320,7 +320,7 @@ fn exact_definitions_out_of_bounds_are_refused_by_name() {
             ..StateConfig::default()
         };
         let s = schema(&cfg);
-        let e = StateEngine::new(cfg, s, clock(T0)).err().expect("refused");
+        let e = StateEngine::new(cfg, s, clock(T0)).expect_err("refused");
         let m = e.to_string();
         assert!(m.contains("(x)") && m.contains(what), "{def:?}: {m}");
     }
@@ -385,7 +385,7 @@ max_events = 500
     // would hold four).
     assert_eq!(seen, vec![1.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
     let bad = toml.replace("exact = true\n", "");
-    let err = load(&bad).err().expect("refused").to_string();
+    let err = load(&bad).expect_err("refused").to_string();
     assert!(
         err.contains("max_events") && err.contains("exact = true"),
         "{err}"
