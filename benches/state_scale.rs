@@ -158,6 +158,8 @@ pub fn exact(c: &mut Criterion) {
         ("exact_1h", hour, 12, true),
         ("buckets_30d_hourly", 720 * hour, 720, false),
         ("exact_30d", 720 * hour, 720, true),
+        // The buckets are only the fallback past max_events: daily ones are enough.
+        ("exact_30d_daily_fallback", 720 * hour, 30, true),
     ] {
         let f = |n: &str, k: KeySource, agg: Agg| {
             let d = FeatureDef::new(n, k, agg).window(window, buckets);
@@ -189,6 +191,9 @@ pub fn exact(c: &mut Criterion) {
         g.bench_function(name, |b| {
             b.iter(|| black_box(st.apply(black_box(s.next()))))
         });
+        // The exact rows measure the log, not its fallback to the buckets.
+        let fell = st.stats().exact_fallback;
+        assert_eq!(fell, 0, "{name}: {fell} reads fell back to the buckets");
     }
     g.finish();
 }

@@ -193,8 +193,14 @@ impl EventLog {
                 self.dropped = self.dropped.max(t0);
             }
         }
-        let p = self.ev.partition_point(|x| x.0 <= t);
-        self.ev.insert(p, (t, v));
+        // In order (the common case) is a push: a binary search would walk a cold
+        // log line by line (~10 cache misses on a 1,000-event log).
+        if self.ev.back().is_none_or(|x| x.0 <= t) {
+            self.ev.push_back((t, v));
+        } else {
+            let p = self.ev.partition_point(|x| x.0 <= t);
+            self.ev.insert(p, (t, v));
+        }
         // Where the event falls against the cursor's window (before it, inside, after).
         let (s, e) = win.bounds(self.at);
         if self.at == NO_TIME || t > e {

@@ -19,6 +19,11 @@
 //!   than the window; at most one bucket more). Count, sum, min, max, mean and stddev
 //!   over that span are exact; `distinct` is exact up to `exact_limit` values in the
 //!   span, then a HyperLogLog (128 registers per bucket, about 9% standard error).
+//! - **Exact windows** (`exact = true`, [`FeatureDef::exact`]): the feature also keeps
+//!   the event times and values of its window per key (`exact`), bounded by
+//!   `max_events`; read at the key's clock `t` it covers exactly `(t - W, t]` (pandas'
+//!   `rolling(W, closed="right")`). Past the bound the buckets answer, counted in
+//!   [`StateStats::exact_fallback`]. In process only (refused with `[state.redis]`).
 //! - **Out of order.** An event at most `state.max_lateness_ms` behind its key's clock
 //!   enters the bucket of its own time; a later one counts at the key's clock (never
 //!   lost, never moving time backwards), counted in [`StateStats::late`]. Features are
