@@ -10,6 +10,7 @@ mod deploy;
 mod engine;
 mod ffi;
 mod kafka;
+mod lean;
 mod lists;
 mod llm;
 mod observe;
@@ -27,7 +28,7 @@ criterion_group!(
     name = benches;
     config = engine::config();
     targets = engine::overhead, engine::thread_hop, engine::fallback, deadline::wait, rules::evaluate, rules_mixed::evaluate,
-        trees::native_vs_ort, ffi::overhead
+        trees::native_vs_ort, ffi::overhead, lean::decide
 );
 criterion_group!(
     name = audit;

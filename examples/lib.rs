@@ -9,6 +9,8 @@
 //! Every piece is a real [`Scorer`]; nothing is hard-coded to the evaluation data.
 #![deny(missing_docs)]
 
+#[path = "hand_written.rs"]
+pub mod hand_written;
 #[path = "metrics_http.rs"]
 pub mod metrics_http;
 

@@ -195,8 +195,13 @@ impl Inner {
         state: Option<&StateOutcome>,
     ) -> Decision {
         let model = tiers.fast.ok();
-        // 4 combine: the entity's feedback shift, hard rules, thresholds.
-        let shift = self.entities.on_decide(txn, model.map(|m| m.probability));
+        // 4 combine: the entity's feedback shift, hard rules, thresholds. The entity
+        // store holds what only a deep tier writes (feedback) and reads (the daily
+        // average): without one it is skipped (a sharded lock and a cache probe less).
+        let shift = match self.gray {
+            Some(_) => self.entities.on_decide(txn, model.map(|m| m.probability)),
+            None => 0.0,
+        };
         let c = ch
             .policy
             .body

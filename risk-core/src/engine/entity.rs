@@ -1,7 +1,8 @@
 //! Per-entity state: deep-tier feedback and daily average fast scores.
 //!
 //! Sharded caches behind small mutexes: one lock per decision (read the feedback shift,
-//! add the model score to the entity's day). The last completed day's average is the
+//! add the model score to the entity's day), taken only when the engine has a deep tier
+//! (nothing else writes or reads this store). The last completed day's average is the
 //! deep tier's cached score when the model is late or fails. Days follow event time
 //! (`timestamp_ms`), so replays behave like live traffic.
 //!
