@@ -21,10 +21,13 @@
 //! older than every window still read (`W + D + max_lateness` behind the key's clock) are
 //! pruned as events arrive.
 
-use super::group::{Cols, GroupInput, GroupRead, GroupSpec, Kind};
-use super::record::{Rec, NO_TIME};
+use super::group::{GroupRead, GroupSpec};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
+
+/// No time yet: the same value as `record::NO_TIME` (a unit test holds them equal;
+/// imported from there it would make `record` and `exact` import each other).
+pub(crate) const NO_TIME: i64 = i64::MIN;
 
 /// Events one exact window may keep per key (`max_events`), at most.
 pub const MAX_EVENTS: u32 = 65_536;
@@ -264,74 +267,6 @@ impl EventLog {
 pub(crate) struct LogAt {
     pub li: usize,
     pub n: usize,
-}
-
-impl Rec<'_> {
-    /// The log at `at`, made on first use (`None`: the source keeps no spill).
-    fn log(&mut self, at: LogAt) -> Option<&mut EventLog> {
-        let sp = self
-            .spill
-            .as_deref_mut()?
-            .get_or_insert_with(Default::default);
-        if sp.logs.len() < at.n {
-            sp.logs.resize_with(at.n, EventLog::default);
-        }
-        sp.logs.get_mut(at.li)
-    }
-
-    /// Reads exact group `spec`'s window for an event at `te` into `out` (over the
-    /// ring's values), then enters the event when `add` and it passes; `keep` as in
-    /// [`EventLog::insert`]. False when the read fell back to the ring's values.
-    #[allow(clippy::too_many_arguments)]
-    pub fn exact(
-        &mut self,
-        at: LogAt,
-        spec: &GroupSpec,
-        te: i64,
-        keep: i64,
-        input: &GroupInput,
-        add: bool,
-        out: &mut GroupRead,
-    ) -> bool {
-        let Some(log) = self.log(at) else {
-            return false;
-        };
-        let win = Win::of(spec);
-        let label = spec.kind == Kind::Label;
-        let ok = log.read(win, te, spec.cols >= Cols::MinMax, label, out);
-        if add && input.pass {
-            let v = if label { 0.0 } else { input.value };
-            log.insert(win, te, v, spec.max_events as usize, keep);
-        }
-        ok
-    }
-
-    /// Enters an event in exact group `spec` (an outcome group, after the decision).
-    pub fn exact_add(
-        &mut self,
-        at: LogAt,
-        spec: &GroupSpec,
-        te: i64,
-        keep: i64,
-        input: &GroupInput,
-    ) {
-        if !input.pass {
-            return;
-        }
-        if let Some(log) = self.log(at) {
-            let v = if spec.kind == Kind::Label {
-                0.0
-            } else {
-                input.value
-            };
-            log.insert(Win::of(spec), te, v, spec.max_events as usize, keep);
-        }
-    }
-
-    /// A label for the transaction at `te` in exact label group `at`.
-    pub fn exact_label(&mut self, at: LogAt, te: i64, delta: i32) -> bool {
-        self.log(at).is_some_and(|l| l.label(te, delta))
-    }
 }
 
 #[cfg(test)]

@@ -144,3 +144,8 @@ fn a_restored_log_rebuilds_its_cursor() {
     assert_eq!(a, b);
     assert_eq!(a.n, 9.0, "(4000, 5000]: 4100..=4900");
 }
+
+#[test]
+fn no_time_is_the_records() {
+    assert_eq!(NO_TIME, crate::state::record::NO_TIME);
+}

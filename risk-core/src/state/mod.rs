@@ -56,6 +56,7 @@ mod lists;
 pub(crate) mod mem;
 pub(crate) mod plan;
 mod record;
+mod record_exact;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
