@@ -37,12 +37,10 @@ impl Rec<'_> {
         let Some(log) = self.log(at) else {
             return false;
         };
-        let win = Win::of(spec);
         let label = spec.kind == Kind::Label;
-        let ok = log.read(win, te, spec.cols >= Cols::MinMax, label, out);
-        if add && input.pass {
-            let v = if label { 0.0 } else { input.value };
-            log.insert(win, te, v, spec.max_events as usize, keep);
+        let ok = log.read(Win::of(spec), te, spec.cols >= Cols::MinMax, label, out);
+        if add {
+            self.exact_add(at, spec, te, keep, input);
         }
         ok
     }
