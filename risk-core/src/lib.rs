@@ -79,6 +79,7 @@ pub mod reason;
 pub mod schema;
 pub mod scorer;
 pub mod secret;
+pub mod seq;
 mod setting;
 pub mod state;
 #[cfg(feature = "synth")]
@@ -107,6 +108,7 @@ pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};
 pub use policy::Policy;
 pub use schema::{FeatureSchema, Features, Field, FieldKind, SchemaBuilder, Slot};
 pub use scorer::{FiredRules, Latency, Reason, ReasonCode, Reasons, Score, Scorer, ScorerInfo};
+pub use seq::{Sequence, Sequences};
 pub use text::TextFields;
 pub use txn::{Channel, Country, Currency, DeviceId, EntityKey, Transaction, TxnId};
 pub use version::{VersionId, Versions};

@@ -9,6 +9,7 @@
 use crate::error::DecideError;
 use crate::hash::{email_hash, key_hash, Fnv};
 use crate::schema::{FeatureSchema, Features, FieldKind};
+use crate::seq::Sequences;
 use crate::text::TextFields;
 use std::fmt;
 use std::sync::Arc;
@@ -219,6 +220,9 @@ pub struct Transaction {
     pub features: Features,
     /// Free-text fields (merchant descriptor, user agent, ...), read by text tiers.
     pub text: TextFields,
+    /// The key's last events as tensors, for sequence models (`[[state.sequences]]`):
+    /// filled by entity state in the decision's stage 1; empty on a caller's transaction.
+    pub sequences: Sequences,
 }
 
 impl Transaction {
@@ -240,6 +244,7 @@ impl Transaction {
                 email: 0,
                 features: schema.features(),
                 text: TextFields::new(),
+                sequences: Sequences::default(),
             },
             err: None,
             set: [false; 4],

@@ -20,7 +20,7 @@ const FLOORS: &[&[&str]] = &[
         "pseudo",
     ],
     // what transactions are made of, errors, the breaker, config value helpers
-    &["schema", "version", "error", "text", "circuit", "setting"],
+    &["schema", "version", "error", "text", "seq", "circuit", "setting"],
     &["txn"],
     // what tiers answer
     &["scorer", "decision", "monitor"],

@@ -18,6 +18,16 @@
 //! runtime = "/path/libonnxruntime.so"  # optional, else ORT_DYLIB_PATH
 //! device = "cuda"                  # optional: "cpu", "cuda", "cuda:N" (strict); default:
 //!                                  # CUDA when built with --features cuda and it loads
+//! features = ["amount", "mcc"]     # optional: schema fields of the input, in order
+//!
+//! [fast.scorer]                    # a model of several inputs (a sequence model)
+//! kind = "onnx"
+//! path = "models/seq_gru.onnx"
+//! [fast.scorer.inputs]             # every model input, by name
+//! x = { features = "all" }         # flat features: "all" or a list of schema fields
+//! seq = { sequence = "card_seq" }  # a [[state.sequences]] entry: [B, N, F] float32
+//! mask = { mask = "card_seq" }     # its mask [B, N] (1 = event, 0 = padding)
+//! len = { length = "card_seq" }    # its length [B]
 //!
 //! [deep.scorer]
 //! kind = "llm"
@@ -62,11 +72,77 @@
 
 use crate::bert::{BertBackend, BertFiles, BertScorer};
 use crate::llm::deep::{DeepFiles, DeepOptions, DeepScorer};
-use crate::onnx::{OnnxConfig, OnnxScorer};
+use crate::onnx::{InputMap, InputSource, OnnxConfig, OnnxScorer};
 use crate::qlinear::plan::{Precision, QuantPlan};
 use crate::trees::{XgbModel, XgbScorer};
 use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;
+
+/// A feature list: `"all"` (every schema field: `None`) or an array of field names.
+fn features(
+    spec: &ScorerSpec,
+    v: Option<&toml::Value>,
+    at: &str,
+) -> Result<Option<Vec<String>>, ConfigError> {
+    let bad = || {
+        ConfigError::invalid(
+            format!("{}.{at}", spec.key),
+            "expected \"all\" or a list of schema field names",
+        )
+    };
+    match v {
+        None => Ok(None),
+        Some(toml::Value::String(s)) if s == "all" => Ok(None),
+        Some(toml::Value::Array(a)) => a
+            .iter()
+            .map(|x| x.as_str().map(str::to_owned).ok_or_else(bad))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Some),
+        Some(_) => Err(bad()),
+    }
+}
+
+/// `[*.scorer.inputs]`: each model input as `{ features = ... }`, `{ sequence = NAME }`,
+/// `{ mask = NAME }` or `{ length = NAME }`.
+fn onnx_inputs(spec: &ScorerSpec, t: &toml::Value) -> Result<Vec<InputMap>, ConfigError> {
+    let key = format!("{}.inputs", spec.key);
+    let t = t
+        .as_table()
+        .ok_or_else(|| ConfigError::invalid(&key, "expected a table of model inputs"))?;
+    let mut out = Vec::with_capacity(t.len());
+    for (name, v) in t {
+        let at = format!("{key}.{name}");
+        let one = v.as_table().filter(|x| x.len() == 1).ok_or_else(|| {
+            ConfigError::invalid(
+                &at,
+                "expected one of { features = ... }, { sequence = NAME }, { mask = NAME }, { length = NAME }",
+            )
+        })?;
+        let (k, x) = one.iter().next().expect("one entry");
+        let text = || {
+            x.as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| ConfigError::invalid(format!("{at}.{k}"), "expected a sequence name"))
+        };
+        let source = match k.as_str() {
+            "features" => InputSource::Features(features(spec, Some(x), &format!("inputs.{name}.features"))?),
+            "sequence" => InputSource::Sequence(text()?),
+            "mask" => InputSource::Mask(text()?),
+            "length" => InputSource::Length(text()?),
+            o => {
+                return Err(ConfigError::invalid(
+                    &at,
+                    format!("{o:?} is not features, sequence, mask or length"),
+                ))
+            }
+        };
+        out.push(InputMap {
+            name: name.clone(),
+            source,
+        });
+    }
+    Ok(out)
+}
 
 fn scorer_err(spec: &ScorerSpec, e: impl std::fmt::Display) -> ConfigError {
     ConfigError::Scorer {
@@ -273,6 +349,10 @@ pub fn register(r: &mut ScorerRegistry) {
         };
         cfg.input = s("input");
         cfg.output = s("output");
+        cfg.features = features(spec, spec.table.get("features"), "features")?;
+        if let Some(t) = spec.table.get("inputs") {
+            cfg.inputs = onnx_inputs(spec, t)?;
+        }
         cfg.positive_class = count(spec, "positive_class", 1)?;
         cfg.sessions = count(spec, "sessions", 2)?.max(1);
         cfg.intra_threads = count(spec, "intra_threads", 1)?.max(1);

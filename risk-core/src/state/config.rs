@@ -2,6 +2,7 @@
 //! [`StateConfig`].
 
 use super::def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
+use super::def::{SeqField, SequenceDef};
 use crate::decision::Action;
 use crate::error::ConfigError;
 use crate::secret::SecretSpec;
@@ -24,7 +25,22 @@ pub(crate) struct RawState {
     pub features: Vec<RawFeature>,
     #[serde(default)]
     pub lists: BTreeMap<String, RawList>,
+    #[serde(default)]
+    pub sequences: Vec<RawSequence>,
     pub redis: Option<RawRedis>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawSequence {
+    pub name: String,
+    pub key: String,
+    pub length: i64,
+    pub fields: Vec<String>,
+    pub current: Option<String>,
+    pub missing: Option<f64>,
+    #[serde(default)]
+    pub filter: toml::Table,
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,6 +96,35 @@ pub(crate) struct RawList {
 fn duration(key: &str, s: &str) -> Result<Duration, ConfigError> {
     humantime::parse_duration(s)
         .map_err(|e| ConfigError::invalid(key, format!("{s:?} is not a duration like \"1h\": {e}")))
+}
+
+fn current(key: &str, c: Option<&str>, default: Current) -> Result<Current, ConfigError> {
+    match c {
+        None => Ok(default),
+        Some("exclude") => Ok(Current::Exclude),
+        Some("include") => Ok(Current::Include),
+        Some(o) => Err(ConfigError::invalid(
+            format!("{key}.current"),
+            format!("{o:?} is not \"include\" or \"exclude\""),
+        )),
+    }
+}
+
+impl RawSequence {
+    fn to_def(&self, key: &str) -> Result<SequenceDef, ConfigError> {
+        let length = u32::try_from(count(&format!("{key}.length"), Some(self.length), 0)?)
+            .map_err(|_| ConfigError::invalid(format!("{key}.length"), "too large"))?;
+        let mut d = SequenceDef::new(&self.name, KeySource::parse(&self.key), length, &[]);
+        d.fields = self.fields.iter().map(|f| SeqField::parse(f)).collect();
+        d.current = current(key, self.current.as_deref(), Current::Include)?;
+        if let Some(m) = self.missing {
+            d.missing = m as f32;
+        }
+        for (name, v) in &self.filter {
+            d.filters.push(filter(&format!("{key}.filter"), name, v)?);
+        }
+        Ok(d)
+    }
 }
 
 fn filter(key: &str, name: &str, v: &toml::Value) -> Result<Filter, ConfigError> {
@@ -160,16 +205,7 @@ impl RawState {
                 def.buckets = u32::try_from(count(&format!("{key}.buckets"), Some(b), 0)?)
                     .map_err(|_| ConfigError::invalid(format!("{key}.buckets"), "too large"))?;
             }
-            def.current = match f.current.as_deref() {
-                None | Some("exclude") => Current::Exclude,
-                Some("include") => Current::Include,
-                Some(o) => {
-                    return Err(ConfigError::invalid(
-                        format!("{key}.current"),
-                        format!("{o:?} is not \"include\" or \"exclude\""),
-                    ))
-                }
-            };
+            def.current = current(&key, f.current.as_deref(), Current::Exclude)?;
             for (name, v) in &f.filter {
                 def.filters.push(filter(&format!("{key}.filter"), name, v)?);
             }
@@ -210,9 +246,16 @@ impl RawState {
                 file: l.file.as_ref().map(|f| base.join(f)),
             })
             .collect();
+        let sequences = self
+            .sequences
+            .iter()
+            .enumerate()
+            .map(|(i, q)| q.to_def(&format!("state.sequences[{i}]")))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(StateConfig {
             features,
             lists,
+            sequences,
             max_keys: count("state.max_keys", self.max_keys, d.max_keys)?,
             max_future: ms("state.max_future_ms", self.max_future_ms, d.max_future)?,
             max_lateness: ms(

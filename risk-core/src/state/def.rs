@@ -390,6 +390,74 @@ impl FeatureDef {
     }
 }
 
+/// Rows one sequence may keep per key (`length`), at most.
+pub const MAX_SEQUENCE_LEN: u32 = 256;
+/// Values one sequence row may hold (`fields`), at most.
+pub const MAX_SEQUENCE_FIELDS: usize = 64;
+
+/// One value of a sequence row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum SeqField {
+    /// A schema field as the model sees it: a numeric value, a categorical field's
+    /// category id (an entity-state feature is a numeric field like any other).
+    Field(String),
+    /// `dt`: seconds since the previous event of the key's sequence (0 for its first).
+    Dt,
+    /// `age`: seconds from the event to the read (the key's latest event time).
+    Age,
+}
+
+impl SeqField {
+    /// Parses `dt`, `age` or a field name.
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "dt" => SeqField::Dt,
+            "age" => SeqField::Age,
+            f => SeqField::Field(f.to_owned()),
+        }
+    }
+}
+
+/// A sequence for sequence models (`[[state.sequences]]`): the key's last `length`
+/// events (by event time, ties in arrival order), each a row of `fields`, handed to
+/// scorers as [`crate::seq::Sequence`] (`[length, fields]` and a mask).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceDef {
+    /// Its name: what a scorer's input names (`[a-z0-9_]`).
+    pub name: String,
+    /// Whose events.
+    pub key: KeySource,
+    /// `N`: events kept per key (1..=[`MAX_SEQUENCE_LEN`]).
+    pub length: u32,
+    /// The values of a row, in order (1..=[`MAX_SEQUENCE_FIELDS`]).
+    pub fields: Vec<SeqField>,
+    /// Whether the transaction being decided is the sequence's last event
+    /// (`Include`, the default for sequences: what sequence models are trained on) or
+    /// the sequence is the history before it.
+    pub current: Current,
+    /// A missing value (a field the transaction lacks) in a row: this value (default 0;
+    /// a model's input seldom takes NaN).
+    pub missing: f32,
+    /// All must pass for an event to enter the sequence.
+    pub filters: Vec<Filter>,
+}
+
+impl SequenceDef {
+    /// A sequence of the last `length` events of `key` with `fields`, the current
+    /// transaction included.
+    pub fn new(name: &str, key: KeySource, length: u32, fields: &[&str]) -> Self {
+        Self {
+            name: name.to_owned(),
+            key,
+            length,
+            fields: fields.iter().map(|f| SeqField::parse(f)).collect(),
+            current: Current::Include,
+            missing: 0.0,
+            filters: Vec::new(),
+        }
+    }
+}
+
 /// A named block/allow list keyed by one key source; rules read it as
 /// `device in list.blocked_devices` (the schema field `list.<name>.<key>`, 1 or 0).
 #[derive(Debug, Clone, PartialEq)]
@@ -417,6 +485,8 @@ pub struct StateConfig {
     pub features: Vec<FeatureDef>,
     /// The lists.
     pub lists: Vec<ListDef>,
+    /// Sequences for sequence models (in process only).
+    pub sequences: Vec<SequenceDef>,
     /// Keys kept per key source (idle keys are evicted first: CLOCK, a reference bit
     /// per key; memory grows with the keys held, up to this bound).
     pub max_keys: usize,
@@ -442,6 +512,7 @@ impl Default for StateConfig {
         Self {
             features: Vec::new(),
             lists: Vec::new(),
+            sequences: Vec::new(),
             max_keys: 1_000_000,
             max_future: Duration::from_secs(300),
             max_lateness: Duration::from_secs(60),

@@ -20,6 +20,7 @@
 use super::exact::LogAt;
 use super::group::{Cols, GroupSpec, Kind};
 use super::plan::Plan;
+use super::seq_plan::SeqPlans;
 
 /// Distinct values a record keeps inline before its set moves to the key's spill (a
 /// card rarely sees more than a few countries or devices in a window).
@@ -72,6 +73,27 @@ pub(crate) struct Layout {
     pub spills: usize,
     /// Per group: its exact window's log in the key's spill (`exact = true`).
     pub log_of: Vec<Option<LogAt>>,
+    /// The source's sequences (`[[state.sequences]]`), after the rings.
+    pub seqs: Vec<SeqAt>,
+}
+
+/// Where one sequence lies in a record: a header of two words (events held in the low
+/// 32 bits and the ring's first slot in the high 32; the time of the latest event that
+/// left it, `t ^ NO_TIME` so that 0 is none), then `rows` slots of `stride` words each:
+/// the event time, then the stored values as f32, two a word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SeqAt {
+    pub at: usize,
+    pub rows: usize,
+    pub stride: usize,
+    pub stored: usize,
+}
+
+impl SeqAt {
+    /// Words one sequence of `rows` rows storing `stored` values takes.
+    pub fn words(rows: usize, stored: usize) -> usize {
+        2 + rows * (1 + half(stored))
+    }
 }
 
 /// Words an array of `len` 4-byte values takes.
@@ -80,13 +102,24 @@ fn half(len: usize) -> usize {
 }
 
 impl Layout {
-    /// The layout of source `s`'s records.
-    pub fn of(plan: &Plan, s: usize) -> Self {
+    /// The layout of source `s`'s records (its groups, then its sequences).
+    pub fn of(plan: &Plan, seqs: &SeqPlans, s: usize) -> Self {
         let specs: Vec<GroupSpec> = plan.by_source[s]
             .iter()
             .map(|&g| plan.groups[g].spec)
             .collect();
-        Self::of_specs(&specs)
+        let mut l = Self::of_specs(&specs);
+        for q in seqs.of(s) {
+            let stored = q.stored.len();
+            l.seqs.push(SeqAt {
+                at: l.words,
+                rows: q.rows,
+                stride: 1 + half(stored),
+                stored,
+            });
+            l.words += SeqAt::words(q.rows, stored);
+        }
+        l
     }
 
     /// The layout of records holding groups of `specs`, in order.
@@ -167,6 +200,7 @@ impl Layout {
             groups,
             spills,
             log_of,
+            seqs: Vec::new(),
         }
     }
 
@@ -183,7 +217,7 @@ impl Layout {
             })
             .min()
             .unwrap_or(self.words)
-            .min(self.words)
+            .min(self.seqs.first().map_or(self.words, |q| q.at))
     }
 
     /// The words that bucket slot `i` of group `gl` occupies, one per column (the

@@ -9,8 +9,11 @@ use super::group::GroupRead;
 use super::layout::{Divs, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
 use super::record::Spilled;
+use super::seq_plan::SeqPlans;
 use super::slab::{Found, Slab};
 use crate::decision::Action;
+use crate::seq::Sequence;
+use crate::txn::Transaction;
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
@@ -81,10 +84,10 @@ pub(crate) fn sharded<V: Clone>(n: usize, cap: usize) -> Box<[Shard<V>]> {
 }
 
 impl MemStore {
-    pub fn new(plan: &Plan, max_keys: usize) -> Self {
+    pub fn new(plan: &Plan, seqs: &SeqPlans, max_keys: usize) -> Self {
         let sources = (0..plan.sources.len())
             .map(|s| {
-                let layout = Layout::of(plan, s);
+                let layout = Layout::of(plan, seqs, s);
                 Source {
                     divs: plan.by_source[s]
                         .iter()
@@ -232,6 +235,45 @@ impl MemStore {
         }
     }
 
+    /// Reads and enters the sequences of a decision whose features are in `txn` (so a
+    /// row may hold state features), at the times `applied` found; `out` holds one tensor
+    /// per sequence (empty where the transaction has no key for its source).
+    pub fn sequences(
+        &self,
+        seqs: &SeqPlans,
+        req: &Request,
+        applied: &Applied,
+        txn: &Transaction,
+        out: &mut [Sequence],
+    ) {
+        let mut vals = [0f32; super::def::MAX_SEQUENCE_FIELDS];
+        for (s, src) in self.sources.iter().enumerate() {
+            if src.layout.seqs.is_empty() || !applied.present[s] {
+                continue;
+            }
+            let Some(mut f) = src.slab.find(req.keys[s], true) else {
+                continue;
+            };
+            let mut rec = src.slab.rec(&mut f);
+            let clock = rec.clock();
+            let te = applied.te[s];
+            for (q, &i) in src.layout.seqs.iter().zip(&seqs.of_source[s]) {
+                let p = &seqs.seqs[i];
+                let add = p.passes(txn);
+                if add {
+                    p.values(txn, &mut vals[..q.stored]);
+                }
+                if add && p.include {
+                    rec.seq_push(q, te, &vals[..q.stored]);
+                }
+                rec.seq_read(q, p, clock, &mut out[i]);
+                if add && !p.include {
+                    rec.seq_push(q, te, &vals[..q.stored]);
+                }
+            }
+        }
+    }
+
     /// A label (`delta` +1 fraud, -1 retracted) for the label groups of source `s` at
     /// time `te`; returns how many it reached.
     pub fn label(&self, plan: &Plan, s: usize, key: u64, te: i64, delta: i32) -> usize {
@@ -267,8 +309,8 @@ impl MemStore {
     /// capacity (a 64-byte set per 2 keys) and its spill pointer (distinct sets past
     /// a few values grow into the spill, up to the sketch; exact windows keep their
     /// events there, 16 bytes each).
-    pub fn key_bytes(plan: &Plan, s: usize) -> usize {
-        let l = Layout::of(plan, s);
+    pub fn key_bytes(plan: &Plan, seqs: &SeqPlans, s: usize) -> usize {
+        let l = Layout::of(plan, seqs, s);
         l.bytes() + 32 + if l.spills_anything() { 8 } else { 0 }
     }
 
@@ -330,6 +372,9 @@ impl MemStore {
         };
         if !rec.valid(&src.layout.groups, &specs) {
             return Err("a key's distinct set is out of its bounds".into());
+        }
+        if !src.layout.seqs.iter().all(|q| rec.seq_valid(q)) {
+            return Err("a key's sequence is out of its bounds or order".into());
         }
         Ok(())
     }

@@ -57,6 +57,7 @@ pub(crate) mod mem;
 pub(crate) mod plan;
 mod record;
 mod record_exact;
+mod record_seq;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
@@ -64,6 +65,7 @@ mod redis_conn;
 #[cfg(test)]
 mod reference;
 mod ring;
+mod seq_plan;
 // Fixed-size records in chunks handed out under a lock: the crate's only unsafe code.
 #[allow(unsafe_code)]
 mod slab;
@@ -72,7 +74,10 @@ mod stats;
 
 pub use crate::hash::{email_hash, key_hash};
 pub(crate) use config::RawState;
-pub use def::{Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, StateConfig};
+pub use def::{
+    Agg, Current, FeatureDef, Filter, KeySource, ListDef, RedisConfig, SeqField, SequenceDef,
+    StateConfig, MAX_SEQUENCE_FIELDS, MAX_SEQUENCE_LEN,
+};
 pub use error::StateError;
 pub use exact::MAX_EVENTS;
 #[cfg(feature = "redis")]
@@ -92,6 +97,7 @@ use group::Kind;
 use labels::{Pending, PendingIndex, MAX_LABEL_SOURCES};
 use mem::{Applied, MemStore};
 use plan::{Plan, Request};
+use seq_plan::SeqPlans;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -146,6 +152,7 @@ pub struct StatePrivacy {
 pub struct StateEngine {
     cfg: StateConfig,
     plan: Plan,
+    seqs: SeqPlans,
     store: Store,
     lists: Lists,
     /// Label sources: (source index, group has labels).
@@ -187,7 +194,8 @@ impl StateEngine {
         clock: Arc<dyn Clock>,
         privacy: StatePrivacy,
     ) -> Result<Self, ConfigError> {
-        let plan = Plan::compile(&cfg, &schema)?;
+        let mut plan = Plan::compile(&cfg, &schema)?;
+        let seqs = SeqPlans::compile(&cfg, &schema, &mut plan)?;
         let label_sources: Vec<usize> = (0..plan.sources.len())
             .filter(|&s| {
                 plan.by_source[s]
@@ -231,13 +239,19 @@ impl StateEngine {
                 "exact windows are kept in process only: not with [state.redis] (use buckets there)",
             ));
         }
+        if let (Some(_), Some(q)) = (&cfg.redis, cfg.sequences.first()) {
+            return Err(ConfigError::invalid(
+                format!("state.sequences ({})", q.name),
+                "sequences are kept in process only: not with [state.redis]",
+            ));
+        }
         let store = match &cfg.redis {
-            None => Store::Mem(MemStore::new(&plan, cfg.max_keys)),
+            None => Store::Mem(MemStore::new(&plan, &seqs, cfg.max_keys)),
             #[cfg(feature = "redis")]
             Some(r) => Store::Redis(Box::new(redis::RedisStore::open(
                 r.clone(),
                 &plan,
-                snapshot::fingerprint(&plan),
+                snapshot::fingerprint(&plan, &seqs),
             )?)),
             #[cfg(not(feature = "redis"))]
             Some(_) => {
@@ -252,6 +266,7 @@ impl StateEngine {
             pending: (!label_sources.is_empty()).then(|| PendingIndex::new(cfg.max_pending_labels)),
             label_sources,
             plan,
+            seqs,
             lists,
             schema,
             clock,
@@ -322,7 +337,7 @@ impl StateEngine {
             lists_stale,
             ticket: None,
         };
-        if !self.plan.groups.is_empty() {
+        if !self.plan.groups.is_empty() || !self.seqs.is_empty() {
             if txn.timestamp_ms == Transaction::NO_TIME {
                 self.counters.no_time.fetch_add(1, Relaxed);
                 self.clear(txn);
@@ -358,6 +373,9 @@ impl StateEngine {
         for o in self.plan.slots.iter().take(self.cfg.features.len()) {
             out[o.index()] = f32::NAN;
         }
+        if !self.seqs.is_empty() {
+            txn.sequences = crate::seq::Sequences::default();
+        }
     }
 
     #[inline]
@@ -390,6 +408,12 @@ impl StateEngine {
         };
         for s in (0..plan.sources.len()).filter(|&s| !applied.present[s]) {
             plan.write_missing(s, out);
+        }
+        if let (false, Store::Mem(m)) = (self.seqs.is_empty(), &self.store) {
+            // After the features: a row may hold this transaction's state features.
+            let mut v: Vec<_> = self.seqs.seqs.iter().map(|q| q.empty()).collect();
+            m.sequences(&self.seqs, &req, &applied, txn, &mut v);
+            txn.sequences = crate::seq::Sequences::new(v);
         }
         self.counters.updates.add(1);
         if applied.late > 0 {

@@ -37,7 +37,7 @@ pub(crate) enum CKey {
 }
 
 impl CKey {
-    fn resolve(k: &KeySource, schema: &FeatureSchema, at: &str) -> Result<Self, ConfigError> {
+    pub(super) fn resolve(k: &KeySource, schema: &FeatureSchema, at: &str) -> Result<Self, ConfigError> {
         Ok(match k {
             KeySource::Entity => CKey::Entity,
             KeySource::Device => CKey::Device,
@@ -86,14 +86,14 @@ impl CKey {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-enum CFilter {
+pub(super) enum CFilter {
     In(Slot, Vec<f32>),
     Range(Slot, [Option<f64>; 4]),
 }
 
 impl CFilter {
     #[inline]
-    fn pass(&self, txn: &Transaction) -> bool {
+    pub(super) fn pass(&self, txn: &Transaction) -> bool {
         match self {
             CFilter::In(s, ids) => ids.contains(&txn.features.get(*s)),
             CFilter::Range(s, [gt, ge, lt, le]) => {
@@ -167,7 +167,7 @@ pub(crate) struct Plan {
     pub slots: Vec<Slot>,
 }
 
-fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Result<Slot, ConfigError> {
+pub(super) fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Result<Slot, ConfigError> {
     let slot = schema.slot(name).ok_or_else(|| {
         ConfigError::invalid(at, format!("the schema has no field {name:?} (risk.toml adds state fields itself; with the builder, use StateConfig::extend_schema)"))
     })?;
@@ -180,7 +180,7 @@ fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Result<Slot, Co
     Ok(slot)
 }
 
-fn compile_filter(f: &Filter, schema: &FeatureSchema, at: &str) -> Result<CFilter, ConfigError> {
+pub(super) fn compile_filter(f: &Filter, schema: &FeatureSchema, at: &str) -> Result<CFilter, ConfigError> {
     match f {
         Filter::In { field, values } => {
             let slot = schema.slot(field).ok_or_else(|| {

@@ -65,18 +65,23 @@ pub struct SnapshotInfo {
 
 /// The definitions' fingerprint: a snapshot (or a Redis key prefix) of other
 /// definitions is never read as this one's.
-pub(super) fn fingerprint(plan: &super::plan::Plan) -> u64 {
+pub(super) fn fingerprint(plan: &super::plan::Plan, seqs: &super::seq_plan::SeqPlans) -> u64 {
     let specs: Vec<_> = plan
         .groups
         .iter()
         .map(|g| (g.source, g.spec, g.outcome))
         .collect();
-    Fnv::hash(format!("{:?}{specs:?}", plan.sources).as_bytes())
+    let mut text = format!("{:?}{specs:?}", plan.sources);
+    // Without sequences the text (and every earlier fingerprint) is unchanged.
+    for q in &seqs.seqs {
+        text.push_str(&format!("|seq:{}", q.shape()));
+    }
+    Fnv::hash(text.as_bytes())
 }
 
 impl StateEngine {
     fn fingerprint(&self) -> u64 {
-        fingerprint(&self.plan)
+        fingerprint(&self.plan, &self.seqs)
     }
 
     fn mem_or_refuse(&self, path: &Path) -> Result<&super::mem::MemStore, StateError> {

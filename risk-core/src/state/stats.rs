@@ -188,7 +188,7 @@ impl StateEngine {
             .map(|(s, k)| SourceMemory {
                 source: source_name(&self.cfg, &self.schema, k),
                 keys: keys[s],
-                bytes_per_key: MemStore::key_bytes(&self.plan, s),
+                bytes_per_key: MemStore::key_bytes(&self.plan, &self.seqs, s),
             })
             .collect()
     }

@@ -61,7 +61,9 @@ pub use text::{EMAIL_DOMAIN, MERCHANT_DESCRIPTOR, USER_AGENT};
 pub use wide::{wide_rows, wide_schema, DEVICE_OS, WIDE_NUMERIC};
 
 use crate::schema::FeatureSchema;
-use crate::state::{Agg, Current, FeatureDef, Filter, KeySource, StateConfig, StateEngine};
+use crate::state::{
+    Agg, Current, FeatureDef, Filter, KeySource, SequenceDef, StateConfig, StateEngine,
+};
 use crate::txn::{Channel, Transaction};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -193,6 +195,54 @@ pub fn state_config() -> StateConfig {
                 .window(h(1), 12),
         ],
         ..StateConfig::default()
+    }
+}
+
+/// Rows of [`sequence_def`]'s sequence.
+pub const SEQUENCE_LEN: u32 = 32;
+
+/// The card's last [`SEQUENCE_LEN`] transactions, the current one last, for sequence
+/// models (`card_seq`): amount, seconds since the card's previous transaction, merchant
+/// category, channel and country ids, foreign and new-device flags, hour of day and the
+/// card's transaction count over the hour before; a missing value reads -1.
+pub fn sequence_def() -> SequenceDef {
+    let mut d = SequenceDef::new(
+        "card_seq",
+        KeySource::Entity,
+        SEQUENCE_LEN,
+        &[
+            "amount",
+            "dt",
+            "mcc",
+            "channel",
+            "country",
+            "is_foreign",
+            "device_new",
+            "hour",
+            "txn_count_1h",
+        ],
+    );
+    d.missing = -1.0;
+    d
+}
+
+/// [`state_config`] with [`sequence_def`]'s sequence: what a sequence-model tier reads.
+pub fn sequence_config() -> StateConfig {
+    let mut c = state_config();
+    c.sequences.push(sequence_def());
+    c
+}
+
+/// Computes the velocity features and the `card_seq` sequence of `rows` (in their
+/// order) with a fresh [`StateEngine`] over [`sequence_config`]: each transaction's
+/// `sequences` then holds it, as an engine built with that configuration fills them.
+pub fn compute_sequences(rows: &mut [Labeled]) {
+    let clock = crate::clock::ManualClock::new();
+    clock.set_unix_origin_ms(i64::MAX / 4);
+    let st = StateEngine::new(sequence_config(), schema(), clock)
+        .expect("the synthetic state definitions are valid");
+    for r in rows {
+        st.apply(&mut r.txn);
     }
 }
 

@@ -15,6 +15,7 @@ mod redis_limits;
 #[cfg(feature = "redis")]
 mod redis_tls;
 mod reference;
+mod sequence;
 mod snapshot;
 
 use risk_core::state::StateConfig;

@@ -11,12 +11,16 @@
 //! With `--features cuda`, the CUDA execution provider is registered when available; if
 //! not, the session runs on the CPU and [`OnnxScorer::placement`] says why.
 
+mod inputs;
 pub(crate) mod watchdog;
 
+pub use inputs::{InputMap, InputSource};
+
 use ort::session::Session;
-use ort::value::{TensorElementType, TensorRef, ValueType};
+use ort::value::{TensorElementType, ValueType};
 use parking_lot::Mutex;
-use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
+use inputs::{Buf, ModelInput};
+use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Transaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -57,6 +61,9 @@ pub struct OnnxConfig {
     pub positive_class: usize,
     /// Schema fields fed to the model in order (default: every schema field in order).
     pub features: Option<Vec<String>>,
+    /// Every model input and what feeds it, for models of several inputs (flat features,
+    /// sequences, masks, lengths); empty: the one input (`input`) fed `features`.
+    pub inputs: Vec<InputMap>,
     /// Parallel sessions (concurrent runs).
     pub sessions: usize,
     /// Threads inside one run.
@@ -83,6 +90,7 @@ impl OnnxConfig {
             output: None,
             positive_class: 1,
             features: None,
+            inputs: Vec::new(),
             sessions: 2,
             intra_threads: 1,
             runtime: None,
@@ -145,11 +153,10 @@ enum Output {
 pub struct OnnxScorer {
     sessions: Vec<Mutex<Session>>,
     next: AtomicUsize,
-    input: String,
+    inputs: Vec<ModelInput>,
     output: String,
     kind: Output,
     positive: usize,
-    slots: Vec<Slot>,
     watchdog: Watchdog,
     placement: String,
     version: String,
@@ -161,7 +168,7 @@ impl std::fmt::Debug for OnnxScorer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OnnxScorer")
             .field("version", &self.version)
-            .field("input", &self.input)
+            .field("inputs", &self.inputs.iter().map(|i| &i.name).collect::<Vec<_>>())
             .field("output", &self.output)
             .field("placement", &self.placement)
             .finish()
@@ -246,42 +253,13 @@ impl OnnxScorer {
             sessions.push(s);
         }
         let s0 = &sessions[0];
-        // ----- input -----
-        let input = match &cfg.input {
-            Some(n) => s0
-                .inputs()
-                .iter()
-                .find(|i| i.name() == n)
-                .ok_or_else(|| OnnxError::Model(format!("no input named {n:?}")))?,
-            None if s0.inputs().len() == 1 => &s0.inputs()[0],
-            None => {
-                return Err(OnnxError::Model(format!(
-                    "{} inputs; name the feature input",
-                    s0.inputs().len()
-                )))
-            }
-        };
-        let width = match input.dtype() {
-            ValueType::Tensor {
-                ty: TensorElementType::Float32,
-                shape,
-                ..
-            } if shape.len() == 2 => shape[1],
-            other => {
-                return Err(OnnxError::Model(format!(
-                    "input {:?} is {other:?}, expected float32 [N, features]",
-                    input.name()
-                )))
-            }
-        };
-        let slots = crate::slots::feature_slots(schema, cfg.features.as_deref())
-            .map_err(OnnxError::Model)?;
-        if width >= 0 && width as usize != slots.len() {
-            return Err(OnnxError::Model(format!(
-                "model input has {width} features, {} are mapped from the schema",
-                slots.len()
-            )));
-        }
+        let inputs = inputs::resolve(
+            s0,
+            &cfg.inputs,
+            cfg.input.as_deref(),
+            cfg.features.as_deref(),
+            schema,
+        )?;
         // ----- output -----
         let pick = |o: &ort::value::Outlet| -> Option<Output> {
             match o.dtype() {
@@ -329,11 +307,10 @@ impl OnnxScorer {
         };
         let me = Self {
             next: AtomicUsize::new(0),
-            input: input.name().to_owned(),
+            inputs,
             output,
             kind,
             positive: cfg.positive_class,
-            slots,
             watchdog: Watchdog::start().map_err(|e| OnnxError::Runtime(e.to_string()))?,
             placement,
             content_hash: risk_core::schema::Fnv::hash(&bytes),
@@ -360,18 +337,27 @@ impl OnnxScorer {
         pick_session(&self.sessions, &self.next)
     }
 
-    fn run_rows(
+    /// Runs one batch of `rows` over its inputs' values.
+    fn run_bufs(
         &self,
         session: &mut Session,
-        data: &[f32],
+        bufs: &[Buf],
         rows: usize,
         budget: Option<Duration>,
     ) -> Result<Vec<f32>, ScoreError> {
-        let fail = |e: ort::Error| ScoreError::Failed(e.to_string());
-        let tensor = TensorRef::from_array_view(([rows, self.slots.len()], data)).map_err(fail)?;
-        let inputs = ort::inputs![self.input.as_str() => tensor];
+        let views = inputs::views(&self.inputs, bufs)?;
         self.watchdog
-            .run_within(session, inputs, budget, |out| self.read_probs(out, rows))
+            .run_within(session, views, budget, |out| self.read_probs(out, rows))
+    }
+
+    /// Every input's values for `txns`.
+    fn gather(&self, txns: &[&Transaction]) -> Result<Vec<Buf>, ScoreError> {
+        self.inputs.iter().map(|i| i.gather(txns)).collect()
+    }
+
+    /// Features fed to the model's feature input (the single input's width).
+    pub fn feature_width(&self) -> Option<usize> {
+        self.inputs.iter().find_map(ModelInput::features)
     }
 
     fn read_probs(
@@ -421,9 +407,6 @@ impl OnnxScorer {
         Ok(probs)
     }
 
-    fn gather(&self, t: &Transaction, out: &mut Vec<f32>) {
-        out.extend(self.slots.iter().map(|s| t.features.get(*s)));
-    }
 }
 
 impl Scorer for OnnxScorer {
@@ -441,10 +424,9 @@ impl Scorer for OnnxScorer {
     }
 
     fn score_within(&self, t: &Transaction, budget: Duration) -> Result<Score, ScoreError> {
-        let mut row = Vec::with_capacity(self.slots.len());
-        self.gather(t, &mut row);
+        let bufs = self.gather(&[t])?;
         let budget = (budget != Duration::MAX).then_some(budget);
-        let p = self.run_rows(&mut self.session(), &row, 1, budget)?;
+        let p = self.run_bufs(&mut self.session(), &bufs, 1, budget)?;
         Ok(Score::new(p[0]))
     }
 
@@ -454,9 +436,9 @@ impl Scorer for OnnxScorer {
         let Some(budget) = self.warmup else {
             return Ok(());
         };
-        let row = vec![0f32; self.slots.len()];
+        let bufs: Vec<Buf> = self.inputs.iter().map(|i| i.zeros(1)).collect();
         for s in &self.sessions {
-            let p = self.run_rows(&mut s.lock(), &row, 1, Some(budget))?;
+            let p = self.run_bufs(&mut s.lock(), &bufs, 1, Some(budget))?;
             if !(0.0..=1.0).contains(&p[0]) {
                 return Err(ScoreError::Failed(format!(
                     "warm-up output {} is not a probability",
@@ -472,11 +454,8 @@ impl Scorer for OnnxScorer {
         if txns.is_empty() {
             return Ok(());
         }
-        let mut data = Vec::with_capacity(txns.len() * self.slots.len());
-        for t in txns {
-            self.gather(t, &mut data);
-        }
-        let p = self.run_rows(&mut self.session(), &data, txns.len(), None)?;
+        let bufs = self.gather(txns)?;
+        let p = self.run_bufs(&mut self.session(), &bufs, txns.len(), None)?;
         out.extend(p.into_iter().map(Score::new));
         Ok(())
     }

@@ -1,0 +1,222 @@
+//! `[[state.sequences]]` compiled against a schema: each sequence's key source (shared
+//! with the features of the same key, so one record holds both), the values a row
+//! stores and how a row is read. The record arithmetic is in [`super::record_seq`].
+
+use super::def::{Current, SeqField, SequenceDef, StateConfig, MAX_SEQUENCE_FIELDS};
+use super::def::MAX_SEQUENCE_LEN;
+use super::plan::{compile_filter, CFilter, CKey, Plan, MAX_SOURCES};
+use crate::error::ConfigError;
+use crate::schema::{FeatureSchema, Slot};
+use crate::seq::Sequence;
+use crate::txn::Transaction;
+use std::sync::Arc;
+
+/// Sequences one configuration may define.
+pub(crate) const MAX_SEQUENCES: usize = 8;
+
+/// Where a stored value of a row comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SeqValue {
+    /// A schema slot (numeric value or category id), as filled by state.
+    Slot(Slot),
+    /// The typed amount (no `amount` slot in the schema).
+    Amount,
+}
+
+/// One column of a row as read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SeqCol {
+    /// Stored value `i` of the event.
+    Stored(usize),
+    /// Seconds since the previous event of the sequence.
+    Dt,
+    /// Seconds from the event to the read.
+    Age,
+}
+
+/// One compiled sequence.
+#[derive(Debug, Clone)]
+pub(crate) struct SeqPlan {
+    pub name: Arc<str>,
+    pub source: usize,
+    /// `N`.
+    pub rows: usize,
+    pub stored: Vec<SeqValue>,
+    pub cols: Vec<SeqCol>,
+    pub include: bool,
+    pub missing: f32,
+    filters: Vec<CFilter>,
+}
+
+impl SeqPlan {
+    /// Whether `txn` enters the sequence.
+    #[inline]
+    pub fn passes(&self, txn: &Transaction) -> bool {
+        self.filters.iter().all(|f| f.pass(txn))
+    }
+
+    /// The values `txn` stores (NaN: missing), after state filled its features.
+    #[inline]
+    pub fn values(&self, txn: &Transaction, out: &mut [f32]) {
+        for (o, v) in out.iter_mut().zip(&self.stored) {
+            *o = match *v {
+                SeqValue::Slot(s) => txn.features.get(s),
+                SeqValue::Amount => txn.amount as f32,
+            };
+        }
+    }
+
+    /// An empty tensor of this sequence's shape.
+    pub fn empty(&self) -> Sequence {
+        Sequence::empty(Arc::clone(&self.name), self.rows, self.cols.len())
+    }
+
+    /// The part of the definitions' fingerprint this sequence contributes (snapshots).
+    pub fn shape(&self) -> String {
+        format!(
+            "{}|{}|{:?}|{:?}|{}|{:?}",
+            self.source, self.rows, self.stored, self.cols, self.include, self.filters
+        )
+    }
+}
+
+/// Every sequence of a configuration; `of_source[s]`: the sequences keyed by source `s`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SeqPlans {
+    pub seqs: Vec<SeqPlan>,
+    pub of_source: Vec<Vec<usize>>,
+}
+
+fn valid_name(n: &str) -> bool {
+    !n.is_empty()
+        && n.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl SeqPlans {
+    /// Compiles `cfg.sequences`, adding their key sources to `plan` where no feature
+    /// uses them; every error names the sequence.
+    pub fn compile(
+        cfg: &StateConfig,
+        schema: &FeatureSchema,
+        plan: &mut Plan,
+    ) -> Result<Self, ConfigError> {
+        if cfg.sequences.len() > MAX_SEQUENCES {
+            return Err(ConfigError::invalid(
+                "state.sequences",
+                format!("more than {MAX_SEQUENCES} sequences"),
+            ));
+        }
+        let mut seqs: Vec<SeqPlan> = Vec::with_capacity(cfg.sequences.len());
+        for (i, d) in cfg.sequences.iter().enumerate() {
+            let at = format!("state.sequences[{i}] ({})", d.name);
+            if !valid_name(&d.name) {
+                return Err(ConfigError::invalid(at, "sequence names use a-z, 0-9 and _"));
+            }
+            if seqs.iter().any(|s| *s.name == *d.name) {
+                return Err(ConfigError::invalid(at, "a second sequence with this name"));
+            }
+            seqs.push(compile_one(d, schema, plan, &at)?);
+        }
+        let mut of_source = vec![Vec::new(); plan.sources.len()];
+        for (i, s) in seqs.iter().enumerate() {
+            of_source[s.source].push(i);
+        }
+        Ok(Self { seqs, of_source })
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.seqs.is_empty()
+    }
+
+    /// The sequences of source `s`.
+    pub fn of(&self, s: usize) -> impl Iterator<Item = &SeqPlan> {
+        self.of_source
+            .get(s)
+            .into_iter()
+            .flatten()
+            .map(|&i| &self.seqs[i])
+    }
+}
+
+fn compile_one(
+    d: &SequenceDef,
+    schema: &FeatureSchema,
+    plan: &mut Plan,
+    at: &str,
+) -> Result<SeqPlan, ConfigError> {
+    if !(1..=MAX_SEQUENCE_LEN).contains(&d.length) {
+        return Err(ConfigError::invalid(
+            format!("{at}.length"),
+            format!("{} is not in 1..={MAX_SEQUENCE_LEN}", d.length),
+        ));
+    }
+    if d.fields.is_empty() || d.fields.len() > MAX_SEQUENCE_FIELDS {
+        return Err(ConfigError::invalid(
+            format!("{at}.fields"),
+            format!("give 1 to {MAX_SEQUENCE_FIELDS} fields"),
+        ));
+    }
+    if !d.missing.is_finite() {
+        return Err(ConfigError::invalid(
+            format!("{at}.missing"),
+            "must be a finite number",
+        ));
+    }
+    let key = CKey::resolve(&d.key, schema, &format!("{at}.key"))?;
+    let mut stored = Vec::new();
+    let mut cols = Vec::with_capacity(d.fields.len());
+    for f in &d.fields {
+        cols.push(match f {
+            SeqField::Dt => SeqCol::Dt,
+            SeqField::Age => SeqCol::Age,
+            SeqField::Field(name) => {
+                let v = match schema.slot(name) {
+                    Some(s) => SeqValue::Slot(s),
+                    None if name == "amount" => SeqValue::Amount,
+                    None => {
+                        return Err(ConfigError::invalid(
+                            format!("{at}.fields"),
+                            format!("{name:?} is not dt, age or a field of the schema"),
+                        ))
+                    }
+                };
+                let i = stored.iter().position(|x| *x == v).unwrap_or_else(|| {
+                    stored.push(v);
+                    stored.len() - 1
+                });
+                SeqCol::Stored(i)
+            }
+        });
+    }
+    let filters = d
+        .filters
+        .iter()
+        .map(|f| compile_filter(f, schema, &format!("{at}.filter")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let source = match plan.sources.iter().position(|&s| s == key) {
+        Some(i) => i,
+        None => {
+            if plan.sources.len() == MAX_SOURCES {
+                return Err(ConfigError::invalid(
+                    at,
+                    format!("more than {MAX_SOURCES} key sources"),
+                ));
+            }
+            plan.sources.push(key);
+            plan.by_source.push(Vec::new());
+            plan.sources.len() - 1
+        }
+    };
+    Ok(SeqPlan {
+        name: d.name.as_str().into(),
+        source,
+        rows: d.length as usize,
+        stored,
+        cols,
+        include: d.current == Current::Include,
+        missing: d.missing,
+        filters,
+    })
+}
