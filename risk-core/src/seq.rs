@@ -6,6 +6,7 @@
 //! the mask sees the events only: padding comes after them, so a causal model's outputs
 //! at the real rows do not depend on it.
 
+use crate::error::DecideError;
 use std::sync::Arc;
 
 /// One sequence of one transaction: `rows` × `width` values, row-major. `Debug` shows its
@@ -40,6 +41,44 @@ impl Sequence {
             len: 0,
             values: vec![0.0; rows * width],
         }
+    }
+
+    /// A sequence a caller built (from its own history store): `rows` × `width` values,
+    /// row-major, the first `len` rows holding events (oldest first) and the rest zero.
+    /// Refused when the values do not make that shape or a value is not finite.
+    pub fn new(
+        name: &str,
+        rows: usize,
+        width: usize,
+        len: usize,
+        values: Vec<f32>,
+    ) -> Result<Self, DecideError> {
+        let bad = |reason: String| DecideError::InvalidField {
+            field: "sequences",
+            reason: format!("sequence {name:?}: {reason}"),
+        };
+        if rows == 0 || width == 0 || rows.checked_mul(width) != Some(values.len()) {
+            return Err(bad(format!(
+                "{} values do not make {rows} rows of {width}",
+                values.len()
+            )));
+        }
+        if len > rows {
+            return Err(bad(format!("{len} events in {rows} rows")));
+        }
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(bad(format!("value {i} is not finite")));
+        }
+        if values[len * width..].iter().any(|&v| v != 0.0) {
+            return Err(bad(format!("padding after row {len} is not zero")));
+        }
+        Ok(Self {
+            name: name.into(),
+            rows,
+            width,
+            len,
+            values,
+        })
     }
 
     /// The sequence's name (its `[[state.sequences]]` entry).
@@ -140,5 +179,11 @@ mod tests {
         assert_eq!(seqs.get("card"), Some(&s));
         assert!(seqs.get("device").is_none());
         assert!(Sequences::default().is_empty());
+        let built = Sequence::new("card", 4, 2, 2, s.values().to_vec()).unwrap();
+        assert_eq!(built, s);
+        assert!(Sequence::new("card", 4, 2, 5, vec![0.0; 8]).is_err());
+        assert!(Sequence::new("card", 4, 2, 2, vec![0.0; 7]).is_err());
+        assert!(Sequence::new("card", 4, 2, 2, vec![f32::NAN; 8]).is_err());
+        assert!(Sequence::new("card", 4, 2, 1, vec![1.0; 8]).is_err());
     }
 }

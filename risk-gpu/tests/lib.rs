@@ -9,6 +9,7 @@ mod layers;
 mod llm;
 mod llm_limits;
 mod onnx;
+mod onnx_seq;
 mod quant;
 mod remote;
 mod trees;

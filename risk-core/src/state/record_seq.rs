@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn late_events_take_their_place_and_old_ones_leave() {
         let (mut w, q) = seq();
-        let mut push = |w: &mut Vec<u64>, t: i64| {
+        let push = |w: &mut Vec<u64>, t: i64| {
             Rec { w, spill: None }.seq_push(&q, t, &[t as f32])
         };
         assert!(push(&mut w, 10));
