@@ -289,20 +289,40 @@ impl Transaction {
 
     /// Copies `other` into `self`, reusing the feature buffer.
     pub fn copy_from(&mut self, other: &Transaction) {
-        self.id = other.id;
-        self.entity = other.entity;
-        self.timestamp_ms = other.timestamp_ms;
-        self.amount = other.amount;
-        self.currency = other.currency;
-        self.mcc = other.mcc;
-        self.country = other.country;
-        self.channel = other.channel;
-        self.device = other.device;
-        self.merchant = other.merchant;
-        self.ip = other.ip;
-        self.email = other.email;
-        self.features.copy_from(&other.features);
-        self.text.copy_from(&other.text);
+        // Destructured so that a field added to `Transaction` cannot be left out here
+        // (the engine's reused buffers would hand a tier the previous decision's value).
+        let Transaction {
+            id,
+            entity,
+            timestamp_ms,
+            amount,
+            currency,
+            mcc,
+            country,
+            channel,
+            device,
+            merchant,
+            ip,
+            email,
+            features,
+            text,
+            sequences,
+        } = other;
+        self.id = *id;
+        self.entity = *entity;
+        self.timestamp_ms = *timestamp_ms;
+        self.amount = *amount;
+        self.currency = *currency;
+        self.mcc = *mcc;
+        self.country = *country;
+        self.channel = *channel;
+        self.device = *device;
+        self.merchant = *merchant;
+        self.ip = *ip;
+        self.email = *email;
+        self.features.copy_from(features);
+        self.text.copy_from(text);
+        self.sequences.clone_from(sequences);
     }
 }
 
