@@ -118,7 +118,10 @@ fn ref_txns() -> Vec<Transaction> {
             t.features
                 .values_mut()
                 .copy_from_slice(&x[i * k..(i + 1) * k]);
-            let len = mask[i * n..(i + 1) * n].iter().filter(|&&m| m == 1.0).count();
+            let len = mask[i * n..(i + 1) * n]
+                .iter()
+                .filter(|&&m| m == 1.0)
+                .count();
             let v = seq[i * n * f..(i + 1) * n * f].to_vec();
             t.sequences = Sequences::new(vec![Sequence::new("card_seq", n, f, len, v).unwrap()]);
             t

@@ -127,7 +127,12 @@ impl Sequence {
         let len = len.min(self.rows);
         self.values.fill(0.0);
         self.len = len;
-        for (i, row) in self.values.chunks_exact_mut(self.width).take(len).enumerate() {
+        for (i, row) in self
+            .values
+            .chunks_exact_mut(self.width)
+            .take(len)
+            .enumerate()
+        {
             fill(i, row);
         }
     }

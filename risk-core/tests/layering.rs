@@ -20,7 +20,9 @@ const FLOORS: &[&[&str]] = &[
         "pseudo",
     ],
     // what transactions are made of, errors, the breaker, config value helpers
-    &["schema", "version", "error", "text", "seq", "circuit", "setting"],
+    &[
+        "schema", "version", "error", "text", "seq", "circuit", "setting",
+    ],
     &["txn"],
     // what tiers answer
     &["scorer", "decision", "monitor"],

@@ -120,12 +120,14 @@ fn onnx_inputs(spec: &ScorerSpec, t: &toml::Value) -> Result<Vec<InputMap>, Conf
         })?;
         let (k, x) = one.iter().next().expect("one entry");
         let text = || {
-            x.as_str()
-                .map(str::to_owned)
-                .ok_or_else(|| ConfigError::invalid(format!("{at}.{k}"), "expected a sequence name"))
+            x.as_str().map(str::to_owned).ok_or_else(|| {
+                ConfigError::invalid(format!("{at}.{k}"), "expected a sequence name")
+            })
         };
         let source = match k.as_str() {
-            "features" => InputSource::Features(features(spec, Some(x), &format!("inputs.{name}.features"))?),
+            "features" => {
+                InputSource::Features(features(spec, Some(x), &format!("inputs.{name}.features"))?)
+            }
             "sequence" => InputSource::Sequence(text()?),
             "mask" => InputSource::Mask(text()?),
             "length" => InputSource::Length(text()?),

@@ -45,7 +45,10 @@ fn ref_txns() -> (Vec<Transaction>, Vec<f32>) {
         f32s("seq_ref_probs.f32"),
     );
     let rows = probs.len();
-    assert_eq!((seq.len(), mask.len(), x.len()), (rows * N * F, rows * N, rows * K));
+    assert_eq!(
+        (seq.len(), mask.len(), x.len()),
+        (rows * N * F, rows * N, rows * K)
+    );
     let s = schema();
     let txns = (0..rows)
         .map(|i| {
@@ -53,9 +56,18 @@ fn ref_txns() -> (Vec<Transaction>, Vec<f32>) {
             t.features
                 .values_mut()
                 .copy_from_slice(&x[i * K..(i + 1) * K]);
-            let len = mask[i * N..(i + 1) * N].iter().filter(|&&m| m == 1.0).count();
-            let q = Sequence::new("card_seq", N, F, len, seq[i * N * F..(i + 1) * N * F].to_vec())
-                .unwrap();
+            let len = mask[i * N..(i + 1) * N]
+                .iter()
+                .filter(|&&m| m == 1.0)
+                .count();
+            let q = Sequence::new(
+                "card_seq",
+                N,
+                F,
+                len,
+                seq[i * N * F..(i + 1) * N * F].to_vec(),
+            )
+            .unwrap();
             t.sequences = Sequences::new(vec![q]);
             t
         })
@@ -159,6 +171,10 @@ fn the_sequence_tier_from_risk_toml_scores_the_engines_sequences() {
             assert!((got - want).abs() <= 1e-5, "engine {got} vs direct {want}");
         }
     }
-    assert!(fast > rows.len() / 2, "the sequence tier answered {fast} of {}", rows.len());
+    assert!(
+        fast > rows.len() / 2,
+        "the sequence tier answered {fast} of {}",
+        rows.len()
+    );
     assert!(longest > 5, "cards had histories ({longest} rows)");
 }

@@ -37,7 +37,11 @@ pub(crate) enum CKey {
 }
 
 impl CKey {
-    pub(super) fn resolve(k: &KeySource, schema: &FeatureSchema, at: &str) -> Result<Self, ConfigError> {
+    pub(super) fn resolve(
+        k: &KeySource,
+        schema: &FeatureSchema,
+        at: &str,
+    ) -> Result<Self, ConfigError> {
         Ok(match k {
             KeySource::Entity => CKey::Entity,
             KeySource::Device => CKey::Device,
@@ -167,7 +171,11 @@ pub(crate) struct Plan {
     pub slots: Vec<Slot>,
 }
 
-pub(super) fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Result<Slot, ConfigError> {
+pub(super) fn numeric_slot(
+    schema: &FeatureSchema,
+    name: &str,
+    at: &str,
+) -> Result<Slot, ConfigError> {
     let slot = schema.slot(name).ok_or_else(|| {
         ConfigError::invalid(at, format!("the schema has no field {name:?} (risk.toml adds state fields itself; with the builder, use StateConfig::extend_schema)"))
     })?;
@@ -180,7 +188,11 @@ pub(super) fn numeric_slot(schema: &FeatureSchema, name: &str, at: &str) -> Resu
     Ok(slot)
 }
 
-pub(super) fn compile_filter(f: &Filter, schema: &FeatureSchema, at: &str) -> Result<CFilter, ConfigError> {
+pub(super) fn compile_filter(
+    f: &Filter,
+    schema: &FeatureSchema,
+    at: &str,
+) -> Result<CFilter, ConfigError> {
     match f {
         Filter::In { field, values } => {
             let slot = schema.slot(field).ok_or_else(|| {

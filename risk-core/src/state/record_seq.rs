@@ -44,7 +44,11 @@ impl Rec<'_> {
     #[inline]
     fn seq_value(&self, q: &SeqAt, j: usize, k: usize) -> f32 {
         let w = self.w[Self::seq_slot(q, j) + 1 + k / 2];
-        f32::from_bits(if k % 2 == 0 { w as u32 } else { (w >> 32) as u32 })
+        f32::from_bits(if k % 2 == 0 {
+            w as u32
+        } else {
+            (w >> 32) as u32
+        })
     }
 
     /// Enters an event at `t` with its stored values; false when it was older than
@@ -142,9 +146,7 @@ mod tests {
     #[test]
     fn late_events_take_their_place_and_old_ones_leave() {
         let (mut w, q) = seq();
-        let push = |w: &mut Vec<u64>, t: i64| {
-            Rec { w, spill: None }.seq_push(&q, t, &[t as f32])
-        };
+        let push = |w: &mut Vec<u64>, t: i64| Rec { w, spill: None }.seq_push(&q, t, &[t as f32]);
         assert!(push(&mut w, 10));
         assert!(push(&mut w, 30));
         assert!(push(&mut w, 20));
@@ -178,13 +180,29 @@ mod tests {
         }
         let mut held = w.clone();
         held[q.at] = 4;
-        assert!(!Rec { w: &mut held, spill: None }.seq_valid(&q));
+        assert!(!Rec {
+            w: &mut held,
+            spill: None
+        }
+        .seq_valid(&q));
         let mut start = w.clone();
         start[q.at] |= 3 << 32;
-        assert!(!Rec { w: &mut start, spill: None }.seq_valid(&q));
+        assert!(!Rec {
+            w: &mut start,
+            spill: None
+        }
+        .seq_valid(&q));
         let mut order = w.clone();
         order[q.at + 2] = 9;
-        assert!(!Rec { w: &mut order, spill: None }.seq_valid(&q));
-        assert!(Rec { w: &mut w, spill: None }.seq_valid(&q));
+        assert!(!Rec {
+            w: &mut order,
+            spill: None
+        }
+        .seq_valid(&q));
+        assert!(Rec {
+            w: &mut w,
+            spill: None
+        }
+        .seq_valid(&q));
     }
 }

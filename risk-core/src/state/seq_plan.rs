@@ -2,8 +2,8 @@
 //! with the features of the same key, so one record holds both), the values a row
 //! stores and how a row is read. The record arithmetic is in [`super::record_seq`].
 
-use super::def::{Current, SeqField, SequenceDef, StateConfig, MAX_SEQUENCE_FIELDS};
 use super::def::MAX_SEQUENCE_LEN;
+use super::def::{Current, SeqField, SequenceDef, StateConfig, MAX_SEQUENCE_FIELDS};
 use super::plan::{compile_filter, CFilter, CKey, Plan, MAX_SOURCES};
 use crate::error::ConfigError;
 use crate::schema::{FeatureSchema, Slot};
@@ -111,7 +111,10 @@ impl SeqPlans {
         for (i, d) in cfg.sequences.iter().enumerate() {
             let at = format!("state.sequences[{i}] ({})", d.name);
             if !valid_name(&d.name) {
-                return Err(ConfigError::invalid(at, "sequence names use a-z, 0-9 and _"));
+                return Err(ConfigError::invalid(
+                    at,
+                    "sequence names use a-z, 0-9 and _",
+                ));
             }
             if seqs.iter().any(|s| *s.name == *d.name) {
                 return Err(ConfigError::invalid(at, "a second sequence with this name"));

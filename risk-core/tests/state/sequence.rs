@@ -89,9 +89,19 @@ fn secs(ms: i64) -> f32 {
 
 /// Checks one transaction's sequence against the reference rows.
 fn same(got: &risk_core::Sequence, want: &[Vec<f32>], at: usize) {
-    assert_eq!(got.len(), want.len(), "event {at}: {} rows held", got.name());
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "event {at}: {} rows held",
+        got.name()
+    );
     for (i, w) in want.iter().enumerate() {
-        assert_eq!(got.row(i), w.as_slice(), "event {at}: {} row {i}", got.name());
+        assert_eq!(
+            got.row(i),
+            w.as_slice(),
+            "event {at}: {} row {i}",
+            got.name()
+        );
     }
     for i in want.len()..got.rows() {
         assert!(got.row(i).iter().all(|&v| v == 0.0), "padding row {i}");
@@ -112,12 +122,7 @@ fn drive(
         let mut t = e.txn(s);
         st.apply(&mut t);
         let f = |n: &str| t.features.by_name(n).unwrap();
-        let card_vals = vec![
-            e.amount as f32,
-            f("channel"),
-            f("country"),
-            f("c_count_1h"),
-        ];
+        let card_vals = vec![e.amount as f32, f("channel"), f("country"), f("c_count_1h")];
         let k = cards.entry(e.card).or_default();
         let te = k.time(e.ts);
         k.events.push((te, i, card_vals));
@@ -180,7 +185,13 @@ fn a_snapshot_of_other_sequences_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("state.snap");
     let (a, s) = engine(1_000_000);
-    drive(&a, &s, &stream(13, 200, 5, 3), &mut HashMap::new(), &mut HashMap::new());
+    drive(
+        &a,
+        &s,
+        &stream(13, 200, 5, 3),
+        &mut HashMap::new(),
+        &mut HashMap::new(),
+    );
     a.snapshot(&path).unwrap();
     let (features, mut sequences) = defs();
     sequences[0].length = 7;
@@ -219,7 +230,10 @@ fn an_evicted_key_starts_a_fresh_sequence() {
         );
         if got.is_empty() {
             // Not admitted (every way of its index set busy): no state, no rows.
-            assert!(t.features.by_name("c_count_1h").is_none_or(f32::is_nan), "event {i}");
+            assert!(
+                t.features.by_name("c_count_1h").is_none_or(f32::is_nan),
+                "event {i}"
+            );
             continue;
         }
         if got.len() < want.len() {
@@ -230,9 +244,15 @@ fn an_evicted_key_starts_a_fresh_sequence() {
         assert!(amounts.contains(&(e.amount as f32)), "event {i}");
         let mut times: Vec<f32> = (0..got.len()).map(|r| got.row(r)[2]).collect();
         times.dedup();
-        assert!(times.windows(2).all(|w| w[0] >= w[1]), "ages fall: {times:?}");
+        assert!(
+            times.windows(2).all(|w| w[0] >= w[1]),
+            "ages fall: {times:?}"
+        );
     }
-    assert!(fresh > 100, "keys were evicted and came back fresh ({fresh})");
+    assert!(
+        fresh > 100,
+        "keys were evicted and came back fresh ({fresh})"
+    );
 }
 
 #[test]
@@ -243,11 +263,18 @@ fn bad_sequences_are_refused_by_name() {
             ..StateConfig::default()
         };
         let sch = schema(&cfg);
-        StateEngine::new(cfg, sch, clock(T0)).unwrap_err().to_string()
+        StateEngine::new(cfg, sch, clock(T0))
+            .unwrap_err()
+            .to_string()
     };
     let e = s(SequenceDef::new("card", KeySource::Entity, 0, &["amount"]));
     assert!(e.contains("state.sequences[0] (card).length"), "{e}");
-    let e = s(SequenceDef::new("card", KeySource::Entity, 257, &["amount"]));
+    let e = s(SequenceDef::new(
+        "card",
+        KeySource::Entity,
+        257,
+        &["amount"],
+    ));
     assert!(e.contains("length"), "{e}");
     let e = s(SequenceDef::new("card", KeySource::Entity, 8, &["no_such"]));
     assert!(e.contains("fields") && e.contains("no_such"), "{e}");
@@ -270,7 +297,9 @@ impl Scorer for SeqLen {
             .get("card_seq")
             .ok_or_else(|| ScoreError::Failed("no sequence".into()))?;
         if q.row(q.len() - 1)[0] != t.amount as f32 {
-            return Err(ScoreError::Failed("the last row is not this transaction".into()));
+            return Err(ScoreError::Failed(
+                "the last row is not this transaction".into(),
+            ));
         }
         Ok(Score::new(q.len() as f32 / 10.0))
     }

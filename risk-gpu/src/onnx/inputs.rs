@@ -108,7 +108,10 @@ pub(crate) fn resolve(
     } else {
         maps.to_vec()
     };
-    if let Some(m) = model.iter().find(|m| !maps.iter().any(|x| x.name == m.name())) {
+    if let Some(m) = model
+        .iter()
+        .find(|m| !maps.iter().any(|x| x.name == m.name()))
+    {
         return Err(OnnxError::Model(format!(
             "model input {:?} is not fed (map it under inputs)",
             m.name()
@@ -120,7 +123,9 @@ pub(crate) fn resolve(
             return Err(OnnxError::Model(format!("no input named {:?}", m.name)));
         };
         let (ty, dims) = match o.dtype() {
-            ValueType::Tensor { ty, shape, .. } => (*ty, shape.iter().copied().collect::<Vec<i64>>()),
+            ValueType::Tensor { ty, shape, .. } => {
+                (*ty, shape.iter().copied().collect::<Vec<i64>>())
+            }
             other => {
                 return Err(OnnxError::Model(format!(
                     "input {:?} is {other:?}, not a tensor",
@@ -131,8 +136,8 @@ pub(crate) fn resolve(
         let e = elem(ty);
         let (feed, ok, want) = match &m.source {
             InputSource::Features(f) => {
-                let slots = crate::slots::feature_slots(schema, f.as_deref())
-                    .map_err(OnnxError::Model)?;
+                let slots =
+                    crate::slots::feature_slots(schema, f.as_deref()).map_err(OnnxError::Model)?;
                 if dims.len() == 2 && dims[1] >= 0 && dims[1] as usize != slots.len() {
                     return Err(OnnxError::Model(format!(
                         "model input {:?} has {} features, {} are mapped from the schema",
@@ -285,10 +290,15 @@ impl ModelInput {
             shape[1] = s.len();
         }
         let n: usize = shape.iter().product();
-        let first = |i: usize| matches!(self.feed, Feed::Mask(_)) && i % shape[1] == 0
-            || matches!(self.feed, Feed::Length(_));
+        let first = |i: usize| {
+            matches!(self.feed, Feed::Mask(_)) && i % shape[1] == 0
+                || matches!(self.feed, Feed::Length(_))
+        };
         match self.elem {
-            Elem::F32 => Buf::F32(shape.clone(), (0..n).map(|i| first(i) as u8 as f32).collect()),
+            Elem::F32 => Buf::F32(
+                shape.clone(),
+                (0..n).map(|i| first(i) as u8 as f32).collect(),
+            ),
             Elem::I64 => Buf::I64(shape.clone(), (0..n).map(|i| first(i) as i64).collect()),
             Elem::I32 => Buf::I32(shape.clone(), (0..n).map(|i| first(i) as i32).collect()),
             Elem::Bool => Buf::Bool(shape.clone(), (0..n).map(first).collect()),

@@ -16,10 +16,10 @@ pub(crate) mod watchdog;
 
 pub use inputs::{InputMap, InputSource};
 
+use inputs::{Buf, ModelInput};
 use ort::session::Session;
 use ort::value::{TensorElementType, ValueType};
 use parking_lot::Mutex;
-use inputs::{Buf, ModelInput};
 use risk_core::{FeatureSchema, Latency, Score, ScoreError, Scorer, ScorerInfo, Transaction};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -168,7 +168,10 @@ impl std::fmt::Debug for OnnxScorer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OnnxScorer")
             .field("version", &self.version)
-            .field("inputs", &self.inputs.iter().map(|i| &i.name).collect::<Vec<_>>())
+            .field(
+                "inputs",
+                &self.inputs.iter().map(|i| &i.name).collect::<Vec<_>>(),
+            )
             .field("output", &self.output)
             .field("placement", &self.placement)
             .finish()
@@ -406,7 +409,6 @@ impl OnnxScorer {
         }
         Ok(probs)
     }
-
 }
 
 impl Scorer for OnnxScorer {
