@@ -44,7 +44,7 @@ impl Rec<'_> {
     #[inline]
     fn seq_value(&self, q: &SeqAt, j: usize, k: usize) -> f32 {
         let w = self.w[Self::seq_slot(q, j) + 1 + k / 2];
-        f32::from_bits(if k % 2 == 0 {
+        f32::from_bits(if k.is_multiple_of(2) {
             w as u32
         } else {
             (w >> 32) as u32

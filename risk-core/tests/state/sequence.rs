@@ -49,6 +49,9 @@ fn engine(max_keys: usize) -> (StateEngine, Arc<FeatureSchema>) {
     (st, s)
 }
 
+/// A tensor row from (event time, its predecessor's time, stored values).
+type RowOf = dyn Fn(i64, i64, &[f32]) -> Vec<f32>;
+
 /// One key's events as the reference keeps them: (effective time, arrival, row values).
 #[derive(Default)]
 struct Key {
@@ -69,7 +72,7 @@ impl Key {
 
     /// The tensor rows of the `n` latest events: `cols` picks each row's values from
     /// (time, its predecessor's time, stored values).
-    fn rows(&self, n: usize, cols: &dyn Fn(i64, i64, &[f32]) -> Vec<f32>) -> Vec<Vec<f32>> {
+    fn rows(&self, n: usize, cols: &RowOf) -> Vec<Vec<f32>> {
         let mut ev: Vec<&(i64, usize, Vec<f32>)> = self.events.iter().collect();
         ev.sort_by_key(|e| (e.0, e.1));
         let from = ev.len().saturating_sub(n);
@@ -127,7 +130,7 @@ fn drive(
         let te = k.time(e.ts);
         k.events.push((te, i, card_vals));
         let clock = k.clock;
-        let card = k.rows(6, &|t, b, v| {
+        let card = k.rows(6, &move |t, b, v| {
             vec![v[0], secs(t - b), secs(clock - t), v[1], v[2], v[3]]
         });
         same(t.sequences.get("card").unwrap(), &card, i);

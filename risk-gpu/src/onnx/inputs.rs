@@ -291,7 +291,7 @@ impl ModelInput {
         }
         let n: usize = shape.iter().product();
         let first = |i: usize| {
-            matches!(self.feed, Feed::Mask(_)) && i % shape[1] == 0
+            matches!(self.feed, Feed::Mask(_)) && i.is_multiple_of(shape[1])
                 || matches!(self.feed, Feed::Length(_))
         };
         match self.elem {
