@@ -121,20 +121,16 @@ impl Sequence {
         (0..self.rows).map(|i| if i < self.len { 1.0 } else { 0.0 })
     }
 
-    /// Fills the tensor: `rows` events, `fill(i, row)` writing event `i` (oldest first)
-    /// into its zeroed row. Rows past `len` stay zero.
+    /// Fills the tensor: `len` events, `fill(i, row)` writing every value of event `i`'s
+    /// row (oldest first); the rows past `len` are zeroed.
     pub(crate) fn set(&mut self, len: usize, mut fill: impl FnMut(usize, &mut [f32])) {
         let len = len.min(self.rows);
-        self.values.fill(0.0);
         self.len = len;
-        for (i, row) in self
-            .values
-            .chunks_exact_mut(self.width)
-            .take(len)
-            .enumerate()
-        {
+        let (rows, pad) = self.values.split_at_mut(len * self.width);
+        for (i, row) in rows.chunks_exact_mut(self.width).enumerate() {
             fill(i, row);
         }
+        pad.fill(0.0);
     }
 }
 

@@ -109,6 +109,11 @@ fn every_model_input_is_fed_and_checked_at_load() {
     swapped[1] = map("seq", InputSource::Features(None));
     let e = OnnxScorer::load(&cfg(swapped), &s).unwrap_err();
     assert!(e.to_string().contains("expected"), "{e}");
+    // `features` beside `inputs` would be ignored: refused instead.
+    let mut both = cfg(all_inputs());
+    both.features = Some(vec!["amount".into()]);
+    let e = OnnxScorer::load(&both, &s).unwrap_err();
+    assert!(e.to_string().contains("map the features there"), "{e}");
     let mut short = all_inputs();
     short[0] = map("x", InputSource::Features(Some(vec!["amount".into()])));
     let e = OnnxScorer::load(&cfg(short), &s).unwrap_err();

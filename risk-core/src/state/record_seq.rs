@@ -40,17 +40,6 @@ impl Rec<'_> {
         self.w[Self::seq_slot(q, (start + i) % q.rows)] as i64
     }
 
-    /// Stored value `k` of physical slot `j`.
-    #[inline]
-    fn seq_value(&self, q: &SeqAt, j: usize, k: usize) -> f32 {
-        let w = self.w[Self::seq_slot(q, j) + 1 + k / 2];
-        f32::from_bits(if k.is_multiple_of(2) {
-            w as u32
-        } else {
-            (w >> 32) as u32
-        })
-    }
-
     /// Enters an event at `t` with its stored values; false when it was older than
     /// every event of a full ring (it is not among the key's `N` latest).
     pub fn seq_push(&mut self, q: &SeqAt, t: i64, vals: &[f32]) -> bool {
@@ -90,24 +79,31 @@ impl Rec<'_> {
     pub fn seq_read(&self, q: &SeqAt, p: &SeqPlan, clock: i64, out: &mut Sequence) {
         let (held, start, prev) = self.seq_head(q);
         let held = held.min(q.rows);
-        out.set(held, |i, row| {
-            let j = (start + i) % q.rows;
-            let t = self.w[Self::seq_slot(q, j)] as i64;
-            let before = if i > 0 {
-                self.seq_time(q, start, i - 1)
-            } else if prev != NO_TIME {
-                prev
-            } else {
-                t
-            };
+        // The slots walked with a wrapping index and the predecessor's time carried
+        // along: no division per row.
+        let mut j = start;
+        let mut before = prev;
+        out.set(held, |_, row| {
+            let at = Self::seq_slot(q, j);
+            let t = self.w[at] as i64;
+            let b = if before == NO_TIME { t } else { before };
             for (o, c) in row.iter_mut().zip(&p.cols) {
                 let v = match *c {
-                    SeqCol::Stored(k) => self.seq_value(q, j, k),
-                    SeqCol::Dt => (t - before).max(0) as f32 / 1e3,
+                    SeqCol::Stored(k) => {
+                        let w = self.w[at + 1 + k / 2];
+                        f32::from_bits(if k.is_multiple_of(2) {
+                            w as u32
+                        } else {
+                            (w >> 32) as u32
+                        })
+                    }
+                    SeqCol::Dt => (t - b).max(0) as f32 / 1e3,
                     SeqCol::Age => (clock - t).max(0) as f32 / 1e3,
                 };
                 *o = if v.is_nan() { p.missing } else { v };
             }
+            before = t;
+            j = if j + 1 == q.rows { 0 } else { j + 1 };
         });
     }
 

@@ -105,6 +105,11 @@ pub(crate) fn resolve(
             name,
             source: InputSource::Features(features.map(<[String]>::to_vec)),
         }]
+    } else if input.is_some() || features.is_some() {
+        return Err(OnnxError::Model(
+            "`input` and `features` name a model's only input: with `inputs`, map the features there"
+                .into(),
+        ));
     } else {
         maps.to_vec()
     };
