@@ -24,6 +24,13 @@
 //!   `max_events`; read at the key's clock `t` it covers exactly `(t - W, t]` (pandas'
 //!   `rolling(W, closed="right")`). Past the bound the buckets answer, counted in
 //!   [`StateStats::exact_fallback`]. In process only (refused with `[state.redis]`).
+//! - **Sequences** (`[[state.sequences]]`, [`SequenceDef`]): a key's last `length`
+//!   events (by effective event time, ties in arrival order; a late event takes its
+//!   place, one older than every row of a full sequence is not kept), each a row of the
+//!   definition's fields read after the features are written (so a row may hold this
+//!   transaction's state features), handed to tiers as [`crate::seq::Sequence`] on
+//!   `txn.sequences`. Kept in the key's record after its rings (`record_seq`); in process
+//!   only (refused with `[state.redis]`).
 //! - **Out of order.** An event at most `state.max_lateness_ms` behind its key's clock
 //!   enters the bucket of its own time; a later one counts at the key's clock (never
 //!   lost, never moving time backwards), counted in [`StateStats::late`]. Features are
