@@ -428,20 +428,7 @@ impl Plan {
         } else {
             spec
         };
-        let source = match self.sources.iter().position(|&s| s == key) {
-            Some(i) => i,
-            None => {
-                if self.sources.len() == MAX_SOURCES {
-                    return Err(ConfigError::invalid(
-                        at,
-                        format!("more than {MAX_SOURCES} key sources"),
-                    ));
-                }
-                self.sources.push(key);
-                self.by_source.push(Vec::new());
-                self.sources.len() - 1
-            }
-        };
+        let source = self.source(key, at)?;
         let id = format!("{source}|{spec:?}|{filters:?}|{value:?}|{outcome}");
         let need = match f.agg {
             Agg::Min | Agg::Max => Cols::MinMax,
@@ -472,6 +459,22 @@ impl Plan {
         self.by_source[source].push(g);
         dedup.insert(id, g);
         Ok((g, include))
+    }
+
+    /// The index of key source `key`, added when new (at most [`MAX_SOURCES`]).
+    pub(super) fn source(&mut self, key: CKey, at: &str) -> Result<usize, ConfigError> {
+        if let Some(i) = self.sources.iter().position(|&s| s == key) {
+            return Ok(i);
+        }
+        if self.sources.len() == MAX_SOURCES {
+            return Err(ConfigError::invalid(
+                at,
+                format!("more than {MAX_SOURCES} key sources"),
+            ));
+        }
+        self.sources.push(key);
+        self.by_source.push(Vec::new());
+        Ok(self.sources.len() - 1)
     }
 
     /// Whether any group is entered after the decision (an outcome filter).

@@ -4,7 +4,7 @@
 
 use super::def::MAX_SEQUENCE_LEN;
 use super::def::{Current, SeqField, SequenceDef, StateConfig, MAX_SEQUENCE_FIELDS};
-use super::plan::{compile_filter, CFilter, CKey, Plan, MAX_SOURCES};
+use super::plan::{compile_filter, CFilter, CKey, Plan};
 use crate::error::ConfigError;
 use crate::schema::{FeatureSchema, Slot};
 use crate::seq::Sequence;
@@ -198,20 +198,7 @@ fn compile_one(
         .iter()
         .map(|f| compile_filter(f, schema, &format!("{at}.filter")))
         .collect::<Result<Vec<_>, _>>()?;
-    let source = match plan.sources.iter().position(|&s| s == key) {
-        Some(i) => i,
-        None => {
-            if plan.sources.len() == MAX_SOURCES {
-                return Err(ConfigError::invalid(
-                    at,
-                    format!("more than {MAX_SOURCES} key sources"),
-                ));
-            }
-            plan.sources.push(key);
-            plan.by_source.push(Vec::new());
-            plan.sources.len() - 1
-        }
-    };
+    let source = plan.source(key, at)?;
     Ok(SeqPlan {
         name: d.name.as_str().into(),
         source,
