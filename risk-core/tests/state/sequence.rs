@@ -360,3 +360,32 @@ fn sequences_from_risk_toml_reach_the_tiers() {
         );
     }
 }
+
+#[test]
+fn a_callers_own_sequence_reaches_the_tiers() {
+    // An engine with state but no sequences: its per-thread copy of the transaction
+    // carries the caller's sequence through (`Transaction::copy_from`), every time.
+    let mut reg = ScorerRegistry::default();
+    reg.register("seqlen", |_| Ok(Arc::new(SeqLen)));
+    let text = SEQ_TOML.replace(
+        "[[state.sequences]]\nname = \"card_seq\"\nkey = \"card\"\nlength = 3\nfields = [\"amount\", \"dt\"]\nmissing = -1\n",
+        "[[state.features]]\nname = \"n_1h\"\nkey = \"card\"\nagg = \"count\"\n",
+    );
+    assert_ne!(text, SEQ_TOML);
+    let path = std::path::Path::new(".");
+    let e = Engine::from_toml_str(&text, path, path.join("risk.toml").as_path(), &reg).unwrap();
+    for len in [1usize, 4, 2] {
+        let mut t = Transaction::builder(e.schema())
+            .id(len as u64)
+            .entity(9)
+            .timestamp_ms(1_767_571_200_000 + len as i64)
+            .amount(7.0, "USD")
+            .build()
+            .unwrap();
+        let mut v = vec![0.0; 8];
+        v[(len - 1) * 2] = 7.0;
+        let q = risk_core::Sequence::new("card_seq", 4, 2, len, v).unwrap();
+        t.sequences = risk_core::Sequences::new(vec![q]);
+        assert_eq!(e.decide(&t).unwrap().rule_score, len as f32 / 10.0);
+    }
+}
