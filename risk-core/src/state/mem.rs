@@ -258,18 +258,7 @@ impl MemStore {
             let clock = rec.clock();
             let te = applied.te[s];
             for (q, &i) in src.layout.seqs.iter().zip(&seqs.of_source[s]) {
-                let p = &seqs.seqs[i];
-                let add = p.passes(txn);
-                if add {
-                    p.values(txn, &mut vals[..q.stored]);
-                }
-                if add && p.include {
-                    rec.seq_push(q, te, &vals[..q.stored]);
-                }
-                rec.seq_read(q, p, clock, &mut out[i]);
-                if add && !p.include {
-                    rec.seq_push(q, te, &vals[..q.stored]);
-                }
+                rec.seq_step(q, &seqs.seqs[i], te, clock, txn, &mut vals, &mut out[i]);
             }
         }
     }

@@ -29,8 +29,9 @@
 //!   place, one older than every row of a full sequence is not kept), each a row of the
 //!   definition's fields read after the features are written (so a row may hold this
 //!   transaction's state features), handed to tiers as [`crate::seq::Sequence`] on
-//!   `txn.sequences`. Kept in the key's record after its rings (`record_seq`); in process
-//!   only (refused with `[state.redis]`).
+//!   `txn.sequences`. Kept in the key's record after its rings (`record_seq`); on Redis
+//!   as a region of the key's value, read in the decision's call and its row written by
+//!   a second call not waited for (`redis/seq.rs`).
 //! - **Out of order.** An event at most `state.max_lateness_ms` behind its key's clock
 //!   enters the bucket of its own time; a later one counts at the key's clock (never
 //!   lost, never moving time backwards), counted in [`StateStats::late`]. Features are
@@ -246,18 +247,13 @@ impl StateEngine {
                 "exact windows are kept in process only: not with [state.redis] (use buckets there)",
             ));
         }
-        if let (Some(_), Some(q)) = (&cfg.redis, cfg.sequences.first()) {
-            return Err(ConfigError::invalid(
-                format!("state.sequences ({})", q.name),
-                "sequences are kept in process only: not with [state.redis]",
-            ));
-        }
         let store = match &cfg.redis {
             None => Store::Mem(MemStore::new(&plan, &seqs, cfg.max_keys)),
             #[cfg(feature = "redis")]
             Some(r) => Store::Redis(Box::new(redis::RedisStore::open(
                 r.clone(),
                 &plan,
+                &seqs,
                 snapshot::fingerprint(&plan, &seqs),
             )?)),
             #[cfg(not(feature = "redis"))]
@@ -397,6 +393,8 @@ impl StateEngine {
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
         let plan = &self.plan;
         let out = txn.features.values_mut();
+        #[cfg(feature = "redis")]
+        let mut seq_reply = redis::SeqReply::default();
         let applied = match &self.store {
             Store::Mem(m) => m.read_update(plan, &req, lateness, |g, r| {
                 plan.write_group(g, &req, r, out)
@@ -404,7 +402,7 @@ impl StateEngine {
             #[cfg(feature = "redis")]
             Store::Redis(r) => {
                 let mut reads = [group::GroupRead::default(); plan::MAX_GROUPS];
-                let a = r.read_update(plan, &req, lateness, &mut reads)?;
+                let a = r.read_update(plan, &req, lateness, &mut reads, &mut seq_reply)?;
                 for (g, grp) in plan.groups.iter().enumerate() {
                     if a.present[grp.source] {
                         plan.write_group(g, &req, &reads[g], out);
@@ -416,10 +414,16 @@ impl StateEngine {
         for s in (0..plan.sources.len()).filter(|&s| !applied.present[s]) {
             plan.write_missing(s, out);
         }
-        if let (false, Store::Mem(m)) = (self.seqs.is_empty(), &self.store) {
+        if !self.seqs.is_empty() {
             // After the features: a row may hold this transaction's state features.
             let mut v: Vec<_> = self.seqs.seqs.iter().map(|q| q.empty()).collect();
-            m.sequences(&self.seqs, &req, &applied, txn, &mut v);
+            match &self.store {
+                Store::Mem(m) => m.sequences(&self.seqs, &req, &applied, txn, &mut v),
+                #[cfg(feature = "redis")]
+                Store::Redis(r) => {
+                    r.sequences(&self.seqs, &req, &applied, txn, &mut v, &mut seq_reply)
+                }
+            }
             txn.sequences = crate::seq::Sequences::new(v);
         }
         self.counters.updates.add(1);

@@ -9,6 +9,7 @@ use super::layout::SeqAt;
 use super::record::{Rec, NO_TIME};
 use super::seq_plan::{SeqCol, SeqPlan};
 use crate::seq::Sequence;
+use crate::txn::Transaction;
 
 const HELD: u64 = 0xFFFF_FFFF;
 
@@ -105,6 +106,37 @@ impl Rec<'_> {
             before = t;
             j = if j + 1 == q.rows { 0 } else { j + 1 };
         });
+    }
+
+    /// One decision's step on sequence `p` (both stores run it: the Redis store on its
+    /// copy of the key's region): `txn` enters at `te` where it passes the filters (its
+    /// stored values left in `vals`), before the read when the sequence includes the
+    /// current transaction, after it otherwise; `out` gets the tensor as of `clock`.
+    /// Returns whether `txn` entered.
+    #[allow(clippy::too_many_arguments)]
+    pub fn seq_step(
+        &mut self,
+        q: &SeqAt,
+        p: &SeqPlan,
+        te: i64,
+        clock: i64,
+        txn: &Transaction,
+        vals: &mut [f32],
+        out: &mut Sequence,
+    ) -> bool {
+        let add = p.passes(txn);
+        let vals = &mut vals[..q.stored];
+        if add {
+            p.values(txn, vals);
+        }
+        if add && p.include {
+            self.seq_push(q, te, vals);
+        }
+        self.seq_read(q, p, clock, out);
+        if add && !p.include {
+            self.seq_push(q, te, vals);
+        }
+        add
     }
 
     /// Whether the sequence's words are within its bounds and in time order (a

@@ -45,6 +45,9 @@ pub struct StateStats {
     /// Keys met on Redis holding a value of the wrong layout: read as new keys and
     /// rewritten.
     pub store_reset_corrupt: u64,
+    /// Sequence rows (Redis) whose write failed or was shed: the row is missing from
+    /// its key's sequence.
+    pub sequence_rows_lost: u64,
     /// Decisions whose list features came from shared lists while Redis could not be
     /// reached (the last known entries).
     pub lists_stale: u64,
@@ -168,6 +171,7 @@ impl StateEngine {
                     label_connects: c.label_connects.load(Relaxed),
                     store_reset_old_format: c.reset_old_format.load(Relaxed),
                     store_reset_corrupt: c.reset_corrupt.load(Relaxed),
+                    sequence_rows_lost: c.seq_lost.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -233,6 +237,7 @@ impl StateEngine {
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
                 "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
                 "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
+                "sequence_rows_lost": s.sequence_rows_lost,
                 "lists_stale": s.lists_stale, "list_changes": s.list_changes,
                 "list_resyncs": s.list_resyncs, "list_sync_errors": s.list_sync_errors,
                 "list_refused": s.list_refused,

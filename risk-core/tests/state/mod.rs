@@ -13,6 +13,8 @@ mod redis;
 #[cfg(feature = "redis")]
 mod redis_limits;
 #[cfg(feature = "redis")]
+mod redis_seq;
+#[cfg(feature = "redis")]
 mod redis_tls;
 mod reference;
 mod sequence;

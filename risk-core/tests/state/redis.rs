@@ -303,7 +303,8 @@ fn unpause(c: &mut std::net::TcpStream) {
 }
 
 /// A three-node Redis Cluster of the test's own (`redis-cli --cluster create`): the keys
-/// of one decision live on different nodes; features equal the in-process store's.
+/// of one decision live on different nodes; features and sequences equal the in-process
+/// store's.
 #[test]
 fn a_redis_cluster_gives_identical_features() {
     let dir = tempfile::tempdir().unwrap();
@@ -355,8 +356,10 @@ fn a_redis_cluster_gives_identical_features() {
             std::thread::yield_now();
         }
     }
+    // With sequences: their rows go through the background writer on a cluster.
     let mem = StateConfig {
         features: defs(),
+        sequences: super::sequence::defs().1,
         ..StateConfig::default()
     };
     let s = schema(&mem);
@@ -392,6 +395,11 @@ fn a_redis_cluster_gives_identical_features() {
                 "event {i}: {} in process {p}, cluster {q}",
                 f.name
             );
+        }
+        for name in ["card", "merchant"] {
+            let (x, y) = (a.sequences.get(name).unwrap(), b.sequences.get(name));
+            let y = y.unwrap_or_else(|| panic!("event {i}: no {name} on the cluster"));
+            assert_eq!((x.len(), x.values()), (y.len(), y.values()), "event {i}: {name}");
         }
         assert!(red.flush(Duration::from_secs(30)));
         if i % 9 == 4 {

@@ -8,12 +8,12 @@ use risk_core::state::{Agg, Current, FeatureDef, Filter, KeySource, SequenceDef,
 use std::collections::HashMap;
 use std::time::Duration;
 
-const LATE: i64 = 60_000;
+pub(super) const LATE: i64 = 60_000;
 
 /// The definitions under test: a card sequence with the current transaction (a state
 /// feature, categorical ids, `dt` and `age` in its rows) and a merchant history without
 /// it, filtered to small amounts.
-fn defs() -> (Vec<FeatureDef>, Vec<SequenceDef>) {
+pub(super) fn defs() -> (Vec<FeatureDef>, Vec<SequenceDef>) {
     let features = vec![FeatureDef::new("c_count_1h", KeySource::Entity, Agg::Count)
         .window(Duration::from_secs(3_600), 12)];
     let card = SequenceDef::new(

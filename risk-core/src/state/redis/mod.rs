@@ -45,6 +45,9 @@
 mod mux;
 mod pending;
 mod script;
+mod seq;
+
+pub(crate) use seq::SeqReply;
 
 use super::def::RedisConfig;
 use super::group::{GroupRead, Kind};
@@ -52,6 +55,7 @@ use super::mem::Applied;
 use super::plan::CKey;
 use super::plan::{Plan, Request, MAX_GROUPS};
 use super::redis_conn::{Access, Client, Conn};
+use super::seq_plan::SeqPlans;
 use super::Ticket;
 use crate::decision::{Action, StateFault};
 use crate::error::ConfigError;
@@ -81,6 +85,8 @@ pub(crate) struct RedisCounters {
     pub reset_old_format: AtomicU64,
     /// Keys met holding a value of the wrong layout, reset.
     pub reset_corrupt: AtomicU64,
+    /// Sequence rows whose write failed or found the shared connection's queue full.
+    pub seq_lost: Arc<AtomicU64>,
 }
 
 enum Job {
@@ -120,6 +126,9 @@ pub(crate) struct RedisStore {
     jobs: Sender<Job>,
 }
 
+/// How long a key holding sequences lives without an event, at least.
+const SEQUENCE_TTL_MS: i64 = 30 * 86_400_000;
+
 fn is_timeout(e: &redis::RedisError) -> bool {
     e.is_timeout()
 }
@@ -143,7 +152,12 @@ fn missing_err(e: &redis::RedisError) -> bool {
 }
 
 impl RedisStore {
-    pub fn open(cfg: RedisConfig, plan: &Plan, fp: u64) -> Result<Self, ConfigError> {
+    pub fn open(
+        cfg: RedisConfig,
+        plan: &Plan,
+        seqs: &SeqPlans,
+        fp: u64,
+    ) -> Result<Self, ConfigError> {
         if cfg.max_pending == 0 {
             return Err(ConfigError::invalid(
                 "state.redis.max_pending",
@@ -167,7 +181,9 @@ impl RedisStore {
             })
             .max()
             .unwrap_or(0)
-            .saturating_add(86_400_000);
+            .saturating_add(86_400_000)
+            // A key's sequences are its last events however old: kept 30 days idle.
+            .max(if seqs.is_empty() { 0 } else { SEQUENCE_TTL_MS });
         let counters = Arc::new(RedisCounters::default());
         let (tx, rx) = bounded::<Job>(cfg.queue.max(1));
         let bg_timeout = cfg.timeout.max(Duration::from_millis(100));
@@ -226,7 +242,7 @@ impl RedisStore {
             Client::Cluster(_) => None,
         };
         let specs = (0..plan.sources.len())
-            .map(|s| script::key_spec(plan, s))
+            .map(|s| script::key_spec(plan, seqs, s))
             .collect();
         let me = Self {
             client,
@@ -397,6 +413,7 @@ impl RedisStore {
         req: &Request,
         lateness_ms: i64,
         reads: &mut [GroupRead; MAX_GROUPS],
+        seq: &mut SeqReply,
     ) -> Result<Applied, StateFault> {
         let mut a = Applied::new(req.ts);
         let mut sources = [0usize; super::plan::MAX_SOURCES];
@@ -415,12 +432,14 @@ impl RedisStore {
         }
         self.counters.calls.fetch_add(1, Relaxed);
         let replies = match &self.mux {
-            Some(m) => self.call_one(m, plan, req, sources, lateness_ms)?,
+            Some(m) => self.call_one(m, plan, req, sources, lateness_ms, &mut seq.eval)?,
             None => self.call_cluster(plan, req, sources, lateness_ms)?,
         };
         for (&s, v) in sources.iter().zip(replies) {
             let met = match v {
-                Value::BulkString(b) => script::parse_reply(plan, s, &b, reads, &mut a),
+                Value::BulkString(b) => {
+                    script::parse_reply(plan, &self.specs[s], s, &b, reads, &mut a, seq)
+                }
                 other => Err(format!("expected a string, got {other:?}")),
             };
             match met {
@@ -450,6 +469,7 @@ impl RedisStore {
         req: &Request,
         sources: &[usize],
         lateness_ms: i64,
+        evaled: &mut bool,
     ) -> Result<Vec<Value>, StateFault> {
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
         let run = |eval: bool| {
@@ -461,6 +481,7 @@ impl RedisStore {
         // the library loaded again in the background.
         if matches!(&got, Ok(v) if v.first().is_some_and(missing)) {
             got = run(true);
+            *evaled = true;
             if self.fcall.load(Relaxed) {
                 self.offer(vec![self.load_function_cmd()]);
             }

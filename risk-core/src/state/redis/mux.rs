@@ -22,6 +22,8 @@ use super::super::redis_conn::{Client, Conn};
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use redis::{RedisError, RedisResult, Value};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Requests queued or in flight on the shared connection at most.
@@ -31,7 +33,32 @@ struct Req {
     packed: Vec<u8>,
     /// Replies this request expects (one per command it packed).
     n: usize,
-    reply: Sender<RedisResult<Vec<Value>>>,
+    reply: Reply,
+}
+
+/// Where a request's replies go.
+enum Reply {
+    /// To its caller, waiting.
+    Wait(Sender<RedisResult<Vec<Value>>>),
+    /// Nowhere: a failure or an error reply is counted here.
+    Detached(Arc<AtomicU64>),
+}
+
+impl Reply {
+    fn deliver(self, r: RedisResult<Vec<Value>>) {
+        match self {
+            // A caller that gave up has dropped its receiver: nothing to do.
+            Reply::Wait(s) => {
+                let _ = s.send(r);
+            }
+            Reply::Detached(failed) => {
+                let ok = r.is_ok_and(|v| !v.iter().any(|x| matches!(x, Value::ServerError(_))));
+                if !ok {
+                    failed.fetch_add(1, Relaxed);
+                }
+            }
+        }
+    }
 }
 
 /// The shared, pipelined connection (one Redis server; a cluster uses [`Conn`]s).
@@ -68,6 +95,7 @@ impl Mux {
         deadline: Instant,
     ) -> Result<Vec<Value>, MuxError> {
         let (reply, got) = bounded(1);
+        let reply = Reply::Wait(reply);
         match self.tx.try_send(Req { packed, n, reply }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
@@ -80,6 +108,18 @@ impl Mux {
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => Err(MuxError::Timeout),
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(MuxError::Busy),
         }
+    }
+}
+
+impl Mux {
+    /// Sends `packed` (`n` commands) without waiting for its replies: a failure or an
+    /// error reply is counted in `failed`. Queued behind every earlier request, ahead of
+    /// every later one. `Err`: the queue was full (nothing sent, nothing counted).
+    pub fn send(&self, packed: Vec<u8>, n: usize, failed: &Arc<AtomicU64>) -> Result<(), MuxError> {
+        let reply = Reply::Detached(Arc::clone(failed));
+        self.tx
+            .try_send(Req { packed, n, reply })
+            .map_err(|_| MuxError::Busy)
     }
 }
 
@@ -153,8 +193,7 @@ fn io_loop(client: Client, timeout: Duration, rx: Receiver<Req>) {
             continue;
         }
         if let Some(r) = inflight.pop_front() {
-            // A caller that gave up has dropped its receiver: nothing to do.
-            let _ = r.reply.send(Ok(replies));
+            r.reply.deliver(Ok(replies));
         }
     }
 }
@@ -172,7 +211,7 @@ fn queue(
     refused: &mut Option<RedisError>,
 ) {
     if let Some(e) = refused {
-        let _ = r.reply.send(Err(copy_error(e)));
+        r.reply.deliver(Err(copy_error(e)));
         return;
     }
     if con.is_none() {
@@ -183,11 +222,11 @@ fn queue(
                     redis::ErrorKind::Client,
                     "a cluster has no shared connection",
                 ));
-                let _ = r.reply.send(Err(e));
+                r.reply.deliver(Err(e));
                 return;
             }
             Err(e) => {
-                let _ = r.reply.send(Err(copy_error(&e)));
+                r.reply.deliver(Err(copy_error(&e)));
                 *refused = Some(e);
                 return;
             }
@@ -199,7 +238,7 @@ fn queue(
 
 fn fail_all(inflight: &mut VecDeque<Req>, e: &RedisError) {
     for r in inflight.drain(..) {
-        let _ = r.reply.send(Err(copy_error(e)));
+        r.reply.deliver(Err(copy_error(e)));
     }
 }
 

@@ -7,6 +7,8 @@
 use super::super::group::{Cols, GroupRead, Kind};
 use super::super::mem::Applied;
 use super::super::plan::{Plan, Request, MAX_GROUPS};
+use super::super::seq_plan::SeqPlans;
+use super::seq::{Region, SeqReply};
 use crate::decision::Action;
 
 /// The state script's body (`state.lua`): its entry is `main(KEYS, ARGV)`.
@@ -64,20 +66,24 @@ pub(super) enum Met {
 const GROUP_SPEC: usize = 38;
 
 /// Source `s`'s layout as the script reads it (fixed for a plan, built once): the blob
-/// head (`I4 check, I2 n, I4 K`) and per group `B kind, B cols, d width, I4 B, I4 D,
-/// I4 exact_limit, I4 L, I4 o, I4 W, I4 roff`. The header holds K doubles (the clock,
-/// the clock when the TTL was last set, then each group's block from value `o`, 1-based,
-/// with `W` words of occupancy bits for its `L` buckets); each ring starts at byte `roff`,
-/// the distinct regions after the others (a sketch's room is allocated only when used).
-/// `check` (FNV-1a of the rest) is stored in each value's header: a value laid out for
-/// another spec reads as malformed.
+/// head (`I4 check, I2 n, I4 K, I2 nq`), per group `B kind, B cols, d width, I4 B, I4 D,
+/// I4 exact_limit, I4 L, I4 o, I4 W, I4 roff` and per sequence `I4 off, I4 rows, I4 rb`.
+/// The header holds K doubles (the clock, the clock when the TTL was last set, then each
+/// group's block from value `o`, 1-based, with `W` words of occupancy bits for its `L`
+/// buckets); each ring starts at byte `roff`, then the sequences' regions, the distinct
+/// regions last (a sketch's room is allocated only when used). `check` (FNV-1a of the
+/// rest) is stored in each value's header: a value laid out for another spec reads as
+/// malformed.
 pub(super) struct KeySpec {
-    head: [u8; 10],
+    head: [u8; 12],
     groups: Vec<[u8; GROUP_SPEC]>,
+    seqs: Vec<[u8; 12]>,
+    /// The sequences' regions, in the order of `SeqPlans::of_source[s]`.
+    pub regions: Vec<Region>,
 }
 
 /// Source `s`'s [`KeySpec`].
-pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
+pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
     let gs = &plan.by_source[s];
     let u32_ = |x: i64| u32::try_from(x.max(0)).unwrap_or(u32::MAX);
     // Header values: the clock, the TTL's clock, then the blocks.
@@ -101,7 +107,12 @@ pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
     let k = o - 1;
     let mut roffs = vec![0u32; gs.len()];
     let mut roff = k.saturating_mul(8).saturating_add(8);
+    let mut regions = Vec::new();
     for distinct in [false, true] {
+        if distinct {
+            // The sequences before the distinct regions (whose room is allocated late).
+            regions = Region::of_source(seqs, s, &mut roff);
+        }
         for (j, &g) in gs.iter().enumerate() {
             let sp = &plan.groups[g].spec;
             if (sp.kind == Kind::Distinct) != distinct {
@@ -155,18 +166,44 @@ pub(super) fn key_spec(plan: &Plan, s: usize) -> KeySpec {
         groups.push(r);
     }
     let n = u16::try_from(gs.len()).unwrap_or(u16::MAX);
+    let nq = u16::try_from(regions.len()).unwrap_or(u16::MAX);
+    let seq_specs: Vec<[u8; 12]> = regions.iter().map(Region::spec).collect();
+    // Without sequences the check is what it was before them (values stay readable).
+    let with_seqs = (nq > 0).then(|| nq.to_le_bytes());
     let check = groups
         .iter()
         .flatten()
         .chain(&n.to_le_bytes())
+        .chain(with_seqs.iter().flatten())
+        .chain(seq_specs.iter().flatten())
         .fold(0x811c_9dc5u32, |h, &x| {
             (h ^ u32::from(x)).wrapping_mul(0x0100_0193)
         });
-    let mut head = [0u8; 10];
+    let mut head = [0u8; 12];
     head[..4].copy_from_slice(&check.to_le_bytes());
     head[4..6].copy_from_slice(&n.to_le_bytes());
-    head[6..].copy_from_slice(&k.to_le_bytes());
-    KeySpec { head, groups }
+    head[6..10].copy_from_slice(&k.to_le_bytes());
+    head[10..].copy_from_slice(&nq.to_le_bytes());
+    KeySpec {
+        head,
+        groups,
+        seqs: seq_specs,
+        regions,
+    }
+}
+
+impl KeySpec {
+    /// The spec's bytes as every blob starts.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.head);
+        self.groups.iter().for_each(|r| out.extend_from_slice(r));
+        self.seqs.iter().for_each(|r| out.extend_from_slice(r));
+    }
+
+    /// Bytes of the spec.
+    fn len(&self) -> usize {
+        12 + GROUP_SPEC * self.groups.len() + 12 * self.seqs.len()
+    }
 }
 
 /// Source `s`'s key blob for `req`: the [`KeySpec`] (head, then each group's fixed
@@ -184,9 +221,8 @@ pub(super) fn key_blob(
     out: &mut Vec<u8>,
 ) {
     let gs = &plan.by_source[s];
-    out.reserve(18 + (GROUP_SPEC + 17) * gs.len());
-    out.extend_from_slice(&spec.head);
-    spec.groups.iter().for_each(|r| out.extend_from_slice(r));
+    out.reserve(spec.len() + 8 + 17 * gs.len());
+    spec.write(out);
     let te = outcome.map_or(req.ts, |(_, te)| te);
     out.extend_from_slice(&(te as f64).to_le_bytes());
     for &g in gs {
@@ -207,9 +243,8 @@ pub(super) fn key_blob(
 
 /// A key blob for a label: no group runs.
 pub(super) fn label_key_blob(spec: &KeySpec) -> Vec<u8> {
-    let mut out = Vec::with_capacity(18 + (GROUP_SPEC + 17) * spec.groups.len());
-    out.extend_from_slice(&spec.head);
-    spec.groups.iter().for_each(|r| out.extend_from_slice(r));
+    let mut out = Vec::with_capacity(spec.len() + 8 + 17 * spec.groups.len());
+    spec.write(&mut out);
     out.extend_from_slice(&[0; 8]);
     out.resize(out.len() + 17 * spec.groups.len(), 0);
     out
@@ -265,21 +300,26 @@ fn reply_len(kind: Kind, cols: Cols) -> usize {
     }
 }
 
-/// Source `s`'s reply into the reads; what the script met at the key.
+/// Source `s`'s reply into the reads (and its sequences' regions into `seq`); what the
+/// script met at the key.
 pub(super) fn parse_reply(
     plan: &Plan,
+    key: &KeySpec,
     s: usize,
     reply: &[u8],
     reads: &mut [GroupRead; MAX_GROUPS],
     a: &mut Applied,
+    seq: &mut SeqReply,
 ) -> Result<Met, String> {
     let groups = &plan.by_source[s];
     let spec = |g: usize| &plan.groups[g].spec;
-    let want = 8 * groups
+    let doubles = groups
         .iter()
         .map(|&g| reply_len(spec(g).kind, spec(g).cols))
         .sum::<usize>()
-        + 24;
+        + 3
+        + usize::from(!key.regions.is_empty());
+    let want = 8 * doubles + key.regions.iter().map(Region::bytes).sum::<usize>();
     if reply.len() != want {
         return Err(format!(
             "{} bytes for {} groups (want {want})",
@@ -328,6 +368,10 @@ pub(super) fn parse_reply(
         reads[g] = r;
         at += reply_len(spec(g).kind, spec(g).cols);
     }
+    if !key.regions.is_empty() {
+        let clock = time(f64_at(reply, doubles - 1)).ok_or("no clock")?;
+        seq.take(s, clock, &key.regions, &reply[8 * doubles..])?;
+    }
     a.present[s] = true;
     a.te[s] = te;
     if late == 1.0 {
@@ -370,7 +414,9 @@ mod tests {
         let vals = vec![1_000.0, 1.0, 1.0, 3.0, f64::NEG_INFINITY, 5.0];
         let mut reads = [GroupRead::default(); MAX_GROUPS];
         let mut a = Applied::new(0);
-        let met = parse_reply(&p, 0, &reply(&vals), &mut reads, &mut a).unwrap();
+        let k = key_spec(&p, &SeqPlans::default(), 0);
+        let mut q = SeqReply::default();
+        let met = parse_reply(&p, &k, 0, &reply(&vals), &mut reads, &mut a, &mut q).unwrap();
         assert_eq!(
             (met, a.te[0], a.late, a.present[0]),
             (Met::OldFormat, 1_000, 1, true)
@@ -385,25 +431,54 @@ mod tests {
             [reply(&vals), vec![0]].concat(),
             Vec::new(),
         ] {
-            assert!(parse_reply(&p, 0, &bad, &mut reads, &mut Applied::new(0)).is_err());
+            assert!(
+                parse_reply(&p, &k, 0, &bad, &mut reads, &mut Applied::new(0), &mut q).is_err()
+            );
         }
         let mut v = vals.clone();
         v[2] = 7.0;
-        assert!(parse_reply(&p, 0, &reply(&v), &mut reads, &mut Applied::new(0)).is_err());
+        assert!(parse_reply(
+            &p,
+            &k,
+            0,
+            &reply(&v),
+            &mut reads,
+            &mut Applied::new(0),
+            &mut q
+        )
+        .is_err());
         let mut v = vals.clone();
         v[3] = -1.0;
-        assert!(parse_reply(&p, 0, &reply(&v), &mut reads, &mut Applied::new(0)).is_err());
+        assert!(parse_reply(
+            &p,
+            &k,
+            0,
+            &reply(&v),
+            &mut reads,
+            &mut Applied::new(0),
+            &mut q
+        )
+        .is_err());
         let mut v = vals;
         v[0] = f64::NAN;
-        assert!(parse_reply(&p, 0, &reply(&v), &mut reads, &mut Applied::new(0)).is_err());
+        assert!(parse_reply(
+            &p,
+            &k,
+            0,
+            &reply(&v),
+            &mut reads,
+            &mut Applied::new(0),
+            &mut q
+        )
+        .is_err());
     }
 
     #[test]
     fn blobs_have_the_layout_the_script_reads() {
         let p = plan();
         let n = p.by_source[0].len();
-        let spec = key_spec(&p, 0);
-        assert_eq!(label_key_blob(&spec).len(), 18 + 55 * n);
+        let spec = key_spec(&p, &SeqPlans::default(), 0);
+        assert_eq!(label_key_blob(&spec).len(), 20 + 55 * n);
         let req = Request {
             ts: 5,
             keys: [1; super::super::super::plan::MAX_SOURCES],
@@ -411,12 +486,12 @@ mod tests {
         };
         let mut b = Vec::new();
         key_blob(&spec, &p, &req, 0, None, |h| h, &mut b);
-        assert_eq!(b.len(), 18 + 55 * n);
-        assert_eq!(b[18 + GROUP_SPEC * n] & RUN, RUN);
+        assert_eq!(b.len(), 20 + 55 * n);
+        assert_eq!(b[20 + GROUP_SPEC * n] & RUN, RUN);
         // The count group: L = 13 buckets, its block after the clock and the TTL's clock,
         // its ring after the header (2 groups: 4 + 1 and 1 values).
         let int = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-        let g0 = 10 + 10;
+        let g0 = 12 + 10;
         assert_eq!((int(g0 + 12), int(g0 + 16), int(g0 + 20)), (13, 3, 1));
         assert_eq!(int(g0 + 24), 8 + 8 * (2 + 5 + 1));
     }

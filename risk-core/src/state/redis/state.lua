@@ -17,6 +17,9 @@
 --   rings: count L x n I4; count + sum L x (n I4, sum d); every column L x (n I4, min f,
 --   max f, sum d, sumsq d); label L x (txns I4, frauds I4); distinct (after the others)
 --   max(16 limit, 128 L) bytes: exact (hash d, bucket d) pairs or L x 128 registers.
+--   sequences (between the other rings and the distinct ones): a region as record_seq.rs
+--   keeps it in process: held I4, start I4, the latest time that left (t xor 2^63, 0:
+--   none) I4 I4, then `rows` rows of `rb` bytes: the event time (i64) and its values.
 -- ("no time" / "no head" are -inf.) occ: W = ceil(L / 32) words of occupancy bits, as
 -- record.rs keeps them: a slot whose bit is clear is empty whatever its bytes hold, so a
 -- ring empties by clearing bits and an empty slot is neither read nor folded. A stats
@@ -29,16 +32,21 @@
 -- that is not such a string is reset: a hash (the MessagePack format of earlier
 -- versions) reports status 1, a malformed string status 2.
 --
--- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label).
--- "u"/"o": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its blob:
---   the spec: I4 check, I2 n, I4 K, then per group B kind, B cols, d width, I4 B, I4 D,
---   I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff (its
---   ring's byte offset); then the event: d te (for "o"), per group B flags (1 run,
---   2 add, 4 pass), d value, d hash. A function library keeps each spec it has parsed.
+-- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label), "q" (enter
+-- sequence rows).
+-- "u"/"o"/"q": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its
+--   blob: the spec: I4 check, I2 n, I4 K, I2 nq, then per group B kind, B cols, d width,
+--   I4 B, I4 D, I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff
+--   (its ring's byte offset), then per sequence I4 off, I4 rows, I4 rb (its region's
+--   byte offset, rows, bytes a row); then the event: d te (for "o" and "q"), per group B
+--   flags (1 run, 2 add, 4 pass), d value, d hash ("u", "o"); per sequence B add and the
+--   row's rb - 8 value bytes ("q"). A function library keeps each spec it has parsed.
 --   "u" returns per key one string of doubles: te, late, status, then per group what
 --   its kind reads: stats n, last (count column) or n, sum, last (count + sum) or n, sum,
 --   sumsq, min, max, last (every column); last: last; distinct: before, after; label:
---   txns, frauds ("none": NaN, -inf).
+--   txns, frauds ("none": NaN, -inf); with sequences, then the key's clock and each
+--   sequence's region as stored (the decision's own row is entered by a "q" call once
+--   the host has computed it: its values may be state features).
 -- "l": KEYS[1] one key; ARGV[2] = (te, delta) as "<dd"; ARGV[3] its blob (flags 0).
 --   Returns the label windows reached.
 
@@ -394,11 +402,11 @@ end
 -- event starts in the blob.
 local SPECS, NSPECS = {}, 0
 local function spec_of(blob)
-  local n = unpack_('<I2', blob, 5)
-  local bytes = string.sub(blob, 1, 10 + 38 * n)
+  local n, nq = unpack_('<I2', blob, 5), unpack_('<I2', blob, 11)
+  local bytes = string.sub(blob, 1, 12 + 38 * n + 12 * nq)
   local G = SPECS[bytes]
   if G then return G end
-  local check, _, K, pos = unpack_('<I4I2I4', blob)
+  local check, _, K, _, pos = unpack_('<I4I2I4I2', blob)
   G = {}
   local nr = 3
   for j = 0, n - 1 do
@@ -410,7 +418,12 @@ local function spec_of(blob)
     elseif kind == 2 then nr = nr + 1
     else nr = nr + 2 end
   end
-  G.check, G.K, G.n, G.at = check, K, n, pos
+  local Q = {}
+  for j = 0, nq - 1 do
+    Q[3 * j + 1], Q[3 * j + 2], Q[3 * j + 3], pos = unpack_('<I4I4I4', blob, pos)
+  end
+  if nq > 0 then nr = nr + 1 end -- the key's clock
+  G.check, G.K, G.n, G.nq, G.Q, G.at = check, K, n, nq, Q, pos
   G.hr, G.hw = '<' .. rep('d', K), '<c4I4' .. rep('d', K)
   G.rf = '<' .. rep('d', nr)
   if NSPECS >= 64 then SPECS, NSPECS = {}, 0 end
@@ -448,6 +461,69 @@ local function fresh(G)
   return hv
 end
 
+-- ===== sequences (record_seq.rs, step for step) =====
+local TWO32, TWO31 = 4294967296, 2147483648
+-- An i64 from its two little-endian halves (exact below 2^53).
+local function i64(lo, hi)
+  if hi >= TWO31 then hi = hi - TWO32 end
+  return hi * TWO32 + lo
+end
+local function i64_bytes(t)
+  local hi = floor(t / TWO32)
+  return pack('<I4I4', t - hi * TWO32, hi % TWO32)
+end
+-- The region header: held, start, and the latest time that left (stored xor 2^63).
+local function seq_head_bytes(held, start, prev)
+  if prev == NOH then return pack('<I4I4I4I4', held, start, 0, 0) end
+  local hi = floor(prev / TWO32)
+  return pack('<I4I4I4I4', held, start, prev - hi * TWO32, (hi + TWO31) % TWO32)
+end
+-- Enters an event at t (row value bytes `vals`) into the region at byte `off`: a ring of
+-- `rows` rows of `rb` bytes in time order (ties in arrival order); a full ring drops its
+-- oldest row, or the event when it is older than every row held.
+local function seq_push(off, rows, rb, t, vals)
+  local reg = getr(off, 16 + rows * rb)
+  local held, start, plo, phi = unpack_('<I4I4I4I4', reg)
+  local prev = NOH
+  if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
+  if held > rows or start >= rows then held, start, prev = 0, 0, NOH end -- malformed: reset
+  local function at(i) return 17 + ((start + i) % rows) * rb end -- logical row i, 1-based
+  local function time(i) return i64(unpack_('<I4I4', reg, at(i))) end
+  if held >= rows then
+    local oldest = time(0)
+    if t < oldest then
+      setr(off, seq_head_bytes(held, start, max(prev, t)))
+      return
+    end
+    prev = max(prev, oldest)
+    start, held = (start + 1) % rows, held - 1
+  end
+  local p = held
+  while p > 0 and time(p - 1) > t do p = p - 1 end
+  local row = i64_bytes(t) .. vals
+  if p == held then
+    setr(off + at(p) - 1, row) -- in order: one row written
+  else
+    -- Late: rows p .. held - 1 move up one slot; the ring written back whole.
+    local slots = {}
+    for j = 0, rows - 1 do slots[j] = string.sub(reg, 17 + j * rb, 16 + (j + 1) * rb) end
+    for i = held, p + 1, -1 do
+      slots[(start + i) % rows] = slots[(start + i - 1) % rows]
+    end
+    slots[(start + p) % rows] = row
+    setr(off + 16, table.concat(slots, '', 0, rows - 1))
+  end
+  setr(off, seq_head_bytes(held + 1, start, prev))
+end
+
+-- Whether KEY holds a value of spec G's layout (its magic and check).
+local function holds(G)
+  local h = redis.pcall('GETRANGE', KEY, 0, 7)
+  if type(h) == 'table' or #h ~= 8 then return false end
+  local m, c = unpack_('<c4I4', h)
+  return m == MAGIC and c == G.check
+end
+
 -- ===== the script =====
 local function main(KEYS, ARGV)
 if not NOH then bind() end
@@ -477,6 +553,27 @@ if mode == 'l' then
     end
   end
   return reached
+end
+
+if mode == 'q' then
+  for k = 1, #KEYS do
+    KEY = KEYS[k]
+    local blob = ARGV[2 + k]
+    local G = spec_of(blob)
+    -- A key reset or expired since its read: the row is not entered.
+    if holds(G) then
+      local te, pos = unpack_('<d', blob, G.at)
+      local Q = G.Q
+      for j = 0, G.nq - 1 do
+        local rb = Q[3 * j + 3]
+        if string.byte(blob, pos) == 1 then
+          seq_push(Q[3 * j + 1], Q[3 * j + 2], rb, te, string.sub(blob, pos + 1, pos + rb - 8))
+        end
+        pos = pos + 1 + rb - 8
+      end
+    end
+  end
+  return 1
 end
 
 local ts, lateness, ttl = unpack_('<ddd', ARGV[2])
@@ -543,7 +640,18 @@ for k = 1, #KEYS do
     if refresh then hv[2] = clock end
     setr(0, pack(G.hw, MAGIC, G.check, unpack(hv, 1, G.K)))
     if refresh then redis.call('PEXPIRE', KEY, ttl) end
-    if mode == 'u' then replies[k] = pack(G.rf, unpack(R)) end
+    if mode == 'u' then
+      if G.nq == 0 then
+        replies[k] = pack(G.rf, unpack(R))
+      else
+        R[x + 1] = clock
+        local parts, Q = { pack(G.rf, unpack(R)) }, G.Q
+        for j = 0, G.nq - 1 do
+          parts[j + 2] = getr(Q[3 * j + 1], 16 + Q[3 * j + 2] * Q[3 * j + 3])
+        end
+        replies[k] = table.concat(parts)
+      end
+    end
   elseif mode == 'u' then
     replies[k] = false
   end

@@ -1,0 +1,215 @@
+//! Sequences on Redis. Each sequence of a key is a region of the key's value laid out
+//! as the in-process record keeps it ([`SeqAt`], `record_seq.rs`): a 16-byte head (rows
+//! held, the ring's first slot, the latest time that left) and `rows` rows of an 8-byte
+//! event time and the stored values as f32.
+//!
+//! A decision reads its keys' regions in its one script call (`"u"` answers the key's
+//! clock and each region as stored), then enters its own row and reads the tensor on
+//! that copy with the in-process arithmetic ([`Rec::seq_step`]), so both stores give the
+//! same tensors bit for bit. The row is then written by a second call (`"q"`: the script
+//! inserts it at its place in time order, exactly as `seq_push` does): on one server it
+//! goes on the shared pipelined connection and the decision does not wait for its reply;
+//! this host's later calls queue behind it, so its next decision on the key sees the
+//! row. On a cluster it goes through the background writer. Two calls, because a row may
+//! hold the decision's own state features, known only once the first call answered.
+//! What that costs: another host's decision on the same key between the two calls reads
+//! the sequence without this row (rows still land in time order). A row whose write
+//! fails or is shed is counted (`StateStats::sequence_rows_lost`), never retried.
+
+use super::super::layout::SeqAt;
+use super::super::mem::Applied;
+use super::super::plan::{Request, MAX_SOURCES};
+use super::super::record::Rec;
+use super::super::seq_plan::SeqPlans;
+use super::script;
+use super::RedisStore;
+use crate::seq::Sequence;
+use crate::txn::Transaction;
+
+/// Where one sequence of a key lives in the key's value.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Region {
+    /// Its index in `SeqPlans::seqs`.
+    pub seq: usize,
+    /// Byte offset of its head in the value.
+    pub off: u32,
+    /// Its layout in a copy of the region's words (at word 0).
+    pub at: SeqAt,
+}
+
+impl Region {
+    /// Source `s`'s sequences laid out from byte `roff` on (moved past them).
+    pub fn of_source(seqs: &SeqPlans, s: usize, roff: &mut u32) -> Vec<Region> {
+        let of = seqs.of_source.get(s).map_or(&[][..], Vec::as_slice);
+        of.iter()
+            .map(|&i| {
+                let p = &seqs.seqs[i];
+                let stored = p.stored.len();
+                let at = SeqAt {
+                    at: 0,
+                    rows: p.rows,
+                    stride: 1 + stored.div_ceil(2),
+                    stored,
+                };
+                let r = Region {
+                    seq: i,
+                    off: *roff,
+                    at,
+                };
+                *roff = roff.saturating_add(u32::try_from(r.bytes()).unwrap_or(u32::MAX));
+                r
+            })
+            .collect()
+    }
+
+    /// Bytes of the region.
+    pub fn bytes(&self) -> usize {
+        8 * SeqAt::words(self.at.rows, self.at.stored)
+    }
+
+    /// Bytes of one row (its time and values).
+    fn row_bytes(&self) -> usize {
+        8 * self.at.stride
+    }
+
+    /// The region as the script's spec gives it: `I4 off, I4 rows, I4 rb`.
+    pub fn spec(&self) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        let u = |x: usize| u32::try_from(x).unwrap_or(u32::MAX).to_le_bytes();
+        b[..4].copy_from_slice(&self.off.to_le_bytes());
+        b[4..8].copy_from_slice(&u(self.at.rows));
+        b[8..].copy_from_slice(&u(self.row_bytes()));
+        b
+    }
+}
+
+/// One decision's sequence regions as the script returned them, per key source.
+#[derive(Debug, Default)]
+pub(crate) struct SeqReply {
+    clock: [i64; MAX_SOURCES],
+    /// Where each source's regions start in `words`.
+    start: [usize; MAX_SOURCES],
+    words: Vec<u64>,
+    /// The decision's call needed the script's text (the server had lost it).
+    pub eval: bool,
+}
+
+impl SeqReply {
+    /// Keeps source `s`'s regions (`bytes`, exactly the regions' sizes) and its key's
+    /// clock. A region out of its bounds (not written by this layout) reads as empty:
+    /// the script resets it on its next row.
+    pub fn take(
+        &mut self,
+        s: usize,
+        clock: i64,
+        regions: &[Region],
+        bytes: &[u8],
+    ) -> Result<(), String> {
+        if bytes.len() != regions.iter().map(Region::bytes).sum::<usize>() {
+            return Err(format!("{} bytes of sequence regions", bytes.len()));
+        }
+        self.clock[s] = clock;
+        self.start[s] = self.words.len();
+        self.words.extend(bytes.chunks_exact(8).map(|c| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            u64::from_le_bytes(a)
+        }));
+        let mut at = self.start[s];
+        for r in regions {
+            let n = r.bytes() / 8;
+            let w = &mut self.words[at..at + n];
+            if !(Rec { w, spill: None }).seq_valid(&r.at) {
+                self.words[at..at + n].fill(0);
+            }
+            at += n;
+        }
+        Ok(())
+    }
+}
+
+impl RedisStore {
+    /// Enters `txn`'s rows and reads its sequences (into `out`, one tensor per sequence)
+    /// from the regions its read returned, then sends the rows to Redis (not waited for).
+    pub fn sequences(
+        &self,
+        seqs: &SeqPlans,
+        req: &Request,
+        applied: &Applied,
+        txn: &Transaction,
+        out: &mut [Sequence],
+        rep: &mut SeqReply,
+    ) {
+        let mut vals = [0f32; super::super::def::MAX_SEQUENCE_FIELDS];
+        let mut rows: Vec<(usize, Vec<u8>)> = Vec::new();
+        for (s, spec) in self.specs.iter().enumerate() {
+            if spec.regions.is_empty() || !applied.present[s] {
+                continue;
+            }
+            let (te, clock) = (applied.te[s], rep.clock[s]);
+            let mut blob = Vec::with_capacity(512);
+            spec.write(&mut blob);
+            blob.extend_from_slice(&(te as f64).to_le_bytes());
+            let mut any = false;
+            let mut at = rep.start[s];
+            for r in &spec.regions {
+                let n = r.bytes() / 8;
+                let mut rec = Rec {
+                    w: &mut rep.words[at..at + n],
+                    spill: None,
+                };
+                at += n;
+                let p = &seqs.seqs[r.seq];
+                let add = rec.seq_step(&r.at, p, te, clock, txn, &mut vals, &mut out[r.seq]);
+                blob.push(u8::from(add));
+                // The row's values as the record packs them: f32, little-endian, the
+                // last word padded with zero.
+                let end = blob.len() + r.row_bytes() - 8;
+                if add {
+                    for v in &vals[..r.at.stored] {
+                        blob.extend_from_slice(&v.to_bits().to_le_bytes());
+                    }
+                }
+                blob.resize(end, 0);
+                any |= add;
+            }
+            if any {
+                rows.push((s, blob));
+            }
+        }
+        if !rows.is_empty() {
+            self.push_rows(req, &rows, rep.eval);
+        }
+    }
+
+    /// The `"q"` call(s) entering `rows` (per source, its blob); not waited for.
+    fn push_rows(&self, req: &Request, rows: &[(usize, Vec<u8>)], eval: bool) {
+        let cmd = |rows: &[(usize, Vec<u8>)], eval: bool| {
+            let mut c = self.script_cmd(eval);
+            c.arg(rows.len());
+            for (s, _) in rows {
+                c.arg(self.key(*s, self.pkey(*s, req.keys[*s])));
+            }
+            c.arg("q")
+                .arg(&script::common_blob(req.ts, 0, self.ttl_ms)[..]);
+            for (_, b) in rows {
+                c.arg(&b[..]);
+            }
+            c
+        };
+        match &self.mux {
+            Some(m) => {
+                let c = cmd(rows, eval);
+                if m.send(c.get_packed_command(), 1, &self.counters.seq_lost)
+                    .is_err()
+                {
+                    self.counters
+                        .seq_lost
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            // A cluster: one call per key (each in its own slot), in the background.
+            None => self.offer(rows.chunks(1).map(|r| cmd(r, true)).collect()),
+        }
+    }
+}
