@@ -13,7 +13,7 @@
 
 use criterion::{black_box, Criterion, Throughput};
 use risk_benches::Trivial;
-use risk_core::state::{Agg, FeatureDef, KeySource, StateConfig, StateEngine};
+use risk_core::state::{Agg, FeatureDef, KeySource, SeqField, StateConfig, StateEngine};
 use risk_core::synth::{generate_raw, schema, state_config, SynthConfig};
 use risk_core::{Engine, Latency, ManualClock, Transaction};
 use std::sync::Arc;
@@ -164,14 +164,28 @@ pub fn throughput(c: &mut Criterion) {
 /// decision's round trip (10 features, card and terminal keys: one script call over both
 /// keys) with p50 / p99 over 20,000 calls against the server's own time per decision
 /// (`INFO commandstats`: script microseconds / decisions), and two-thread decisions/s
-/// with the Redis store (one shared pipelined connection). The store before [18] (two
-/// MessagePack scripts per decision, a connection per thread) is not kept as a peer: its
-/// figures are BENCHMARKS.md [11] (256 us of server time, p50 378 us, 3.6 k/s).
+/// with the Redis store (one shared pipelined connection); each with and without the
+/// card's sequence of 32 transactions x 9 values (`synth::sequence_def`: its region read
+/// in the same call, its row entered by a second call not waited for), alternated twice.
+/// The store before [18] (two MessagePack scripts per decision, a connection per thread)
+/// is not kept as a peer: its figures are BENCHMARKS.md [11] (256 us of server time, p50
+/// 378 us, 3.6 k/s).
 pub fn redis(c: &mut Criterion) {
     use risk_core::state::RedisConfig;
     let url = std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    let cfg = || {
+    // 0: no sequence; 1: the card's 32 x 9 with a state feature in each row (a second
+    // call enters the row); 2: the same without it, 32 x 8 (the row rides the one call).
+    let cfg = |seq: usize| {
         let mut c = ten_features();
+        if seq > 0 {
+            let mut d = risk_core::synth::sequence_def();
+            if seq == 2 {
+                d.name = "card_seq_raw".into();
+                d.fields
+                    .retain(|f| !matches!(f, SeqField::Field(n) if n == "txn_count_1h"));
+            }
+            c.sequences.push(d);
+        }
         c.redis = Some(RedisConfig {
             url: url.clone(),
             timeout: Duration::from_millis(50),
@@ -180,58 +194,85 @@ pub fn redis(c: &mut Criterion) {
         });
         c
     };
-    let st = StateEngine::new(cfg(), schema(), far_clock())
-        .unwrap_or_else(|e| panic!("Redis at {url}: {e} (tools/servers.sh start redis)"));
-    for mut t in warmup().into_iter().take(20_000) {
-        st.apply(&mut t);
-    }
-    let mut cy = Cycle::new(rows());
-    let before = evalsha_usec(&url);
-    let mut lat: Vec<u64> = (0..20_000)
-        .map(|_| {
-            let t = std::time::Instant::now();
-            black_box(st.apply(cy.next()));
-            t.elapsed().as_nanos() as u64
+    let names = [
+        "10_features",
+        "10_features_card_seq_32x9",
+        "10_features_card_seq_32x8_raw",
+    ];
+    let engines: Vec<StateEngine> = [0, 1, 2]
+        .iter()
+        .map(|&seq| {
+            let st = StateEngine::new(cfg(seq), schema(), far_clock())
+                .unwrap_or_else(|e| panic!("Redis at {url}: {e} (tools/servers.sh start redis)"));
+            for mut t in warmup().into_iter().take(20_000) {
+                st.apply(&mut t);
+            }
+            st
         })
         .collect();
-    let after = evalsha_usec(&url);
-    lat.sort_unstable();
-    let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
-    let (calls, usec) = (after.0 - before.0, after.1 - before.1);
-    println!(
-        "redis round trip (1 script call, 2 keys, 10 features): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}",
-        q(0.5),
-        q(0.99),
-        q(1.0),
-        usec as f64 / 20_000.0,
-        calls,
-        st.stats().degraded
-    );
+    let mut cy = Cycle::new(rows());
+    for round in 1..=2 {
+        for (st, name) in engines.iter().zip(names) {
+            let before = evalsha_usec(&url);
+            let mut lat: Vec<u64> = (0..20_000)
+                .map(|_| {
+                    let t = std::time::Instant::now();
+                    black_box(st.apply(cy.next()));
+                    t.elapsed().as_nanos() as u64
+                })
+                .collect();
+            let after = evalsha_usec(&url);
+            lat.sort_unstable();
+            let q = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)] as f64 / 1e3;
+            let (calls, usec) = (after.0 - before.0, after.1 - before.1);
+            let stats = st.stats();
+            println!(
+                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}",
+                q(0.5),
+                q(0.99),
+                q(1.0),
+                usec as f64 / 20_000.0,
+                calls,
+                stats.degraded,
+                stats.sequence_rows_lost
+            );
+        }
+    }
     let mut g = c.benchmark_group("state_redis");
-    g.bench_function("read_update_10_features_redis", |b| {
-        b.iter(|| black_box(st.apply(black_box(cy.next()))))
-    });
+    for (st, name) in engines.iter().zip(names) {
+        g.bench_function(format!("read_update_{name}_redis"), |b| {
+            b.iter(|| black_box(st.apply(black_box(cy.next()))))
+        });
+    }
     g.finish();
     let s = schema();
     let slot = s.slot("amount").unwrap();
-    let e = Engine::builder(s.clone())
-        .clock(far_clock())
-        .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
-        .fast(Arc::new(Trivial::new(slot, Latency::Bounded)))
-        .state(cfg())
-        .build()
-        .unwrap();
+    let engine = |seq: usize| {
+        Engine::builder(s.clone())
+            .clock(far_clock())
+            .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
+            .fast(Arc::new(Trivial::new(slot, Latency::Bounded)))
+            .state(cfg(seq))
+            .build()
+            .unwrap()
+    };
     let txns = rows();
     let mut g = c.benchmark_group("state_redis_throughput");
     g.throughput(Throughput::Elements(4_000));
     g.sample_size(10);
-    g.bench_function("two_threads_state_redis", |b| {
-        b.iter_custom(|iters| {
-            (0..iters)
-                .map(|_| risk_benches::two_threads(&e, &txns, 2_000))
-                .sum()
-        })
-    });
+    for (seq, name) in [
+        (false, "two_threads_state_redis"),
+        (true, "two_threads_state_redis_card_seq"),
+    ] {
+        let e = engine(seq);
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                (0..iters)
+                    .map(|_| risk_benches::two_threads(&e, &txns, 2_000))
+                    .sum()
+            })
+        });
+    }
     g.finish();
 }
 

@@ -392,9 +392,13 @@ impl StateEngine {
         let req = self.plan.request(txn, ts);
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
         let plan = &self.plan;
-        let out = txn.features.values_mut();
         #[cfg(feature = "redis")]
         let mut seq_reply = redis::SeqReply::default();
+        #[cfg(feature = "redis")]
+        if let (false, Store::Redis(r)) = (self.seqs.is_empty(), &self.store) {
+            r.early_rows(&self.seqs, txn, &mut seq_reply);
+        }
+        let out = txn.features.values_mut();
         let applied = match &self.store {
             Store::Mem(m) => m.read_update(plan, &req, lateness, |g, r| {
                 plan.write_group(g, &req, r, out)

@@ -96,6 +96,13 @@ pub(super) enum CFilter {
 }
 
 impl CFilter {
+    /// The slot the filter reads.
+    pub(super) fn slot(&self) -> Slot {
+        match self {
+            CFilter::In(s, _) | CFilter::Range(s, _) => *s,
+        }
+    }
+
     #[inline]
     pub(super) fn pass(&self, txn: &Transaction) -> bool {
         match self {

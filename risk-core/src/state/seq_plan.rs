@@ -45,6 +45,10 @@ pub(crate) struct SeqPlan {
     pub cols: Vec<SeqCol>,
     pub include: bool,
     pub missing: f32,
+    /// Neither a stored value nor a filter reads a slot state fills (features, lists): a
+    /// row is known before the store answers (the Redis store enters it in the
+    /// decision's one call).
+    pub early: bool,
     filters: Vec<CFilter>,
 }
 
@@ -199,6 +203,10 @@ fn compile_one(
         .map(|f| compile_filter(f, schema, &format!("{at}.filter")))
         .collect::<Result<Vec<_>, _>>()?;
     let source = plan.source(key, at)?;
+    let early = stored.iter().all(|v| match v {
+        SeqValue::Slot(s) => !plan.slots.contains(s),
+        SeqValue::Amount => true,
+    }) && filters.iter().all(|f| !plan.slots.contains(&f.slot()));
     Ok(SeqPlan {
         name: d.name.as_str().into(),
         source,
@@ -207,6 +215,48 @@ fn compile_one(
         cols,
         include: d.current == Current::Include,
         missing: d.missing,
+        early,
         filters,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{Agg, FeatureDef, Filter, KeySource};
+    use std::time::Duration;
+
+    /// Which sequences' rows are known before the store answers (`early`): none of
+    /// their values or filters reads a slot state fills.
+    #[test]
+    fn a_row_holding_or_filtered_by_a_state_feature_is_not_early() {
+        let seq = |fields: &[&str], filter_on: Option<&str>| {
+            let mut d = SequenceDef::new("q", KeySource::Entity, 4, fields);
+            if let Some(f) = filter_on {
+                d.filters.push(Filter::Range {
+                    field: f.into(),
+                    gt: Some(0.0),
+                    ge: None,
+                    lt: None,
+                    le: None,
+                });
+            }
+            let cfg = StateConfig {
+                features: vec![FeatureDef::new("n_1h", KeySource::Entity, Agg::Count)
+                    .window(Duration::from_secs(3_600), 12)],
+                sequences: vec![d],
+                ..StateConfig::default()
+            };
+            let schema = cfg
+                .extend_schema(FeatureSchema::builder().numeric("mcc"))
+                .build()
+                .unwrap();
+            let mut plan = Plan::compile(&cfg, &schema).unwrap();
+            SeqPlans::compile(&cfg, &schema, &mut plan).unwrap().seqs[0].early
+        };
+        assert!(seq(&["amount", "dt", "age", "mcc"], None));
+        assert!(seq(&["amount"], Some("mcc")));
+        assert!(!seq(&["amount", "n_1h"], None));
+        assert!(!seq(&["amount"], Some("n_1h")));
+    }
 }

@@ -399,7 +399,11 @@ fn a_redis_cluster_gives_identical_features() {
         for name in ["card", "merchant"] {
             let (x, y) = (a.sequences.get(name).unwrap(), b.sequences.get(name));
             let y = y.unwrap_or_else(|| panic!("event {i}: no {name} on the cluster"));
-            assert_eq!((x.len(), x.values()), (y.len(), y.values()), "event {i}: {name}");
+            assert_eq!(
+                (x.len(), x.values()),
+                (y.len(), y.values()),
+                "event {i}: {name}"
+            );
         }
         assert!(red.flush(Duration::from_secs(30)));
         if i % 9 == 4 {

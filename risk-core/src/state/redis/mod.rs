@@ -386,6 +386,7 @@ impl RedisStore {
         outcome: Option<Action>,
         te: &[i64],
         eval: bool,
+        rows: Option<&SeqReply>,
     ) -> Cmd {
         let mut c = self.script_cmd(eval);
         c.arg(sources.len());
@@ -400,6 +401,9 @@ impl RedisStore {
             let o = outcome.map(|a| (a, te[s]));
             let h = |h| self.value_hash(h);
             script::key_blob(&self.specs[s], plan, req, s, o, h, &mut blob);
+            if let Some(r) = rows {
+                blob.extend_from_slice(Self::early_of(r, s));
+            }
             c.arg(&blob[..]);
         }
         c
@@ -432,8 +436,8 @@ impl RedisStore {
         }
         self.counters.calls.fetch_add(1, Relaxed);
         let replies = match &self.mux {
-            Some(m) => self.call_one(m, plan, req, sources, lateness_ms, &mut seq.eval)?,
-            None => self.call_cluster(plan, req, sources, lateness_ms)?,
+            Some(m) => self.call_one(m, plan, req, sources, lateness_ms, seq)?,
+            None => self.call_cluster(plan, req, sources, lateness_ms, seq)?,
         };
         for (&s, v) in sources.iter().zip(replies) {
             let met = match v {
@@ -469,11 +473,11 @@ impl RedisStore {
         req: &Request,
         sources: &[usize],
         lateness_ms: i64,
-        evaled: &mut bool,
+        seq: &mut SeqReply,
     ) -> Result<Vec<Value>, StateFault> {
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
         let run = |eval: bool| {
-            let c = self.call(plan, req, sources, lateness_ms, None, &[], eval);
+            let c = self.call(plan, req, sources, lateness_ms, None, &[], eval, Some(seq));
             m.call(c.get_packed_command(), 1, deadline)
         };
         let mut got = run(false);
@@ -481,7 +485,7 @@ impl RedisStore {
         // the library loaded again in the background.
         if matches!(&got, Ok(v) if v.first().is_some_and(missing)) {
             got = run(true);
-            *evaled = true;
+            seq.eval = true;
             if self.fcall.load(Relaxed) {
                 self.offer(vec![self.load_function_cmd()]);
             }
@@ -522,6 +526,7 @@ impl RedisStore {
         req: &Request,
         sources: &[usize],
         lateness_ms: i64,
+        seq: &SeqReply,
     ) -> Result<Vec<Value>, StateFault> {
         let mut con = match self.pool.lock().pop() {
             Some(c) => c,
@@ -530,7 +535,7 @@ impl RedisStore {
         let run = |con: &mut Conn, eval: bool| -> redis::RedisResult<Vec<Value>> {
             let cmds: Vec<Cmd> = sources
                 .iter()
-                .map(|&s| self.call(plan, req, &[s], lateness_ms, None, &[], eval))
+                .map(|&s| self.call(plan, req, &[s], lateness_ms, None, &[], eval, Some(seq)))
                 .collect();
             con.pipeline(&cmds)
         };
@@ -596,7 +601,7 @@ impl RedisStore {
             })
             .collect::<Vec<usize>>()
             .chunks(if self.mux.is_some() { usize::MAX } else { 1 })
-            .map(|ss| self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, true))
+            .map(|ss| self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, true, None))
             .collect();
         if !cmds.is_empty() {
             self.offer(cmds);

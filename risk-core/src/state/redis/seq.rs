@@ -6,15 +6,21 @@
 //! A decision reads its keys' regions in its one script call (`"u"` answers the key's
 //! clock and each region as stored), then enters its own row and reads the tensor on
 //! that copy with the in-process arithmetic ([`Rec::seq_step`]), so both stores give the
-//! same tensors bit for bit. The row is then written by a second call (`"q"`: the script
-//! inserts it at its place in time order, exactly as `seq_push` does): on one server it
-//! goes on the shared pipelined connection and the decision does not wait for its reply;
-//! this host's later calls queue behind it, so its next decision on the key sees the
-//! row. On a cluster it goes through the background writer. Two calls, because a row may
-//! hold the decision's own state features, known only once the first call answered.
-//! What that costs: another host's decision on the same key between the two calls reads
-//! the sequence without this row (rows still land in time order). A row whose write
-//! fails or is shed is counted (`StateStats::sequence_rows_lost`), never retried.
+//! same tensors bit for bit.
+//!
+//! Entering the decision's own row: where neither the row's values nor the sequence's
+//! filters read a state feature (`SeqPlan::early`: amounts, categorical ids, any schema
+//! field, `dt`, `age`), the row travels in the decision's call and the script inserts it
+//! at its place in time order, exactly as `seq_push` does, after reading the region:
+//! one call per decision, as without sequences. A row that holds the decision's own
+//! state features is known only once that call answered: a second call (`"q"`) enters
+//! it. On one server it goes on the shared pipelined connection and the decision does
+//! not wait for its reply; this host's later calls queue behind it, so its next decision
+//! on the key sees the row. On a cluster it goes through the background writer. What
+//! that costs: another host's decision on the same key between the two calls reads the
+//! sequence without this row (rows still land in time order), and the server runs a
+//! second script call. A row whose write fails or is shed is counted
+//! (`StateStats::sequence_rows_lost`), never retried.
 
 use super::super::layout::SeqAt;
 use super::super::mem::Applied;
@@ -92,6 +98,9 @@ pub(crate) struct SeqReply {
     words: Vec<u64>,
     /// The decision's call needed the script's text (the server had lost it).
     pub eval: bool,
+    /// Per source, the rows its decision call enters (sequences whose rows are known
+    /// before the store answers): per sequence `B add` and the row's value bytes.
+    early: [Vec<u8>; MAX_SOURCES],
 }
 
 impl SeqReply {
@@ -128,7 +137,40 @@ impl SeqReply {
     }
 }
 
+/// Appends a row's values as the record packs them: f32, little-endian, the last word
+/// padded with zero (`r.row_bytes() - 8` bytes); zeros when `vals` is `None`.
+fn row_values(r: &Region, vals: Option<&[f32]>, out: &mut Vec<u8>) {
+    let end = out.len() + r.row_bytes() - 8;
+    for v in vals.unwrap_or(&[]) {
+        out.extend_from_slice(&v.to_bits().to_le_bytes());
+    }
+    out.resize(end, 0);
+}
+
 impl RedisStore {
+    /// Before the decision's call: the rows of `txn` that are known already (its early
+    /// sequences'), entered by that call.
+    pub fn early_rows(&self, seqs: &SeqPlans, txn: &Transaction, rep: &mut SeqReply) {
+        let mut vals = [0f32; super::super::def::MAX_SEQUENCE_FIELDS];
+        for (spec, out) in self.specs.iter().zip(rep.early.iter_mut()) {
+            for r in &spec.regions {
+                let p = &seqs.seqs[r.seq];
+                let add = p.early && p.passes(txn);
+                out.push(u8::from(add));
+                let v = &mut vals[..r.at.stored];
+                if add {
+                    p.values(txn, v);
+                }
+                row_values(r, add.then_some(&*v), out);
+            }
+        }
+    }
+
+    /// The early rows of source `s` for its decision call (empty: it has no sequence).
+    pub(super) fn early_of(rep: &SeqReply, s: usize) -> &[u8] {
+        &rep.early[s]
+    }
+
     /// Enters `txn`'s rows and reads its sequences (into `out`, one tensor per sequence)
     /// from the regions its read returned, then sends the rows to Redis (not waited for).
     pub fn sequences(
@@ -161,17 +203,11 @@ impl RedisStore {
                 at += n;
                 let p = &seqs.seqs[r.seq];
                 let add = rec.seq_step(&r.at, p, te, clock, txn, &mut vals, &mut out[r.seq]);
-                blob.push(u8::from(add));
-                // The row's values as the record packs them: f32, little-endian, the
-                // last word padded with zero.
-                let end = blob.len() + r.row_bytes() - 8;
-                if add {
-                    for v in &vals[..r.at.stored] {
-                        blob.extend_from_slice(&v.to_bits().to_le_bytes());
-                    }
-                }
-                blob.resize(end, 0);
-                any |= add;
+                // An early row was entered by the decision's call already.
+                let late = add && !p.early;
+                blob.push(u8::from(late));
+                row_values(r, late.then_some(&vals[..r.at.stored]), &mut blob);
+                any |= late;
             }
             if any {
                 rows.push((s, blob));

@@ -40,13 +40,14 @@
 --   (its ring's byte offset), then per sequence I4 off, I4 rows, I4 rb (its region's
 --   byte offset, rows, bytes a row); then the event: d te (for "o" and "q"), per group B
 --   flags (1 run, 2 add, 4 pass), d value, d hash ("u", "o"); per sequence B add and the
---   row's rb - 8 value bytes ("q"). A function library keeps each spec it has parsed.
+--   row's rb - 8 value bytes ("u": rows known before the call; "q": the others). A
+--   function library keeps each spec it has parsed.
 --   "u" returns per key one string of doubles: te, late, status, then per group what
 --   its kind reads: stats n, last (count column) or n, sum, last (count + sum) or n, sum,
 --   sumsq, min, max, last (every column); last: last; distinct: before, after; label:
 --   txns, frauds ("none": NaN, -inf); with sequences, then the key's clock and each
---   sequence's region as stored (the decision's own row is entered by a "q" call once
---   the host has computed it: its values may be state features).
+--   sequence's region as it was before this call's row entered it (a row that holds
+--   state features is entered by a "q" call once the host has computed it).
 -- "l": KEYS[1] one key; ARGV[2] = (te, delta) as "<dd"; ARGV[3] its blob (flags 0).
 --   Returns the label windows reached.
 
@@ -480,9 +481,10 @@ local function seq_head_bytes(held, start, prev)
 end
 -- Enters an event at t (row value bytes `vals`) into the region at byte `off`: a ring of
 -- `rows` rows of `rb` bytes in time order (ties in arrival order); a full ring drops its
--- oldest row, or the event when it is older than every row held.
-local function seq_push(off, rows, rb, t, vals)
-  local reg = getr(off, 16 + rows * rb)
+-- oldest row, or the event when it is older than every row held. `reg`: the region as
+-- read already (nil: read here).
+local function seq_push(off, rows, rb, t, vals, reg)
+  reg = reg or getr(off, 16 + rows * rb)
   local held, start, plo, phi = unpack_('<I4I4I4I4', reg)
   local prev = NOH
   if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
@@ -647,7 +649,14 @@ for k = 1, #KEYS do
         R[x + 1] = clock
         local parts, Q = { pack(G.rf, unpack(R)) }, G.Q
         for j = 0, G.nq - 1 do
-          parts[j + 2] = getr(Q[3 * j + 1], 16 + Q[3 * j + 2] * Q[3 * j + 3])
+          local off, rows, rb = Q[3 * j + 1], Q[3 * j + 2], Q[3 * j + 3]
+          local reg = getr(off, 16 + rows * rb)
+          parts[j + 2] = reg
+          -- An early row (known before this call): entered after its region was read.
+          if string.byte(blob, pos) == 1 then
+            seq_push(off, rows, rb, te, string.sub(blob, pos + 1, pos + rb - 8), reg)
+          end
+          pos = pos + 1 + rb - 8
         end
         replies[k] = table.concat(parts)
       end
