@@ -4,7 +4,9 @@
 //!   lock, 8 ways of (16-bit tag, 32-bit slot), reference bits and a clock hand. A key
 //!   hashes to one set; a probe reads that line and the record of a matching tag (whose
 //!   word 0 is the full key). There is no allocation per key and no chain to walk.
-//! - **Slab**: records of `words` 8-byte words in chunks of [`CHUNK`] records, allocated
+//! - **Slab**: records of `words` 8-byte words in chunks of up to [`CHUNK`] records
+//!   (fewer for large records: a chunk holds at most [`CHUNK_BYTES`], so a source whose
+//!   records carry long sequences does not allocate gigabytes for its first key), allocated
 //!   zeroed on first use (memory grows with the keys held, not with `max_keys`), 64-byte
 //!   aligned, 2 MiB aligned with transparent huge pages asked for (`madvise`) when a
 //!   chunk is that large. Slots are handed out in order; once `max_keys` are held a new
@@ -26,8 +28,16 @@ use std::sync::OnceLock;
 
 /// Ways per set.
 pub(crate) const WAYS: usize = 8;
-/// Records per chunk.
+/// Records per chunk at most.
 pub(crate) const CHUNK: usize = 1 << 12;
+/// Bytes per chunk at most, past one record (a multiple of the 2 MiB huge page).
+pub(crate) const CHUNK_BYTES: usize = 8 << 20;
+
+/// log2 of the records a chunk of `words`-word records holds: a power of two (a slot's
+/// chunk is a shift, not a division) of at most [`CHUNK`] records and [`CHUNK_BYTES`].
+fn chunk_shift(words: usize) -> u32 {
+    (CHUNK_BYTES / (words.max(1) * 8)).clamp(1, CHUNK).ilog2()
+}
 
 /// One set of the index (one cache line with its lock).
 #[derive(Debug, Default)]
@@ -58,8 +68,9 @@ unsafe impl Send for Chunk {}
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    fn new(words: usize, spills: bool) -> Option<Self> {
-        let bytes = (words * 8 * CHUNK).max(64);
+    /// A chunk of `per` records.
+    fn new(words: usize, per: usize, spills: bool) -> Option<Self> {
+        let bytes = (words * 8 * per).max(64);
         let huge = bytes >= 2 << 20;
         let align = if huge { 2 << 20 } else { 64 };
         let layout = std::alloc::Layout::from_size_align(bytes, align).ok()?;
@@ -80,7 +91,7 @@ impl Chunk {
         };
         let ptr = NonNull::new(raw.cast::<u64>())?;
         let spill = if spills {
-            (0..CHUNK).map(|_| UnsafeCell::new(None)).collect()
+            (0..per).map(|_| UnsafeCell::new(None)).collect()
         } else {
             Box::default()
         };
@@ -109,6 +120,8 @@ pub(crate) struct Slab {
     chunks: Box<[OnceLock<Chunk>]>,
     grow: Mutex<()>,
     words: usize,
+    /// log2 of the records per chunk ([`chunk_shift`]).
+    shift: u32,
     /// Words of a record every event reads (prefetched with the record).
     head: usize,
     spills: bool,
@@ -144,12 +157,16 @@ impl Slab {
             sets * std::mem::size_of::<Set>(),
         );
         index.extend((0..sets).map(|_| Set(Mutex::new(SetMeta::default()))));
+        let shift = chunk_shift(words);
         Self {
             sets: index.into_boxed_slice(),
             mask: sets - 1,
-            chunks: (0..cap.div_ceil(CHUNK)).map(|_| OnceLock::new()).collect(),
+            chunks: (0..cap.div_ceil(1 << shift))
+                .map(|_| OnceLock::new())
+                .collect(),
             grow: Mutex::new(()),
             words,
+            shift,
             head: head.clamp(1, words),
             spills,
             cap,
@@ -190,9 +207,10 @@ impl Slab {
 
     fn rec_ptr(&self, slot: u32) -> Option<NonNull<u64>> {
         let slot = slot as usize;
-        let c = self.chunks.get(slot / CHUNK)?.get()?;
-        // SAFETY: `slot % CHUNK < CHUNK`, so the offset stays inside the chunk.
-        Some(unsafe { c.ptr.add((slot % CHUNK) * self.words) })
+        let c = self.chunks.get(slot >> self.shift)?.get()?;
+        let i = slot & ((1 << self.shift) - 1);
+        // SAFETY: `i` is below the chunk's records, so the offset stays inside it.
+        Some(unsafe { c.ptr.add(i * self.words) })
     }
 
     /// The record of `slot`, borrowed for as long as the guard of the set that holds it.
@@ -206,23 +224,18 @@ impl Slab {
     #[inline]
     fn rec_of(&self, slot: u32) -> Rec<'_> {
         let slot_u = slot as usize;
-        let c = self.chunks[slot_u / CHUNK]
+        let i = slot_u & ((1 << self.shift) - 1);
+        let c = self.chunks[slot_u >> self.shift]
             .get()
             .expect("a handed-out slot's chunk exists");
         // SAFETY: the slot lies inside the chunk; its words are only reached through
         // this function by a thread holding the owning set's lock (or owning the slot
         // while no set holds it), so this is the only live reference to them.
         let w = unsafe {
-            std::slice::from_raw_parts_mut(
-                c.ptr.as_ptr().add((slot_u % CHUNK) * self.words),
-                self.words,
-            )
+            std::slice::from_raw_parts_mut(c.ptr.as_ptr().add(i * self.words), self.words)
         };
         // SAFETY: as for the words: the set's lock makes this the only reference.
-        let spill = c
-            .spill
-            .get(slot_u % CHUNK)
-            .map(|s| unsafe { &mut *s.get() });
+        let spill = c.spill.get(i).map(|s| unsafe { &mut *s.get() });
         Rec { w, spill }
     }
 
@@ -268,11 +281,11 @@ impl Slab {
     fn take_slot(&self, own: usize) -> Option<(u32, bool)> {
         let n = self.next.fetch_add(1, Relaxed);
         if n < self.cap {
-            let c = n / CHUNK;
+            let c = n >> self.shift;
             if self.chunks[c].get().is_none() {
                 let _g = self.grow.lock();
                 if self.chunks[c].get().is_none() {
-                    let chunk = Chunk::new(self.words, self.spills)?;
+                    let chunk = Chunk::new(self.words, 1 << self.shift, self.spills)?;
                     let _ = self.chunks[c].set(chunk);
                 }
             }
@@ -387,6 +400,26 @@ mod tests {
             Some(mut f) => s.rec(&mut f).key() == key,
             None => false,
         }
+    }
+
+    #[test]
+    fn a_chunk_of_large_records_stays_within_its_bytes() {
+        // The ten-feature card (1,432 B): 4,096 records a chunk, as before.
+        assert_eq!(1 << chunk_shift(179), CHUNK);
+        // A record with 8 sequences of 256 rows x 64 values (541 KB): 8 records, 4.3
+        // MB, not 2.2 GB for its first key; one record larger than the bound: one.
+        let big = 8 * (2 + 256 * 33);
+        assert_eq!(1 << chunk_shift(big), 8);
+        assert_eq!(1 << chunk_shift(CHUNK_BYTES), 1);
+        // Records across several small chunks: every key is held and found again.
+        let s = Slab::new(big, 2, false, 40);
+        assert_eq!(1 << s.shift, 8);
+        for k in 1..=40u64 {
+            assert!(touch(&s, k), "key {k} admitted");
+        }
+        let found = (1..=40u64).filter(|&k| s.find(k, false).is_some()).count();
+        assert!(found >= 36, "{found} of 40 keys found");
+        assert!(s.chunks.iter().filter(|c| c.get().is_some()).count() >= 3);
     }
 
     #[test]

@@ -44,10 +44,11 @@
 
 mod mux;
 mod pending;
+mod region;
 mod script;
 mod seq;
 
-pub(crate) use seq::SeqReply;
+pub(crate) use region::SeqReply;
 
 use super::def::RedisConfig;
 use super::group::{GroupRead, Kind};
@@ -402,7 +403,7 @@ impl RedisStore {
             let h = |h| self.value_hash(h);
             script::key_blob(&self.specs[s], plan, req, s, o, h, &mut blob);
             if let Some(r) = rows {
-                blob.extend_from_slice(Self::early_of(r, s));
+                blob.extend_from_slice(&r.early[s]);
             }
             c.arg(&blob[..]);
         }

@@ -8,7 +8,7 @@ use super::super::group::{Cols, GroupRead, Kind};
 use super::super::mem::Applied;
 use super::super::plan::{Plan, Request, MAX_GROUPS};
 use super::super::seq_plan::SeqPlans;
-use super::seq::{Region, SeqReply};
+use super::region::{Region, SeqReply};
 use crate::decision::Action;
 
 /// The state script's body (`state.lua`): its entry is `main(KEYS, ARGV)`.
