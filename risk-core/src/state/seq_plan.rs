@@ -48,6 +48,7 @@ pub(crate) struct SeqPlan {
     /// Neither a stored value nor a filter reads a slot state fills (features, lists): a
     /// row is known before the store answers (the Redis store enters it in the
     /// decision's one call).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub early: bool,
     filters: Vec<CFilter>,
 }
