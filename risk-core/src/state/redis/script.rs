@@ -425,52 +425,18 @@ mod tests {
         assert_eq!(reads[p.by_source[0][0]].last_ms, None);
         assert!(reads[p.by_source[0][0]].min.is_nan());
         assert_eq!(reads[p.by_source[0][1]].last_ms, Some(5));
-        // Short, long, empty, a bad status, a negative count: errors, no panic.
-        for bad in [
-            reply(&vals[..vals.len() - 1]),
-            [reply(&vals), vec![0]].concat(),
-            Vec::new(),
-        ] {
-            assert!(
-                parse_reply(&p, &k, 0, &bad, &mut reads, &mut Applied::new(0), &mut q).is_err()
-            );
+        // Short, long, empty, a bad status, a negative count, no time: errors, no panic.
+        let mut refused = |bytes: &[u8]| {
+            parse_reply(&p, &k, 0, bytes, &mut reads, &mut Applied::new(0), &mut q).is_err()
+        };
+        assert!(refused(&reply(&vals[..vals.len() - 1])));
+        assert!(refused(&[reply(&vals), vec![0]].concat()));
+        assert!(refused(&[]));
+        for (i, x) in [(2, 7.0), (3, -1.0), (0, f64::NAN)] {
+            let mut v = vals.clone();
+            v[i] = x;
+            assert!(refused(&reply(&v)), "value {i} = {x}");
         }
-        let mut v = vals.clone();
-        v[2] = 7.0;
-        assert!(parse_reply(
-            &p,
-            &k,
-            0,
-            &reply(&v),
-            &mut reads,
-            &mut Applied::new(0),
-            &mut q
-        )
-        .is_err());
-        let mut v = vals.clone();
-        v[3] = -1.0;
-        assert!(parse_reply(
-            &p,
-            &k,
-            0,
-            &reply(&v),
-            &mut reads,
-            &mut Applied::new(0),
-            &mut q
-        )
-        .is_err());
-        let mut v = vals;
-        v[0] = f64::NAN;
-        assert!(parse_reply(
-            &p,
-            &k,
-            0,
-            &reply(&v),
-            &mut reads,
-            &mut Applied::new(0),
-            &mut q
-        )
-        .is_err());
     }
 
     #[test]
