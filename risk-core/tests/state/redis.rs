@@ -105,14 +105,7 @@ fn redis_and_in_process_give_identical_features() {
         mem.record_outcome(&oa, act);
         red.record_outcome(&out, act);
         assert!(red.flush(Duration::from_secs(30)));
-        let (x, y) = (a.features.values(), b.features.values());
-        for (f, (p, q)) in s.fields().iter().zip(x.iter().zip(y)) {
-            assert!(
-                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
-                "event {i}: {} in process {p}, Redis {q}",
-                f.name
-            );
-        }
+        same_features(&s, &a, &b, i);
         compared += 1;
         sketched += (b.features.by_name("m_cards").unwrap_or(0.0) > 4.0) as usize;
         // Labels for every 7th transaction, reported through both stores.
@@ -129,6 +122,19 @@ fn redis_and_in_process_give_identical_features() {
     assert!(sketched > 100, "the HyperLogLog path ran {sketched} times");
     assert!(mem.stats().labels > 0 && mem.stats().labels == red.stats().labels);
     assert_eq!(red.stats().degraded, 0);
+}
+
+/// Every feature of event `i` equal bit for bit in process (`a`) and on Redis (`b`);
+/// missing in both counts as equal.
+pub(super) fn same_features(s: &FeatureSchema, a: &Transaction, b: &Transaction, i: usize) {
+    let (x, y) = (a.features.values(), b.features.values());
+    for (f, (p, q)) in s.fields().iter().zip(x.iter().zip(y)) {
+        assert!(
+            p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
+            "event {i}: {} in process {p}, Redis {q}",
+            f.name
+        );
+    }
 }
 
 pub(super) fn free_port() -> u16 {
@@ -385,17 +391,7 @@ fn a_redis_cluster_gives_identical_features() {
             "event {i}: {:?}",
             red.stats()
         );
-        for (f, (p, q)) in s
-            .fields()
-            .iter()
-            .zip(a.features.values().iter().zip(b.features.values()))
-        {
-            assert!(
-                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
-                "event {i}: {} in process {p}, cluster {q}",
-                f.name
-            );
-        }
+        same_features(&s, &a, &b, i);
         for name in ["card", "merchant"] {
             let (x, y) = (a.sequences.get(name).unwrap(), b.sequences.get(name));
             let y = y.unwrap_or_else(|| panic!("event {i}: no {name} on the cluster"));

@@ -5,7 +5,7 @@
 //!
 //! Needs `tools/servers.sh start redis` (`RISK_REDIS_URL`).
 
-use super::redis::{prefix, url};
+use super::redis::{prefix, same_features, url};
 use super::sequence::{defs, LATE};
 use super::*;
 use risk_core::state::{RedisConfig, StateEngine};
@@ -67,17 +67,7 @@ fn redis_and_in_process_give_identical_sequences() {
         mem.apply(&mut a);
         let out = red.apply(&mut b);
         assert_eq!(out.status, StateStatus::Fresh, "{:?}", red.stats());
-        for (f, (p, q)) in s
-            .fields()
-            .iter()
-            .zip(a.features.values().iter().zip(b.features.values()))
-        {
-            assert!(
-                p.to_bits() == q.to_bits() || (p.is_nan() && q.is_nan()),
-                "event {i}: {} in process {p}, Redis {q}",
-                f.name
-            );
-        }
+        same_features(&s, &a, &b, i);
         for name in ["card", "merchant"] {
             let (x, y) = (a.sequences.get(name), b.sequences.get(name));
             let (x, y) = (
