@@ -101,11 +101,11 @@ impl Engine {
             .zip(&checked)
             .zip(&chosen)
             .map(|((t, c), ch)| {
+                let mut r = None;
                 if c.is_ok() {
-                    inner.run_rules(ch, t)
-                } else {
-                    None
+                    inner.run_rules(ch, t, &mut r);
                 }
+                r
             })
             .collect();
         let t1 = clock.now();

@@ -3,7 +3,7 @@
 //! when it is built.
 
 use super::state::Scratch;
-use super::tier::guarded_score;
+use super::tier::guarded_score_opt;
 use super::{Chosen, Engine, Inner};
 use crate::audit::AuditEvent;
 use crate::clock::Nanos;
@@ -80,7 +80,7 @@ impl Inner {
             self.metrics.async_shed.fetch_add(1, Relaxed);
         }
         let mut scratch = None;
-        let (txn, state) = self.fill_state(txn, &mut scratch); // 1 state
+        let (txn, state) = self.fill_state(txn, &mut scratch, t0); // 1 state
         Ok(self.decide_checked(txn, t0, call, state.as_ref()))
     }
 
@@ -95,16 +95,19 @@ impl Inner {
     ) -> Decision {
         let routing = self.routing.load();
         let ch = Chosen::pick(&routing, txn);
-        let rules = self.run_rules(&ch, txn); // 2 rules
-        let t1 = self.clock.now();
-        let (fast, t2) = self.run_fast(&ch, txn, call, t0, t1); // 3 fast
-        let tiers = Tiers {
-            rules,
-            fast,
+        // Filled in place: a `Score` is ~240 bytes (see `FastTier::run`).
+        let mut tiers = Tiers {
+            rules: None,
+            fast: Err(FallbackCause::Absent),
             t0,
-            rules_ns: t1.saturating_sub(t0),
-            fast_ns: t2.saturating_sub(t1),
+            rules_ns: 0,
+            fast_ns: 0,
         };
+        self.run_rules(&ch, txn, &mut tiers.rules); // 2 rules
+        let t1 = self.clock.now();
+        tiers.rules_ns = t1.saturating_sub(t0);
+        let t2 = self.run_fast(&ch, txn, call, t0, t1, &mut tiers.fast); // 3 fast
+        tiers.fast_ns = t2.saturating_sub(t1);
         self.conclude(&ch, txn, &tiers, state) // 4 to 6
     }
 
@@ -134,32 +137,29 @@ impl Inner {
         &self,
         txn: &'a Transaction,
         scratch: &'a mut Option<Scratch>,
+        t0: Nanos,
     ) -> (&'a Transaction, Option<StateOutcome>) {
         let Some(st) = &self.state else {
             return (txn, None);
         };
         let copy = scratch.insert(Scratch::of(txn));
-        let out = st.fill(copy, self.clock.unix_ms());
+        let out = st.fill(copy, self.clock.unix_ms_at(t0));
         (&**copy, Some(out))
     }
 
     // ===== 2 rules =====
 
     #[inline]
-    pub(super) fn run_rules(&self, ch: &Chosen<'_>, txn: &Transaction) -> Option<Score> {
-        match guarded_score(&*ch.rules.body.scorer, txn) {
-            Ok(s) => Some(s),
-            Err(_) => {
-                self.metrics.rules_failed.fetch_add(1, Relaxed);
-                None
-            }
+    pub(super) fn run_rules(&self, ch: &Chosen<'_>, txn: &Transaction, out: &mut Option<Score>) {
+        if !guarded_score_opt(&*ch.rules.body.scorer, txn, out) {
+            self.metrics.rules_failed.fetch_add(1, Relaxed);
         }
     }
 
     // ===== 3 fast =====
 
-    /// The fast tier under its breaker and the deadline `t0 + fast.deadline`; returns the
-    /// answer and the time it came.
+    /// The fast tier under its breaker and the deadline `t0 + fast.deadline`: writes the
+    /// answer to `out` and returns the time it came.
     #[inline]
     fn run_fast(
         &self,
@@ -168,19 +168,21 @@ impl Inner {
         call: FastCall,
         t0: Nanos,
         t1: Nanos,
-    ) -> (Result<Score, FallbackCause>, Nanos) {
+        out: &mut Result<Score, FallbackCause>,
+    ) -> Nanos {
         match (ch.fast, call) {
-            (None, _) => (Err(FallbackCause::Absent), t1),
-            (Some(_), FastCall::Saturated) => (Err(FallbackCause::Saturated), t1),
+            (None, _) => {
+                *out = Err(FallbackCause::Absent);
+                t1
+            }
+            (Some(_), FastCall::Saturated) => {
+                *out = Err(FallbackCause::Saturated);
+                t1
+            }
             (Some(m), FastCall::Call) => {
                 let f = &self.fast;
-                f.run(
-                    &*self.clock,
-                    &m.body,
-                    txn,
-                    t1,
-                    t0.saturating_add(f.deadline),
-                )
+                let until = t0.saturating_add(f.deadline);
+                f.run(&*self.clock, &m.body, txn, t1, until, out)
             }
         }
     }
@@ -194,7 +196,9 @@ impl Inner {
         tiers: &Tiers,
         state: Option<&StateOutcome>,
     ) -> Decision {
-        let model = tiers.fast.ok();
+        // Borrowed, never copied: a `Score` is ~240 bytes (reasons, fired rules).
+        let model = tiers.fast.as_ref().ok();
+        let rules = tiers.rules.as_ref();
         // 4 combine: the entity's feedback shift, hard rules, thresholds. The entity
         // store holds what only a deep tier writes (feedback) and reads (the daily
         // average): without one it is skipped (a sharded lock and a cache probe less).
@@ -202,12 +206,9 @@ impl Inner {
             Some(_) => self.entities.on_decide(txn, model.map(|m| m.probability)),
             None => 0.0,
         };
-        let c = ch
-            .policy
-            .body
-            .policy
-            .combine(tiers.rules.as_ref(), model.as_ref(), shift);
-        let escalation = self.escalate(txn, model.as_ref(), &c); // 5 escalate
+        let c = ch.policy.body.policy.combine(rules, model, shift);
+        let escalation = self.escalate(txn, model, &c); // 5 escalate
+        let (timings, end) = self.timings(tiers);
         let d = Decision {
             txn: txn.id,
             entity: txn.entity,
@@ -216,16 +217,16 @@ impl Inner {
             tier: c.tier,
             fallback: tiers.fast.err(),
             hard_rule: c.hard_rule,
-            rule_score: tiers.rules.map_or(f32::NAN, |r| r.probability),
+            rule_score: rules.map_or(f32::NAN, |r| r.probability),
             model_score: model.map(|m| m.probability),
             threshold_shift: shift,
             reasons: merge_reasons(tiers, c.tier),
-            timings: self.timings(tiers),
+            timings,
             escalation,
-            rules_fired: tiers.rules.map(|r| r.fired).unwrap_or_default(),
-            rules_shadow: tiers.rules.map(|r| r.shadow_fired).unwrap_or_default(),
+            rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
+            rules_shadow: rules.map(|r| r.shadow_fired).unwrap_or_default(),
             versions: self.versions_used(ch, tiers),
-            decided_at_ms: self.clock.unix_ms(),
+            decided_at_ms: self.clock.unix_ms_at(end),
             state: state.map_or(StateStatus::Off, |s| s.status),
             lists_stale: state.is_some_and(|s| s.lists_stale),
         };
@@ -262,16 +263,18 @@ impl Inner {
 
     // ===== the decision's parts =====
 
-    /// Per-stage times; the total ends now.
+    /// Per-stage times, the total ending now; and now.
     #[inline]
-    fn timings(&self, tiers: &Tiers) -> StageTimings {
-        let total = self.clock.now().saturating_sub(tiers.t0);
-        StageTimings {
+    fn timings(&self, tiers: &Tiers) -> (StageTimings, Nanos) {
+        let end = self.clock.now();
+        let total = end.saturating_sub(tiers.t0);
+        let t = StageTimings {
             rules_ns: tiers.rules_ns,
             fast_ns: tiers.fast_ns,
             combine_ns: total.saturating_sub(tiers.rules_ns + tiers.fast_ns),
             total_ns: total,
-        }
+        };
+        (t, end)
     }
 
     /// The versions this decision used: the answering scorers' own, else the slots'.
@@ -283,9 +286,10 @@ impl Inner {
             .as_ref()
             .and_then(|r| r.version)
             .unwrap_or(ch.rules.id);
-        v.fast = ch
-            .fast
-            .map(|f| tiers.fast.ok().and_then(|m| m.version).unwrap_or(f.id));
+        v.fast = ch.fast.map(|f| {
+            let v = tiers.fast.as_ref().ok().and_then(|m| m.version);
+            v.unwrap_or(f.id)
+        });
         v.config = ch.policy.body.config_fp;
         v.deep = ch.routing.deep;
         v
@@ -307,20 +311,22 @@ impl Inner {
     ) {
         let model = tiers.fast.as_ref().ok();
         let m = &self.metrics;
-        ch.rules.decided.fetch_add(1, Relaxed);
+        ch.rules.decided.add(1);
         if let (Some(f), Some(_)) = (ch.fast, model) {
-            f.decided.fetch_add(1, Relaxed);
+            f.decided.add(1);
         }
-        m.by_action[d.action as usize].fetch_add(1, Relaxed);
-        m.by_tier[d.tier as usize].fetch_add(1, Relaxed);
+        // This thread's stripe: two callers do not share these lines.
+        let k = m.counts.mine();
+        k.by_action[d.action as usize].fetch_add(1, Relaxed);
+        k.by_tier[d.tier as usize].fetch_add(1, Relaxed);
         if let Some(cause) = d.fallback {
-            m.by_cause[cause.index()].fetch_add(1, Relaxed);
+            k.by_cause[cause.index()].fetch_add(1, Relaxed);
             if cause != FallbackCause::Absent {
                 tracing::debug!(target: "risk::decide", txn = txn.id.0, cause = cause.as_str(), "the rules decided: fast tier fell back");
             }
         }
         if d.hard_rule {
-            m.hard_rule.fetch_add(1, Relaxed);
+            k.hard_rule.fetch_add(1, Relaxed);
         }
         m.rules.record(d.timings.rules_ns);
         if ch.fast.is_some() {

@@ -20,7 +20,6 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use std::fmt::Error;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Weak};
 
 /// Latency bucket bounds, seconds: 1 µs to 10 s (fast-tier deadlines are milliseconds,
@@ -259,21 +258,16 @@ impl Collector for EngineCollector {
         add(
             "rules",
             r.rules.serving.id,
-            r.rules.serving.decided.load(Relaxed),
+            r.rules.serving.decided.get(),
             "serving",
         );
         if let Some(c) = &r.rules.canary {
-            add("rules", c.ver.id, c.ver.decided.load(Relaxed), "canary");
+            add("rules", c.ver.id, c.ver.decided.get(), "canary");
         }
         if let Some(f) = &r.fast {
-            add(
-                "fast",
-                f.serving.id,
-                f.serving.decided.load(Relaxed),
-                "serving",
-            );
+            add("fast", f.serving.id, f.serving.decided.get(), "serving");
             if let Some(c) = &f.canary {
-                add("fast", c.ver.id, c.ver.decided.load(Relaxed), "canary");
+                add("fast", c.ver.id, c.ver.decided.get(), "canary");
             }
         }
         counter(

@@ -40,6 +40,7 @@ pub(crate) fn guarded_score(scorer: &dyn Scorer, txn: &Transaction) -> Result<Sc
     classify(catch_unwind(AssertUnwindSafe(|| scorer.score(txn))))
 }
 
+#[inline(always)]
 fn classify(r: std::thread::Result<Result<Score, ScoreError>>) -> Result<Score, Failure> {
     match r {
         Ok(Ok(s)) if s.is_valid() => Ok(s),
@@ -62,6 +63,50 @@ pub(crate) fn panicked(payload: &Box<dyn std::any::Any + Send>) {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
         .unwrap_or("(not a string)");
     tracing::error!(target: "risk::tier", panic = msg, "a scorer panicked; the decision fell back");
+}
+
+/// [`guarded_score`] as a fast-tier outcome written to `out`: the score is moved once
+/// after the scorer returns it (a `Score` is ~240 bytes; see [`FastTier::run`]).
+#[inline]
+fn guarded_score_into(
+    scorer: &dyn Scorer,
+    txn: &Transaction,
+    out: &mut Result<Score, FallbackCause>,
+) {
+    match catch_unwind(AssertUnwindSafe(|| scorer.score(txn))) {
+        Ok(Ok(s)) if s.is_valid() => *out = Ok(s),
+        Ok(Ok(_)) => *out = Err(FallbackCause::InvalidScore),
+        Ok(Err(ScoreError::Cancelled)) => *out = Err(FallbackCause::Timeout),
+        Ok(Err(_)) => *out = Err(FallbackCause::Error),
+        Err(payload) => {
+            panicked(&payload);
+            *out = Err(FallbackCause::Panic);
+        }
+    }
+}
+
+/// [`guarded_score`] written to `out` (`None` for any failure); whether it scored.
+#[inline]
+pub(crate) fn guarded_score_opt(
+    scorer: &dyn Scorer,
+    txn: &Transaction,
+    out: &mut Option<Score>,
+) -> bool {
+    match catch_unwind(AssertUnwindSafe(|| scorer.score(txn))) {
+        Ok(Ok(s)) if s.is_valid() => {
+            *out = Some(s);
+            true
+        }
+        Ok(_) => {
+            *out = None;
+            false
+        }
+        Err(payload) => {
+            panicked(&payload);
+            *out = None;
+            false
+        }
+    }
 }
 
 /// Calls `scorer.score_batch` with panics caught and the output length checked.
@@ -188,8 +233,10 @@ impl FastTier {
     }
 
     /// Scores with model `m` under its circuit breaker with a hard deadline `until`;
-    /// `now` is the current time. Returns the outcome (calibrated) and the time after it
-    /// (one clock read).
+    /// `now` is the current time. Writes the outcome (calibrated) to `out` and returns
+    /// the time after it (one clock read). Written in place: a `Score` is ~240 bytes,
+    /// and moving it through `Result`s and tuples was a tenth of the engine's own time
+    /// (`perf`, BENCHMARKS [18] part 5).
     pub(crate) fn run(
         &self,
         clock: &dyn Clock,
@@ -197,20 +244,24 @@ impl FastTier {
         txn: &Transaction,
         now: Nanos,
         until: Nanos,
-    ) -> (Result<Score, FallbackCause>, Nanos) {
+        out: &mut Result<Score, FallbackCause>,
+    ) -> Nanos {
         if now >= until {
             // The rule stage used up the deadline: calling the tier could only produce a
             // discarded answer. Says nothing about the model's health (no permit taken).
             self.skipped
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return (Err(FallbackCause::Timeout), now);
+            *out = Err(FallbackCause::Timeout);
+            return now;
         }
         if self.forced_open.load(std::sync::atomic::Ordering::Relaxed) {
-            return (Err(FallbackCause::CircuitOpen), now);
+            *out = Err(FallbackCause::CircuitOpen);
+            return now;
         }
         let permit = m.circuit.acquire(now);
         if permit == Permit::Denied {
-            return (Err(FallbackCause::CircuitOpen), now);
+            *out = Err(FallbackCause::CircuitOpen);
+            return now;
         }
         use super::drill::{FAULT_DOWN, FAULT_NAN, FAULT_NONE, FAULT_SLOW};
         let fault = self.fault.load(std::sync::atomic::Ordering::Relaxed);
@@ -220,14 +271,15 @@ impl FastTier {
         } else {
             0
         };
-        let out = match (m.latency, self.pool.get()) {
+        *out = match (m.latency, self.pool.get()) {
             _ if fault == FAULT_DOWN => Err(FallbackCause::Error),
             _ if fault == FAULT_NAN => Err(FallbackCause::InvalidScore),
             (Latency::Bounded, _) => {
                 if fault != FAULT_NONE {
                     super::drill::stall(stall_ns);
                 }
-                guarded_score(&*m.scorer, txn).map_err(Failure::cause)
+                guarded_score_into(&*m.scorer, txn, out);
+                return self.finish(clock, m, permit, until, out);
             }
             (Latency::Unbounded, None) => Err(FallbackCause::Saturated),
             (Latency::Unbounded, Some(pool)) => match pool.run(clock, until, |t| {
@@ -246,20 +298,36 @@ impl FastTier {
                 Err(PoolError::Saturated) => Err(FallbackCause::Saturated),
             },
         };
+        self.finish(clock, m, permit, until, out)
+    }
+
+    /// After the call: the deadline applied to the answer, the breaker told, the score
+    /// calibrated; returns the time (one clock read).
+    #[inline]
+    fn finish(
+        &self,
+        clock: &dyn Clock,
+        m: &FastModel,
+        permit: Permit,
+        until: Nanos,
+        out: &mut Result<Score, FallbackCause>,
+    ) -> Nanos {
         let end = clock.now();
         // An inline scorer cannot be interrupted; an answer past the deadline is treated
         // as a timeout so the decision does not depend on where the tier ran.
-        let out = match out {
-            Ok(_) if end > until => Err(FallbackCause::Timeout),
-            r => r,
-        };
+        if end > until && out.is_ok() {
+            *out = Err(FallbackCause::Timeout);
+        }
         // Saturation says nothing about the model's health: do not count it.
-        if out == Err(FallbackCause::Saturated) {
+        if matches!(out, Err(FallbackCause::Saturated)) {
             m.circuit.release(permit);
         } else {
             m.circuit.record(permit, out.is_ok(), end);
         }
-        (out.map(|s| m.calibrated(s)), end)
+        if let (Ok(s), Some(c)) = (out, &m.calibration) {
+            s.probability = c.apply(s.probability);
+        }
+        end
     }
 }
 

@@ -63,6 +63,16 @@ fn child_process() {
             for i in 0..n {
                 e.decide(&txn(&s, i + 1, i % 100)).expect("decide answers");
             }
+            // On a loaded machine the writer may not have reached the limit yet when
+            // the last decision returns. A flush cannot succeed past the limit, so each
+            // one waits (on the writer's answer, at most 100 ms) until the writer has
+            // failed a write; 600 of them bound the wait.
+            for _ in 0..600 {
+                if log.stats().io_errors > 0 {
+                    break;
+                }
+                let _ = log.flush(Duration::from_millis(100));
+            }
             let st = log.stats();
             println!(
                 "stats offered {n} accepted {} shed {} io_errors {} durable {} error {:?}",
