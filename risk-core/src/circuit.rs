@@ -10,7 +10,7 @@
 
 use crate::clock::{nanos, Nanos};
 use crate::error::ConfigError;
-use crate::metrics::Striped;
+use crate::stripe::Striped;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::Duration;

@@ -82,6 +82,7 @@ pub mod secret;
 pub mod seq;
 mod setting;
 pub mod state;
+mod stripe;
 #[cfg(feature = "synth")]
 pub mod synth;
 pub mod text;

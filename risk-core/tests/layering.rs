@@ -18,6 +18,7 @@ const FLOORS: &[&[&str]] = &[
         "secret",
         "files",
         "pseudo",
+        "stripe",
     ],
     // what transactions are made of, errors, the breaker, config value helpers
     &[

@@ -22,7 +22,7 @@ pub(crate) struct Ver<T> {
     pub stats: Option<Arc<VersionStats>>,
     /// Decisions this version took part in (shared by its watched copies), for the
     /// `risk_decisions_by_version_total` metric.
-    pub decided: Arc<crate::metrics::StripedCounter>,
+    pub decided: Arc<crate::stripe::StripedCounter>,
 }
 
 impl<T: Clone> Ver<T> {
