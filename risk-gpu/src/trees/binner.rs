@@ -78,32 +78,83 @@ pub(crate) fn available() -> bool {
     }
 }
 
-/// Proof that this CPU has BMI2 (`pext`), AVX2 and POPCNT: only [`Bmi2::detect`] makes
-/// one.
+/// Proof that this CPU has AVX2 and POPCNT (the bit pass), and how it runs `pext`:
+/// only [`Pext::detect`] makes one.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Bmi2(());
+pub(crate) struct Pext {
+    /// BMI2's `pext` in hardware at a few cycles; otherwise a loop over the mask's bits.
+    hardware: bool,
+}
 
-impl Bmi2 {
-    /// `Some` when the CPU has BMI2, AVX2 and POPCNT.
+impl Pext {
+    /// `Some` when the CPU has AVX2 and POPCNT.
+    ///
+    /// BMI2's `pext` is used where it is fast: AMD (and Hygon) CPUs before Zen 3 (family
+    /// `0x19`) run it in microcode, tens to hundreds of cycles growing with the mask's
+    /// set bits, against 3 on Intel since Haswell and on Zen 3. On a Zen 1 EPYC
+    /// `_pext_u64` was 16% of all samples of `examples/lean_replay.rs` (`perf`, TreeSHAP
+    /// for 2% of the rows); a leaf's path mask has a few bits, which the loop takes in a
+    /// few cycles each.
     pub(crate) fn detect() -> Option<Self> {
         #[cfg(target_arch = "x86_64")]
-        if available() && std::arch::is_x86_feature_detected!("bmi2") {
-            return Some(Self(()));
+        if available() {
+            let bmi2 = std::arch::is_x86_feature_detected!("bmi2");
+            return Some(Self {
+                hardware: bmi2 && !microcoded_pext(),
+            });
         }
         None
+    }
+
+    /// Whether `pext` runs in hardware here.
+    #[cfg(test)]
+    pub(crate) fn hardware(self) -> bool {
+        self.hardware
     }
 
     /// The bits of `x` at the set bits of `m`, packed from bit 0 in order (`pext`).
     #[inline]
     pub(crate) fn pext(self, x: u64, m: u64) -> u64 {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: a `Bmi2` exists only where `detect` saw BMI2 on this CPU.
-        unsafe {
-            std::arch::x86_64::_pext_u64(x, m)
+        if self.hardware {
+            // SAFETY: `hardware` is set only where `detect` saw BMI2 on this CPU.
+            return unsafe { pext_bmi2(x, m) };
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        unreachable!("Bmi2 is detected only on x86-64")
+        pext_loop(x, m)
     }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "bmi2")]
+unsafe fn pext_bmi2(x: u64, m: u64) -> u64 {
+    std::arch::x86_64::_pext_u64(x, m)
+}
+
+/// `pext` one set bit of the mask at a time.
+#[inline]
+pub(crate) fn pext_loop(x: u64, mut m: u64) -> u64 {
+    let (mut out, mut bit) = (0u64, 1u64);
+    while m != 0 {
+        let low = m & m.wrapping_neg();
+        if x & low != 0 {
+            out |= bit;
+        }
+        bit <<= 1;
+        m &= m - 1;
+    }
+    out
+}
+
+/// An AMD or Hygon CPU of a family before Zen 3 (BMI2 in microcode).
+#[cfg(target_arch = "x86_64")]
+fn microcoded_pext() -> bool {
+    let id = raw_cpuid::CpuId::new();
+    let vendor = id.get_vendor_info();
+    let slow_vendor = vendor
+        .as_ref()
+        .is_some_and(|v| matches!(v.as_str(), "AuthenticAMD" | "HygonGenuine"));
+    let family = id.get_feature_info().map_or(0, |f| f.family_id());
+    slow_vendor && family < 0x19
 }
 
 impl Binner {
@@ -304,6 +355,44 @@ pub(super) fn lookup<const T: usize>(
                 b4,
             );
             _mm256_blendv_epi8(a, b, _mm256_slli_epi16::<2>(slot))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The loop against BMI2's `pext` on random and sparse masks (the machines this
+    /// runs on all have BMI2: the test says so when one does not).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn pext_loop_equals_bmi2() {
+        assert!(
+            std::arch::is_x86_feature_detected!("bmi2"),
+            "no BMI2 on this CPU: nothing to compare the loop with"
+        );
+        let hw = Pext::detect().is_some_and(|p| p.hardware());
+        eprintln!("pext on this CPU: {}", if hw { "BMI2" } else { "the loop" });
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        for i in 0..200_000 {
+            let x = next();
+            // Dense, sparse (a leaf's path: a few bits) and empty masks.
+            let m = match i % 3 {
+                0 => next(),
+                1 => next() & next() & next(),
+                _ => 0,
+            };
+            // SAFETY: BMI2 is present (asserted above).
+            let want = unsafe { pext_bmi2(x, m) };
+            assert_eq!(pext_loop(x, m), want, "x {x:#x} m {m:#x}");
         }
     }
 }

@@ -24,7 +24,7 @@
 //! (returns `None`) above a memory budget or depth, and the caller falls back to the
 //! recursive algorithm.
 
-use super::binner::{Binner, Bmi2};
+use super::binner::{Binner, Pext};
 use super::ensemble::{Ensemble, Tree, LEAF};
 
 /// Largest table set built (values).
@@ -128,14 +128,15 @@ struct Leaf {
     k: u32,
 }
 
-/// The direction pass by bits (CPUs with AVX2 and BMI2, models within the byte
+/// The direction pass by bits (CPUs with AVX2 and POPCNT, `pext` from BMI2 where it is
+/// fast ([`Pext`]); models within the byte
 /// kernel's limits, at most 64 internal nodes per tree): the row's bins decide every
 /// internal node of a tree at once (32 per compare, [`Binner::right_bits`]), and a
 /// leaf's table index is `pext(!(right ^ path_right), path_mask)` — its path's
 /// agreement bits, root first, since preorder numbers ancestors first.
 #[derive(Debug, Clone)]
 struct BitPass {
-    cpu: Bmi2,
+    cpu: Pext,
     bin: Binner,
     /// Per tree: its internal nodes' slots and rank bytes, preorder, padded to 64.
     slot: Vec<[u8; 64]>,
@@ -306,7 +307,7 @@ impl ShapTables {
 
     /// Builds the [`BitPass`], or `None` where the CPU or the model does not allow it.
     fn bit_pass(&self) -> Option<BitPass> {
-        let cpu = Bmi2::detect()?;
+        let cpu = Pext::detect()?;
         let nf = self.num_features;
         if self.trees.iter().any(|r| r.internal.1 - r.internal.0 > 64) {
             return None;
