@@ -129,9 +129,8 @@ struct Leaf {
 }
 
 /// The direction pass by bits (CPUs with AVX2 and POPCNT, `pext` from BMI2 where it is
-/// fast ([`Pext`]); models within the byte
-/// kernel's limits, at most 64 internal nodes per tree): the row's bins decide every
-/// internal node of a tree at once (32 per compare, [`Binner::right_bits`]), and a
+/// fast ([`Pext`]); models within the byte kernel's limits, at most 64 internal nodes
+/// per tree): the row's bins decide every internal node of a tree at once (32 per compare, [`Binner::right_bits`]), and a
 /// leaf's table index is `pext(!(right ^ path_right), path_mask)` — its path's
 /// agreement bits, root first, since preorder numbers ancestors first.
 #[derive(Debug, Clone)]
