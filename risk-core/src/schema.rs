@@ -484,7 +484,11 @@ impl Features {
         }
         for &(i, n) in &s.categorical {
             let x = v[i];
-            if !x.is_nan() && (x < 0.0 || x.fract() != 0.0 || x as usize > n) {
+            // A whole number in 0..=n: `x as u32` truncates (saturating), so it equals
+            // `x` exactly for whole numbers below 2^32; no `fract` (a libm `truncf` call
+            // on baseline x86-64, on every decision).
+            let k = x as u32;
+            if !x.is_nan() && (x < 0.0 || k as f32 != x || k as usize > n) {
                 return Err(SchemaError::BadCategoryId {
                     field: s.fields[i].name.clone(),
                     id: x,
