@@ -292,6 +292,11 @@ impl Engine {
     pub fn drill_live(&self, fault: Fault, decisions: u64, duration: Duration) -> DrillReport {
         let _span = tracing::info_span!("risk.drill", fault = ?fault, live = true).entered();
         let i = &*self.inner;
+        // The fault first, then the counters: a window read before the fault was set
+        // would count the decisions made while this thread was descheduled between the
+        // two (thousands on a loaded machine) as the drill's, and could end it before
+        // one faulted decision (seen in CI).
+        self.set_fault(fault, true);
         let (m0, lat0, deep0) = (
             self.metrics(),
             i.metrics.total.mark(),
@@ -299,7 +304,6 @@ impl Engine {
         );
         let t0 = i.clock.now();
         let started = Instant::now();
-        self.set_fault(fault, true);
         let until = t0.saturating_add(crate::clock::nanos(duration));
         while self.metrics().decisions < m0.decisions.saturating_add(decisions)
             && i.clock.now() < until
