@@ -201,7 +201,9 @@ fn calls_move_to_the_healthy_replica() {
     c.breaker.failures = 2;
     c.breaker.open_for = Duration::from_secs(3600);
     // The good replica is the slower one at load, so selection tries the bad one first.
-    good.set(Fault::Delay(Duration::from_millis(30)));
+    // 300 ms: on a loaded machine the bad replica's first (cold) requests took over the
+    // 30 ms this was, and selection never tried it (seen in CI).
+    good.set(Fault::Delay(Duration::from_millis(300)));
     let s = load(&c);
     good.set(Fault::Pass);
     bad.set(Fault::Drop);
