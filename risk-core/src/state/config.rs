@@ -58,6 +58,7 @@ pub(crate) struct RawRedis {
     pub queue: Option<i64>,
     pub share_lists: Option<bool>,
     pub lists_check_ms: Option<f64>,
+    pub rows_linger_ms: Option<f64>,
     pub username: Option<String>,
     pub password: Option<SecretSpec>,
     pub tls_ca_file: Option<String>,
@@ -313,6 +314,11 @@ impl RawState {
                             "state.redis.lists_check_ms",
                             r.lists_check_ms,
                             d.lists_check,
+                        )?,
+                        rows_linger: ms(
+                            "state.redis.rows_linger_ms",
+                            r.rows_linger_ms,
+                            d.rows_linger,
                         )?,
                         pseudonymiser: None,
                     })

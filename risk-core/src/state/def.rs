@@ -55,6 +55,12 @@ pub struct RedisConfig {
     /// pub/sub message was lost is seen, and how soon an outage is noticed
     /// (`lists_check_ms`, default 1000).
     pub lists_check: Duration,
+    /// One server: how long a sequence row that holds the decision's own state features
+    /// waits for this host's next call to carry it before it is sent in a call of its
+    /// own (`rows_linger_ms`, default 1). Bounds how much later than the decision's
+    /// reply another host sees the row (plus a round trip); 0: sent as soon as the
+    /// connection is idle.
+    pub rows_linger: Duration,
     /// When set, every identifier in a Redis key name or value (entity and group keys,
     /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.
     /// No risk.toml key of its own: the engine passes `[privacy] key` here.
@@ -79,6 +85,7 @@ impl Default for RedisConfig {
             queue: 65_536,
             share_lists: true,
             lists_check: Duration::from_secs(1),
+            rows_linger: Duration::from_millis(1),
             pseudonymiser: None,
         }
     }
@@ -115,6 +122,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("queue", &self.queue)
             .field("share_lists", &self.share_lists)
             .field("lists_check", &self.lists_check)
+            .field("rows_linger", &self.rows_linger)
             .field("pseudonymiser", &self.pseudonymiser)
             .finish()
     }
@@ -137,6 +145,7 @@ impl PartialEq for RedisConfig {
             && self.queue == o.queue
             && self.share_lists == o.share_lists
             && self.lists_check == o.lists_check
+            && self.rows_linger == o.rows_linger
             && self.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
                 == o.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
     }

@@ -577,8 +577,9 @@ impl StateEngine {
         }
     }
 
-    /// Waits until background store writes queued so far are done (Redis: outcomes and
-    /// pending labels; in process there are none). False when `timeout` passed first.
+    /// Waits until background store writes queued so far are done (Redis: outcomes,
+    /// pending labels and the sequence rows held for a later call; in process there are
+    /// none). False when `timeout` passed first.
     pub fn flush(&self, timeout: std::time::Duration) -> bool {
         match &self.store {
             Store::Mem(_) => {

@@ -48,6 +48,11 @@ pub struct StateStats {
     /// Sequence rows (Redis) whose write failed or was shed: the row is missing from
     /// its key's sequence.
     pub sequence_rows_lost: u64,
+    /// Sequence rows holding a decision's own state features that a later decision's
+    /// call carried (Redis, one server: no call of their own).
+    pub sequence_rows_carried: u64,
+    /// Such rows sent in a call of their own (no call came within `rows_linger_ms`).
+    pub sequence_rows_alone: u64,
     /// Decisions whose list features came from shared lists while Redis could not be
     /// reached (the last known entries).
     pub lists_stale: u64,
@@ -172,6 +177,8 @@ impl StateEngine {
                     store_reset_old_format: c.reset_old_format.load(Relaxed),
                     store_reset_corrupt: c.reset_corrupt.load(Relaxed),
                     sequence_rows_lost: c.seq_lost.load(Relaxed),
+                    sequence_rows_carried: c.seq_carried.load(Relaxed),
+                    sequence_rows_alone: c.seq_alone.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -238,6 +245,7 @@ impl StateEngine {
                 "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
                 "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
                 "sequence_rows_lost": s.sequence_rows_lost,
+                "sequence_rows_carried": s.sequence_rows_carried, "sequence_rows_alone": s.sequence_rows_alone,
                 "lists_stale": s.lists_stale, "list_changes": s.list_changes,
                 "list_resyncs": s.list_resyncs, "list_sync_errors": s.list_sync_errors,
                 "list_refused": s.list_refused,

@@ -441,7 +441,8 @@ fn a_redis_paused_makes_the_lists_stale_until_it_answers() {
     assert_eq!(member(&b, 42), (Some(1.0), false));
 }
 
-/// `[state.redis] share_lists` and `lists_check_ms` from risk.toml; unknown keys refused.
+/// `[state.redis] share_lists`, `lists_check_ms` and `rows_linger_ms` from risk.toml;
+/// unknown keys refused.
 #[test]
 fn risk_toml_sets_shared_lists_and_refuses_unknown_keys() {
     let toml = |redis: &str| {
@@ -494,6 +495,12 @@ prefix = "{}"
     assert_eq!(err.key(), Some("state.redis.lists_check_ms"), "{err}");
     let err = load("lists_check_ms = 0").err().unwrap();
     assert_eq!(err.key(), Some("state.redis.lists_check_ms"), "{err}");
+    // The sequence rows' linger on the shared connection (not a lists key, same table).
+    let e = load("rows_linger_ms = 2.5").unwrap();
+    let r = e.state().unwrap().config().redis.clone().unwrap();
+    assert_eq!(r.rows_linger, Duration::from_micros(2_500));
+    let err = load("rows_linger_ms = -1").err().unwrap();
+    assert_eq!(err.key(), Some("state.redis.rows_linger_ms"), "{err}");
 }
 
 /// Over TLS with a client certificate and the ACL user (the connection settings of

@@ -118,3 +118,66 @@ fn a_row_entered_on_one_host_is_read_on_another() {
         0
     );
 }
+
+/// A row that holds the decision's own state features is held by the host's shared
+/// connection and carried in its next call, entered before that call's reads; with a
+/// linger longer than the test, only a flush sends it alone.
+#[test]
+fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
+    let s = schema(&config(None));
+    let p = prefix("seq-carry");
+    let host = || {
+        let cfg = RedisConfig {
+            rows_linger: Duration::from_secs(3_600),
+            ..redis(&p)
+        };
+        StateEngine::new(config(Some(cfg)), Arc::clone(&s), clock(T0 + 400 * DAY)).unwrap()
+    };
+    let (a, b) = (host(), host());
+    let evs = stream(33, 60, 2, 1);
+    let card = evs[0].card;
+    let others: Vec<&Ev> = evs.iter().filter(|e| e.card != card).take(2).collect();
+    let mine: Vec<&Ev> = evs.iter().filter(|e| e.card == card).take(3).collect();
+    assert_eq!((mine.len(), others.len()), (3, 2));
+    let rows = |t: &risk_core::Transaction| t.sequences.get("card").unwrap().len();
+    let counts = |e: &StateEngine| {
+        let st = e.stats();
+        (
+            st.sequence_rows_carried,
+            st.sequence_rows_alone,
+            st.sequence_rows_lost,
+        )
+    };
+
+    // Host a's row is held: host b reads the card without it.
+    a.apply(&mut mine[0].txn(&s));
+    assert_eq!(counts(&a), (0, 0, 0));
+    let mut t = mine[1].txn(&s);
+    b.apply(&mut t);
+    assert_eq!(rows(&t), 1, "a's row is still held by a");
+
+    // Host a's next call (another card) carries it.
+    a.apply(&mut others[0].txn(&s));
+    assert_eq!(counts(&a), (1, 0, 0));
+
+    // Host b's next call on the card carries b's own held row and enters it before its
+    // read: the card's three rows.
+    let mut t = mine[2].txn(&s);
+    b.apply(&mut t);
+    assert_eq!(rows(&t), 3, "a's row, b's carried row and b's own");
+    let q = t.sequences.get("card").unwrap();
+    let mut amounts: Vec<f32> = (0..3).map(|r| q.row(r)[0]).collect();
+    let mut want: Vec<f32> = mine.iter().map(|e| e.amount as f32).collect();
+    amounts.sort_by(f32::total_cmp);
+    want.sort_by(f32::total_cmp);
+    assert_eq!(amounts, want);
+    assert_eq!(counts(&b), (1, 0, 0));
+
+    // A flush sends what is held in a call of its own and waits for it: host a's row on
+    // the other card is then read by host b.
+    assert!(a.flush(Duration::from_secs(30)));
+    assert_eq!(counts(&a), (1, 1, 0));
+    let mut t = others[1].txn(&s);
+    b.apply(&mut t);
+    assert_eq!(rows(&t), 2, "a's flushed row and b's own");
+}

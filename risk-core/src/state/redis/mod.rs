@@ -42,6 +42,7 @@
 //! key sources in [`Domain::Group`], transaction ids in [`Domain::Txn`]); the arithmetic is
 //! unchanged. Errors and logs name the server without credentials.
 
+mod cmds;
 mod mux;
 mod pending;
 mod region;
@@ -88,6 +89,10 @@ pub(crate) struct RedisCounters {
     pub reset_corrupt: AtomicU64,
     /// Sequence rows whose write failed or found the shared connection's queue full.
     pub seq_lost: Arc<AtomicU64>,
+    /// Sequence rows carried in a later decision's call.
+    pub seq_carried: AtomicU64,
+    /// Sequence rows sent in a call of their own (no call came within the linger).
+    pub seq_alone: AtomicU64,
 }
 
 enum Job {
@@ -237,9 +242,16 @@ impl RedisStore {
             })
             .collect();
         let mux = match &client {
-            Client::One(_) => Some(Mux::start(client.clone(), t).map_err(|e| {
-                ConfigError::invalid("state.redis", format!("cannot start its I/O thread: {e}"))
-            })?),
+            Client::One(_) => Some(
+                Mux::start(client.clone(), t, cfg.rows_linger, Arc::clone(&counters)).map_err(
+                    |e| {
+                        ConfigError::invalid(
+                            "state.redis",
+                            format!("cannot start its I/O thread: {e}"),
+                        )
+                    },
+                )?,
+            ),
             Client::Cluster(_) => None,
         };
         let specs = (0..plan.sources.len())
@@ -277,31 +289,6 @@ impl RedisStore {
             me.pool.lock().push(con);
         }
         Ok(me)
-    }
-
-    /// `FCALL <function>` (or `EVALSHA <hash>` where the server took no library) or,
-    /// when a server lacks it, `EVAL <script>`.
-    fn script_cmd(&self, eval: bool) -> Cmd {
-        if eval {
-            let mut c = redis::cmd("EVAL");
-            c.arg(&self.code.eval);
-            c
-        } else if self.fcall.load(Relaxed) {
-            let mut c = redis::cmd("FCALL");
-            c.arg(&self.code.function);
-            c
-        } else {
-            let mut c = redis::cmd("EVALSHA");
-            c.arg(self.code.script.get_hash());
-            c
-        }
-    }
-
-    /// `FUNCTION LOAD` of the library (a cluster routes it to every primary).
-    fn load_function_cmd(&self) -> Cmd {
-        let mut c = redis::cmd("FUNCTION");
-        c.arg("LOAD").arg("REPLACE").arg(&self.code.library);
-        c
     }
 
     /// `SCRIPT LOAD` and `FUNCTION LOAD` (a cluster routes both to every primary). A
@@ -375,41 +362,6 @@ impl RedisStore {
         fault
     }
 
-    /// The script call over `sources`' keys for `req` (`outcome`: only the groups
-    /// `action` enters, each key at its event's effective time).
-    #[allow(clippy::too_many_arguments)]
-    fn call(
-        &self,
-        plan: &Plan,
-        req: &Request,
-        sources: &[usize],
-        lateness_ms: i64,
-        outcome: Option<Action>,
-        te: &[i64],
-        eval: bool,
-        rows: Option<&SeqReply>,
-    ) -> Cmd {
-        let mut c = self.script_cmd(eval);
-        c.arg(sources.len());
-        for &s in sources {
-            c.arg(self.key(s, self.pkey(s, req.keys[s])));
-        }
-        c.arg(if outcome.is_some() { "o" } else { "u" })
-            .arg(&script::common_blob(req.ts, lateness_ms, self.ttl_ms)[..]);
-        let mut blob = Vec::with_capacity(512);
-        for &s in sources {
-            blob.clear();
-            let o = outcome.map(|a| (a, te[s]));
-            let h = |h| self.value_hash(h);
-            script::key_blob(&self.specs[s], plan, req, s, o, h, &mut blob);
-            if let Some(r) = rows {
-                blob.extend_from_slice(&r.early[s]);
-            }
-            c.arg(&blob[..]);
-        }
-        c
-    }
-
     /// Reads and updates every source's key in one round trip (one script call on one
     /// server; one pipeline of per-key calls on a cluster), waiting at most the timeout.
     pub fn read_update(
@@ -477,15 +429,15 @@ impl RedisStore {
         seq: &mut SeqReply,
     ) -> Result<Vec<Value>, StateFault> {
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
-        let run = |eval: bool| {
-            let c = self.call(plan, req, sources, lateness_ms, None, &[], eval, Some(seq));
-            m.call(c.get_packed_command(), 1, deadline)
+        let run = |eval: bool, seq: &SeqReply| {
+            let c = self.carrier(plan, req, sources, lateness_ms, eval, seq);
+            m.call_carrier(c, deadline)
         };
-        let mut got = run(false);
+        let mut got = run(false, seq);
         // The server lacks the script (restarted): nothing ran; again with its text, and
         // the library loaded again in the background.
         if matches!(&got, Ok(v) if v.first().is_some_and(missing)) {
-            got = run(true);
+            got = run(true, seq);
             seq.eval = true;
             if self.fcall.load(Relaxed) {
                 self.offer(vec![self.load_function_cmd()]);
@@ -583,7 +535,13 @@ impl RedisStore {
     }
 
     /// Waits until the background writes queued so far are done (or `timeout`).
+    /// Sequence rows held for the next call go first, each in a call of its own.
     pub fn flush(&self, timeout: Duration) -> bool {
+        if let Some(m) = &self.mux {
+            if !m.flush(Instant::now() + timeout) {
+                return false;
+            }
+        }
         let (tx, rx) = bounded(1);
         if self.jobs.send_timeout(Job::Flush(tx), timeout).is_err() {
             return false;

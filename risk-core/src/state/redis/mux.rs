@@ -1,6 +1,6 @@
 //! One Redis connection shared by every concurrent decision, pipelined: callers hand
-//! their packed command to an I/O thread through a bounded queue and wait for their own
-//! reply, at most their deadline.
+//! their command to an I/O thread through a bounded queue and wait for their own reply,
+//! at most their deadline.
 //!
 //! Why a thread of our own: the `redis` crate's `MultiplexedConnection` needs an async
 //! runtime (tokio), and the engine is runtime-free (DESIGN.md). The thread keeps the
@@ -9,8 +9,20 @@
 //! the oldest in flight, repeat. While one reply is read, new requests gather in the
 //! queue and go out together next: with N callers a round trip carries up to N
 //! decisions, so throughput is no longer round trips × threads (measured in
-//! NOTES-redis-floor.md / BENCHMARKS.md). The queue is bounded (`MAX_IN_FLIGHT`): a full
-//! one answers at once with an error (the decision degrades, counted), never blocks.
+//! BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one answers at
+//! once with an error (the decision degrades, counted), never blocks.
+//!
+//! Carried rows: a sequence row that holds a decision's own state features is known only
+//! once that decision's call answered ([`super::seq`]). The caller queues it here
+//! ([`Mux::defer`]) and the thread keeps it until the next decision's call it writes
+//! ([`Carrier`]), which enters it before its own reads (`"u<c>"` in `state.lua`): every
+//! decision is one script call. Rows are queued in the same channel as calls, so a row
+//! is entered before every call this host queued after it. The thread holds at most
+//! [`MAX_CARRY`] rows; when no call comes within the linger (`rows_linger_ms`), or on
+//! [`Mux::flush`], each goes in a `"q"` call of its own. That linger bounds how late
+//! another host sees the row (plus one round trip). A carried row whose call fails is
+//! counted lost; one whose call met a server without the script goes back to be carried
+//! again (the caller repeats its call with the script's text).
 //!
 //! Deadlines: a caller waits on its reply for at most its timeout from the moment it
 //! queued (so queueing counts against it); the thread's socket reads and writes carry
@@ -19,8 +31,9 @@
 //! next request connects again.
 
 use super::super::redis_conn::{Client, Conn};
-use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
-use redis::{RedisError, RedisResult, Value};
+use super::RedisCounters;
+use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use redis::{Cmd, RedisError, RedisResult, Value};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -29,11 +42,47 @@ use std::time::{Duration, Instant};
 /// Requests queued or in flight on the shared connection at most.
 pub(super) const MAX_IN_FLIGHT: usize = 1_024;
 
+/// Rows the I/O thread holds for the next call at most (and carries in one call).
+pub(super) const MAX_CARRY: usize = 64;
+
+/// A decision's `"u"` call in parts, so the I/O thread can add the rows it carries.
+pub(super) struct Carrier {
+    /// The script's call: `FCALL <name>`, `EVALSHA <sha>` or `EVAL <text>`.
+    pub head: Cmd,
+    /// The decision's keys.
+    pub keys: Vec<Vec<u8>>,
+    /// The blob common to every key (`ARGV[2]`).
+    pub common: Vec<u8>,
+    /// One blob per key.
+    pub blobs: Vec<Vec<u8>>,
+}
+
+/// A sequence row waiting for the next call (its key's `"q"` blob).
+pub(super) struct Row {
+    pub key: Vec<u8>,
+    pub blob: Vec<u8>,
+    /// The same row as a `"q"` call of its own (when no call carries it).
+    pub alone: Vec<u8>,
+}
+
+enum Body {
+    Carrier(Carrier),
+    Row(Row),
+    /// Every held row in its own call, then a `PING` answered to the caller.
+    Flush,
+}
+
 struct Req {
-    packed: Vec<u8>,
-    /// Replies this request expects (one per command it packed).
+    body: Body,
+    reply: Reply,
+}
+
+/// A request on the wire.
+struct Flight {
     n: usize,
     reply: Reply,
+    /// Rows it carries (a [`Carrier`]).
+    carried: Vec<Row>,
 }
 
 /// Where a request's replies go.
@@ -64,6 +113,7 @@ impl Reply {
 /// The shared, pipelined connection (one Redis server; a cluster uses [`Conn`]s).
 pub(super) struct Mux {
     tx: Sender<Req>,
+    lost: Arc<AtomicU64>,
 }
 
 /// Why a pipelined call got no reply.
@@ -78,25 +128,50 @@ pub(super) enum MuxError {
 
 impl Mux {
     /// Starts the I/O thread; it connects through `client` on first use, every socket
-    /// read and write bounded by `timeout`.
-    pub fn start(client: Client, timeout: Duration) -> std::io::Result<Self> {
+    /// read and write bounded by `timeout`; a held row waits `linger` at most for a
+    /// call to carry it.
+    pub fn start(
+        client: Client,
+        timeout: Duration,
+        linger: Duration,
+        counters: Arc<RedisCounters>,
+    ) -> std::io::Result<Self> {
         let (tx, rx) = bounded::<Req>(MAX_IN_FLIGHT);
+        let lost = Arc::clone(&counters.seq_lost);
         std::thread::Builder::new()
             .name("risk-state-redis-io".into())
-            .spawn(move || io_loop(client, timeout, rx))?;
-        Ok(Self { tx })
+            .spawn(move || {
+                Io {
+                    client,
+                    timeout,
+                    linger,
+                    counters,
+                    con: None,
+                    inflight: VecDeque::new(),
+                    out: Vec::with_capacity(64 * 1024),
+                    held: Vec::new(),
+                    refused: None,
+                }
+                .run(rx)
+            })?;
+        Ok(Self { tx, lost })
     }
 
-    /// Sends `packed` (`n` commands) and waits for their `n` replies until `deadline`.
-    pub fn call(
-        &self,
-        packed: Vec<u8>,
-        n: usize,
-        deadline: Instant,
-    ) -> Result<Vec<Value>, MuxError> {
+    /// Sends a decision's call, with the rows held so far, and waits for its reply.
+    pub fn call_carrier(&self, c: Carrier, deadline: Instant) -> Result<Vec<Value>, MuxError> {
+        self.wait(Body::Carrier(c), deadline)
+    }
+
+    /// Sends every held row in a call of its own and waits until Redis ran them (or
+    /// `deadline`).
+    pub fn flush(&self, deadline: Instant) -> bool {
+        self.wait(Body::Flush, deadline).is_ok()
+    }
+
+    fn wait(&self, body: Body, deadline: Instant) -> Result<Vec<Value>, MuxError> {
         let (reply, got) = bounded(1);
         let reply = Reply::Wait(reply);
-        match self.tx.try_send(Req { packed, n, reply }) {
+        match self.tx.try_send(Req { body, reply }) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 return Err(MuxError::Busy)
@@ -109,137 +184,259 @@ impl Mux {
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => Err(MuxError::Busy),
         }
     }
-}
 
-impl Mux {
-    /// Sends `packed` (`n` commands) without waiting for its replies: a failure or an
-    /// error reply is counted in `failed`. Queued behind every earlier request, ahead of
-    /// every later one. `Err`: the queue was full (nothing sent, nothing counted).
-    pub fn send(&self, packed: Vec<u8>, n: usize, failed: &Arc<AtomicU64>) -> Result<(), MuxError> {
-        let reply = Reply::Detached(Arc::clone(failed));
+    /// Hands a row to the I/O thread for the next call (not waited for). `Err`: the
+    /// queue was full (the row is lost, counted).
+    pub fn defer(&self, row: Row) -> Result<(), MuxError> {
+        let reply = Reply::Detached(Arc::clone(&self.lost));
         self.tx
-            .try_send(Req { packed, n, reply })
-            .map_err(|_| MuxError::Busy)
+            .try_send(Req {
+                body: Body::Row(row),
+                reply,
+            })
+            .map_err(|_| {
+                self.lost.fetch_add(1, Relaxed);
+                MuxError::Busy
+            })
     }
 }
 
-fn io_loop(client: Client, timeout: Duration, rx: Receiver<Req>) {
-    let mut con: Option<redis::Connection> = None;
-    let mut inflight: VecDeque<Req> = VecDeque::new();
-    let mut out: Vec<u8> = Vec::with_capacity(64 * 1024);
-    loop {
-        // A failed connection attempt answers the rest of its round at once (no
-        // attempt per queued request while Redis is down).
-        let mut refused: Option<RedisError> = None;
-        // Idle: wait for work (the thread ends when the store is dropped).
-        if inflight.is_empty() {
-            match rx.recv() {
-                Ok(r) => queue(
-                    &mut con,
-                    &client,
-                    timeout,
-                    r,
-                    &mut inflight,
-                    &mut out,
-                    &mut refused,
-                ),
-                Err(_) => return,
+/// The I/O thread's state.
+struct Io {
+    client: Client,
+    timeout: Duration,
+    linger: Duration,
+    counters: Arc<RedisCounters>,
+    con: Option<redis::Connection>,
+    inflight: VecDeque<Flight>,
+    out: Vec<u8>,
+    /// Rows waiting for the next call, oldest first.
+    held: Vec<Row>,
+    /// A failed connection attempt answers the rest of its round at once (no attempt
+    /// per queued request while Redis is down).
+    refused: Option<RedisError>,
+}
+
+impl Io {
+    fn run(mut self, rx: Receiver<Req>) {
+        loop {
+            self.refused = None;
+            // Idle: wait for work (the thread ends when the store is dropped); held rows
+            // wait `linger` for a call, then go alone.
+            if self.inflight.is_empty() {
+                let first = if self.held.is_empty() {
+                    rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
+                } else {
+                    rx.recv_timeout(self.linger)
+                };
+                match first {
+                    Ok(r) => self.take(r),
+                    Err(RecvTimeoutError::Timeout) => self.send_held(),
+                    Err(RecvTimeoutError::Disconnected) => {
+                        self.send_held();
+                        self.finish_out();
+                        return;
+                    }
+                }
             }
-        }
-        while let Ok(r) = rx.try_recv() {
-            queue(
-                &mut con,
-                &client,
-                timeout,
-                r,
-                &mut inflight,
-                &mut out,
-                &mut refused,
-            );
-        }
-        if !out.is_empty() {
-            let sent = match con.as_mut() {
-                Some(c) => c.send_packed_command(&out),
-                None => Ok(()),
-            };
-            out.clear();
-            if let Err(e) = sent {
-                fail_all(&mut inflight, &e);
-                con = None;
+            while let Ok(r) = rx.try_recv() {
+                self.take(r);
+            }
+            if !self.finish_out() {
                 continue;
             }
+            self.read_front();
         }
-        let Some(front) = inflight.front() else {
-            continue;
+    }
+
+    /// Writes what was queued; `false`: the write failed (everything in flight failed).
+    fn finish_out(&mut self) -> bool {
+        if self.out.is_empty() {
+            return true;
+        }
+        let sent = match self.con.as_mut() {
+            Some(c) => c.send_packed_command(&self.out),
+            None => Ok(()),
         };
-        let Some(c) = con.as_mut() else {
+        self.out.clear();
+        if let Err(e) = sent {
+            self.fail_all(&e);
+            self.con = None;
+            return false;
+        }
+        true
+    }
+
+    /// Reads the replies of the oldest request in flight and delivers them.
+    fn read_front(&mut self) {
+        let Some(front) = self.inflight.front() else {
+            return;
+        };
+        let Some(c) = self.con.as_mut() else {
             // Unreachable: a request is only in flight on a connection.
-            continue;
+            return;
         };
         let mut replies = Vec::with_capacity(front.n);
-        let mut failed = None;
         for _ in 0..front.n {
             match c.recv_response() {
                 Ok(v) => replies.push(v),
                 Err(e) => {
-                    failed = Some(e);
-                    break;
+                    self.fail_all(&e);
+                    self.con = None;
+                    return;
                 }
             }
         }
-        if let Some(e) = failed {
-            fail_all(&mut inflight, &e);
-            con = None;
-            continue;
+        let Some(f) = self.inflight.pop_front() else {
+            return;
+        };
+        if !f.carried.is_empty() {
+            match replies.first() {
+                // Nothing ran: the caller calls again with the script's text, and
+                // carries them then.
+                Some(v) if super::missing(v) => {
+                    let mut back = f.carried;
+                    back.append(&mut self.held);
+                    self.held = back;
+                }
+                Some(Value::ServerError(_)) | None => {
+                    self.lost(f.carried.len());
+                }
+                Some(_) => {}
+            }
         }
-        if let Some(r) = inflight.pop_front() {
-            r.reply.deliver(Ok(replies));
-        }
+        f.reply.deliver(Ok(replies));
     }
-}
 
-/// Puts `r` in flight (its bytes onto `out`), connecting first when needed; a request
-/// that cannot connect is answered with the error at once.
-#[allow(clippy::too_many_arguments)]
-fn queue(
-    con: &mut Option<redis::Connection>,
-    client: &Client,
-    timeout: Duration,
-    r: Req,
-    inflight: &mut VecDeque<Req>,
-    out: &mut Vec<u8>,
-    refused: &mut Option<RedisError>,
-) {
-    if let Some(e) = refused {
-        r.reply.deliver(Err(copy_error(e)));
-        return;
+    fn lost(&self, n: usize) {
+        self.counters.seq_lost.fetch_add(n as u64, Relaxed);
     }
-    if con.is_none() {
-        match client.connect(timeout) {
-            Ok(Conn::One(c)) => *con = Some(c),
+
+    /// Puts `r` in flight (its bytes onto `out`), or holds its row.
+    fn take(&mut self, r: Req) {
+        match r.body {
+            Body::Row(row) => {
+                self.held.push(row);
+                if self.held.len() > MAX_CARRY {
+                    self.send_held();
+                }
+            }
+            Body::Carrier(c) => {
+                if self.connect() {
+                    let carried = std::mem::take(&mut self.held);
+                    carry(&c, &carried).write_packed_command(&mut self.out);
+                    self.counters
+                        .seq_carried
+                        .fetch_add(carried.len() as u64, Relaxed);
+                    self.push(1, r.reply, carried);
+                } else {
+                    self.reply_refused(r.reply);
+                }
+            }
+            Body::Flush => {
+                self.send_held();
+                if self.connect() {
+                    redis::cmd("PING").write_packed_command(&mut self.out);
+                    self.push(1, r.reply, Vec::new());
+                } else {
+                    self.reply_refused(r.reply);
+                }
+            }
+        }
+    }
+
+    fn push(&mut self, n: usize, reply: Reply, carried: Vec<Row>) {
+        self.inflight.push_back(Flight { n, reply, carried });
+    }
+
+    /// Every held row in a `"q"` call of its own (detached: a failure is counted lost).
+    fn send_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let held = std::mem::take(&mut self.held);
+        if !self.connect() {
+            self.lost(held.len());
+            return;
+        }
+        self.counters
+            .seq_alone
+            .fetch_add(held.len() as u64, Relaxed);
+        for row in held {
+            self.out.extend_from_slice(&row.alone);
+            let failed = Arc::clone(&self.counters.seq_lost);
+            self.push(1, Reply::Detached(failed), Vec::new());
+        }
+    }
+
+    /// Connects when needed; `false`: it could not (the caller is answered by
+    /// [`Io::reply_refused`]).
+    fn connect(&mut self) -> bool {
+        if self.con.is_some() {
+            return true;
+        }
+        if self.refused.is_some() {
+            return false;
+        }
+        match self.client.connect(self.timeout) {
+            Ok(Conn::One(c)) => {
+                self.con = Some(c);
+                true
+            }
             Ok(Conn::Cluster(_)) => {
-                let e = RedisError::from((
+                self.refused = Some(RedisError::from((
                     redis::ErrorKind::Client,
                     "a cluster has no shared connection",
-                ));
-                r.reply.deliver(Err(e));
-                return;
+                )));
+                false
             }
             Err(e) => {
-                r.reply.deliver(Err(copy_error(&e)));
-                *refused = Some(e);
-                return;
+                self.refused = Some(e);
+                false
             }
         }
     }
-    out.extend_from_slice(&r.packed);
-    inflight.push_back(r);
+
+    fn reply_refused(&self, reply: Reply) {
+        let e = match &self.refused {
+            Some(e) => copy_error(e),
+            None => RedisError::from((redis::ErrorKind::Client, "not connected")),
+        };
+        reply.deliver(Err(e));
+    }
+
+    fn fail_all(&mut self, e: &RedisError) {
+        for f in std::mem::take(&mut self.inflight) {
+            self.lost(f.carried.len());
+            f.reply.deliver(Err(copy_error(e)));
+        }
+    }
 }
 
-fn fail_all(inflight: &mut VecDeque<Req>, e: &RedisError) {
-    for r in inflight.drain(..) {
-        r.reply.deliver(Err(copy_error(e)));
+/// `c` with `rows` carried: their keys first (`"u<rows>"` tells the script how many),
+/// then the decision's.
+fn carry(c: &Carrier, rows: &[Row]) -> Cmd {
+    let mut cmd = c.head.clone();
+    cmd.arg(rows.len() + c.keys.len());
+    for r in rows {
+        cmd.arg(&r.key[..]);
     }
+    for k in &c.keys {
+        cmd.arg(&k[..]);
+    }
+    if rows.is_empty() {
+        cmd.arg("u");
+    } else {
+        cmd.arg(format!("u{}", rows.len()));
+    }
+    cmd.arg(&c.common[..]);
+    for r in rows {
+        cmd.arg(&r.blob[..]);
+    }
+    for b in &c.blobs {
+        cmd.arg(&b[..]);
+    }
+    cmd
 }
 
 /// A copy of `e` for each waiting caller (kind and text kept; timeouts stay timeouts).

@@ -13,19 +13,22 @@
 //! field, `dt`, `age`), the row travels in the decision's call and the script inserts it
 //! at its place in time order, exactly as `seq_push` does, after reading the region:
 //! one call per decision, as without sequences. A row that holds the decision's own
-//! state features is known only once that call answered: a second call (`"q"`) enters
-//! it. On one server it goes on the shared pipelined connection and the decision does
-//! not wait for its reply; this host's later calls queue behind it, so its next decision
-//! on the key sees the row. On a cluster it goes through the background writer. What
-//! that costs: another host's decision on the same key between the two calls reads the
-//! sequence without this row (rows still land in time order), and the server runs a
-//! second script call. A row whose write fails or is shed is counted
+//! state features is known only once that call answered. On one server the row goes to
+//! the shared connection's I/O thread, which carries it in this host's next decision's
+//! call (the script enters it before that call's reads: still one call per decision) or,
+//! when no call comes within `rows_linger_ms`, sends it in a `"q"` call of its own
+//! ([`super::mux`]); this host's later calls queue behind it, so its next decision on the
+//! key sees the row. On a cluster it goes through the background writer. What that
+//! costs: another host's decision on the same key before the row is entered (at most
+//! the linger plus a round trip after this decision) reads the sequence without it
+//! (rows still land in time order). A row whose write fails or is shed is counted
 //! (`StateStats::sequence_rows_lost`), never retried.
 
 use super::super::mem::Applied;
 use super::super::plan::Request;
 use super::super::record::Rec;
 use super::super::seq_plan::SeqPlans;
+use super::mux::Row;
 use super::region::{Region, SeqReply};
 use super::script;
 use super::RedisStore;
@@ -104,13 +107,14 @@ impl RedisStore {
             }
         }
         if !rows.is_empty() {
-            self.push_rows(req, &rows, rep.eval);
+            self.push_rows(req, rows, rep.eval);
         }
     }
 
-    /// The `"q"` call(s) entering `rows` (per source, its blob); not waited for.
-    fn push_rows(&self, req: &Request, rows: &[(usize, Vec<u8>)], eval: bool) {
-        let cmd = |rows: &[(usize, Vec<u8>)], eval: bool| {
+    /// Enters `rows` (per source, its blob) by `"q"` calls or carried in the next call;
+    /// not waited for.
+    fn push_rows(&self, req: &Request, rows: Vec<(usize, Vec<u8>)>, eval: bool) {
+        let cmd = |rows: &[(usize, &[u8])], eval: bool| {
             let mut c = self.script_cmd(eval);
             c.arg(rows.len());
             for (s, _) in rows {
@@ -119,23 +123,25 @@ impl RedisStore {
             c.arg("q")
                 .arg(&script::common_blob(req.ts, 0, self.ttl_ms)[..]);
             for (_, b) in rows {
-                c.arg(&b[..]);
+                c.arg(*b);
             }
             c
         };
         match &self.mux {
+            // Held by the I/O thread and carried in this host's next call.
             Some(m) => {
-                let c = cmd(rows, eval);
-                if m.send(c.get_packed_command(), 1, &self.counters.seq_lost)
-                    .is_err()
-                {
-                    self.counters
-                        .seq_lost
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                for (s, blob) in rows {
+                    let row = Row {
+                        key: self.key(s, self.pkey(s, req.keys[s])).into_bytes(),
+                        alone: cmd(&[(s, &blob)], eval).get_packed_command(),
+                        blob,
+                    };
+                    // A full queue: counted lost by `defer`.
+                    let _ = m.defer(row);
                 }
             }
             // A cluster: one call per key (each in its own slot), in the background.
-            None => self.offer(rows.chunks(1).map(|r| cmd(r, true)).collect()),
+            None => self.offer(rows.iter().map(|(s, b)| cmd(&[(*s, b)], true)).collect()),
         }
     }
 }

@@ -33,7 +33,9 @@
 -- versions) reports status 1, a malformed string status 2.
 --
 -- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label), "q" (enter
--- sequence rows).
+-- sequence rows); "u<c>" (c a decimal count): the first c keys of KEYS and their blobs
+-- are "q" rows this host held for this call, entered before the rest is read and
+-- updated as "u" (the replies are the rest's).
 -- "u"/"o"/"q": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its
 --   blob: the spec: I4 check, I2 n, I4 K, I2 nq, then per group B kind, B cols, d width,
 --   I4 B, I4 D, I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff
@@ -557,8 +559,9 @@ if mode == 'l' then
   return reached
 end
 
-if mode == 'q' then
-  for k = 1, #KEYS do
+-- Rows held by the host ("q" blobs) entered into KEYS[from..to], each blob ARGV[2 + k].
+local function enter_rows(from, to)
+  for k = from, to do
     KEY = KEYS[k]
     local blob = ARGV[2 + k]
     local G = spec_of(blob)
@@ -575,12 +578,25 @@ if mode == 'q' then
       end
     end
   end
+end
+
+if mode == 'q' then
+  enter_rows(1, #KEYS)
   return 1
+end
+
+-- "u<c>": the first c keys carry rows held by the host, entered before this call's reads.
+local carried = 0
+if #mode > 1 and string.byte(mode, 1) == 117 then
+  carried = tonumber(string.sub(mode, 2))
+  if not carried or carried < 0 or carried > #KEYS then return redis.error_reply('bad mode') end
+  mode = 'u'
+  enter_rows(1, carried)
 end
 
 local ts, lateness, ttl = unpack_('<ddd', ARGV[2])
 local replies = {}
-for k = 1, #KEYS do
+for k = carried + 1, #KEYS do
   KEY = KEYS[k]
   local blob = ARGV[2 + k]
   local G = spec_of(blob)
@@ -644,7 +660,7 @@ for k = 1, #KEYS do
     if refresh then redis.call('PEXPIRE', KEY, ttl) end
     if mode == 'u' then
       if G.nq == 0 then
-        replies[k] = pack(G.rf, unpack(R))
+        replies[k - carried] = pack(G.rf, unpack(R))
       else
         R[x + 1] = clock
         local parts, Q = { pack(G.rf, unpack(R)) }, G.Q
@@ -658,11 +674,11 @@ for k = 1, #KEYS do
           end
           pos = pos + 1 + rb - 8
         end
-        replies[k] = table.concat(parts)
+        replies[k - carried] = table.concat(parts)
       end
     end
   elseif mode == 'u' then
-    replies[k] = false
+    replies[k - carried] = false
   end
 end
 if mode == 'o' then return 1 end
