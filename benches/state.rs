@@ -166,16 +166,18 @@ pub fn throughput(c: &mut Criterion) {
 /// (`INFO commandstats`: script microseconds / decisions), and two-thread decisions/s
 /// with the Redis store (one shared pipelined connection); each with and without the
 /// card's sequence of 32 transactions x 9 values (`synth::sequence_def`: its region read
-/// in the same call, its row entered by a second call not waited for), alternated twice.
+/// in the same call, its row, which holds state features, carried in this host's next
+/// call), alternated twice.
 /// The store before [18] (two MessagePack scripts per decision, a connection per thread)
 /// is not kept as a peer: its figures are BENCHMARKS.md [11] (256 us of server time, p50
 /// 378 us, 3.6 k/s).
 pub fn redis(c: &mut Criterion) {
     use risk_core::state::RedisConfig;
     let url = std::env::var("RISK_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6390/".into());
-    // 0: no sequence; 1: the card's 32 x 9 with state features in each row (a second
-    // call enters the row: `txn_count_1h`, and `hour`, which this set redefines as a
-    // card average); 2: the same without them, 32 x 7 (the row rides the one call).
+    // 0: no sequence; 1: the card's 32 x 9 with state features in each row (known after
+    // the call: `txn_count_1h`, and `hour`, which this set redefines as a card average;
+    // the next call carries the row); 2: the same without them, 32 x 7 (the row rides
+    // its own decision's call).
     let cfg = |seq: usize| {
         let mut c = ten_features();
         if seq > 0 {
@@ -229,14 +231,16 @@ pub fn redis(c: &mut Criterion) {
             let (calls, usec) = (after.0 - before.0, after.1 - before.1);
             let stats = st.stats();
             println!(
-                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}",
+                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}, carried {}, alone {}",
                 q(0.5),
                 q(0.99),
                 q(1.0),
                 usec as f64 / 20_000.0,
                 calls,
                 stats.degraded,
-                stats.sequence_rows_lost
+                stats.sequence_rows_lost,
+                stats.sequence_rows_carried,
+                stats.sequence_rows_alone
             );
         }
     }

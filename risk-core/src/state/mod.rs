@@ -315,8 +315,9 @@ impl StateEngine {
     }
 
     /// Computes the state features of `txn` into it, as of wall time `now_ms` (list
-    /// expiry, the future bound), and enters it into the state. Everything the state
-    /// reads from `txn` is read before anything is written.
+    /// expiry, the future bound), and enters it into the state. The list hits are
+    /// written first (a sequence row may hold one); everything the windows read from
+    /// `txn` is read before they write.
     #[inline]
     pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> StateOutcome {
         use plan::MAX_LISTS;
@@ -330,6 +331,10 @@ impl StateEngine {
                 }
                 hits[i] = hit as u8 as f32;
             }
+        }
+        let out = txn.features.values_mut();
+        for (l, h) in self.plan.lists.iter().zip(hits) {
+            out[l.slot.index()] = h;
         }
         let lists_stale = !self.plan.lists.is_empty() && self.lists.stale();
         if lists_stale {
@@ -362,10 +367,6 @@ impl StateEngine {
                     }
                 };
             }
-        }
-        let out = txn.features.values_mut();
-        for (l, h) in self.plan.lists.iter().zip(hits) {
-            out[l.slot.index()] = h;
         }
         res
     }

@@ -389,3 +389,50 @@ fn a_callers_own_sequence_reaches_the_tiers() {
         assert_eq!(e.decide(&t).unwrap().rule_score, len as f32 / 10.0);
     }
 }
+
+/// A row holding a list feature holds this transaction's hit (the list is read before
+/// the row is entered), on the row it enters and on the ones after.
+#[test]
+fn a_row_holds_the_transactions_own_list_hit() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = StateConfig {
+        sequences: vec![SequenceDef::new(
+            "card",
+            KeySource::Entity,
+            4,
+            &["amount", "list.blocked_devices.device"],
+        )],
+        lists: vec![risk_core::state::ListDef {
+            name: "blocked_devices".into(),
+            key: KeySource::Device,
+            file: None,
+        }],
+        dir: Some(dir.path().to_path_buf()),
+        ..StateConfig::default()
+    };
+    let s = schema(&cfg);
+    let st = StateEngine::new(cfg, Arc::clone(&s), clock(T0 + DAY)).unwrap();
+    st.lists().add("blocked_devices", "42", None).unwrap();
+    let txn = |id: u64, device: u64| {
+        Transaction::builder(&s)
+            .id(id)
+            .entity(7)
+            .timestamp_ms(T0 + id as i64 * 1_000)
+            .amount(id as f64, "USD")
+            .device(device)
+            .build()
+            .unwrap()
+    };
+    let mut t = txn(1, 42);
+    st.apply(&mut t);
+    assert_eq!(t.features.by_name("list.blocked_devices.device"), Some(1.0));
+    let q = t.sequences.get("card").unwrap();
+    assert_eq!((q.len(), q.row(0)), (1, &[1.0, 1.0][..]));
+    let mut t = txn(2, 43);
+    st.apply(&mut t);
+    let q = t.sequences.get("card").unwrap();
+    assert_eq!(q.len(), 2);
+    let rows: Vec<&[f32]> = (0..2).map(|r| q.row(r)).collect();
+    assert!(rows.contains(&&[1.0, 1.0][..]), "{rows:?}");
+    assert!(rows.contains(&&[2.0, 0.0][..]), "{rows:?}");
+}

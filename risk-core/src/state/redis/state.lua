@@ -486,7 +486,24 @@ end
 -- oldest row, or the event when it is older than every row held. `reg`: the region as
 -- read already (nil: read here).
 local function seq_push(off, rows, rb, t, vals, reg)
-  reg = reg or getr(off, 16 + rows * rb)
+  if not reg then
+    -- Not read yet: a row after every row of a ring with room (the usual case) needs
+    -- the head and the last row's time only, not the whole region.
+    local h = getr(off, 16)
+    local held, start, plo, phi = 0, rows, 0, 0
+    if #h == 16 then held, start, plo, phi = unpack_('<I4I4I4I4', h) end
+    if held < rows and start < rows then
+      local last = held > 0 and 17 + ((start + held - 1) % rows) * rb
+      if not last or i64(unpack_('<I4I4', getr(off + last - 1, 8))) <= t then
+        local prev = NOH
+        if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
+        setr(off + 16 + ((start + held) % rows) * rb, i64_bytes(t) .. vals)
+        setr(off, seq_head_bytes(held + 1, start, prev))
+        return
+      end
+    end
+    reg = getr(off, 16 + rows * rb)
+  end
   local held, start, plo, phi = unpack_('<I4I4I4I4', reg)
   local prev = NOH
   if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
