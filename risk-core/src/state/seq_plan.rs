@@ -204,10 +204,13 @@ fn compile_one(
         .map(|f| compile_filter(f, schema, &format!("{at}.filter")))
         .collect::<Result<Vec<_>, _>>()?;
     let source = plan.source(key, at)?;
+    // The windows' output slots (the lists' come after them: their hits are written
+    // before the store is called, so a row holding one is known early).
+    let windows = &plan.slots[..plan.slots.len() - plan.lists.len()];
     let early = stored.iter().all(|v| match v {
-        SeqValue::Slot(s) => !plan.slots.contains(s),
+        SeqValue::Slot(s) => !windows.contains(s),
         SeqValue::Amount => true,
-    }) && filters.iter().all(|f| !plan.slots.contains(&f.slot()));
+    }) && filters.iter().all(|f| !windows.contains(&f.slot()));
     Ok(SeqPlan {
         name: d.name.as_str().into(),
         source,
@@ -228,7 +231,7 @@ mod tests {
     use std::time::Duration;
 
     /// Which sequences' rows are known before the store answers (`early`): none of
-    /// their values or filters reads a slot state fills.
+    /// their values or filters reads a slot the windows fill (list hits come first).
     #[test]
     fn a_row_holding_or_filtered_by_a_state_feature_is_not_early() {
         let seq = |fields: &[&str], filter_on: Option<&str>| {
@@ -246,6 +249,11 @@ mod tests {
                 features: vec![FeatureDef::new("n_1h", KeySource::Entity, Agg::Count)
                     .window(Duration::from_secs(3_600), 12)],
                 sequences: vec![d],
+                lists: vec![crate::state::ListDef {
+                    name: "blocked".into(),
+                    key: KeySource::Device,
+                    file: None,
+                }],
                 ..StateConfig::default()
             };
             let schema = cfg
@@ -259,5 +267,8 @@ mod tests {
         assert!(seq(&["amount"], Some("mcc")));
         assert!(!seq(&["amount", "n_1h"], None));
         assert!(!seq(&["amount"], Some("n_1h")));
+        // A list hit is written before the store is called.
+        assert!(seq(&["amount", "list.blocked.device"], None));
+        assert!(seq(&["amount"], Some("list.blocked.device")));
     }
 }

@@ -181,3 +181,9 @@ fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
     b.apply(&mut t);
     assert_eq!(rows(&t), 2, "a's flushed row and b's own");
 }
+
+/// A row holding a list hit (shared lists on Redis) holds this transaction's own hit.
+#[test]
+fn a_row_holds_the_transactions_own_list_hit_on_redis() {
+    super::sequence::list_hit_rows(Some(redis(&prefix("seq-list"))));
+}

@@ -394,8 +394,15 @@ fn a_callers_own_sequence_reaches_the_tiers() {
 /// the row is entered), on the row it enters and on the ones after.
 #[test]
 fn a_row_holds_the_transactions_own_list_hit() {
+    list_hit_rows(None);
+}
+
+/// The list-hit rows of [`a_row_holds_the_transactions_own_list_hit`], in process or on
+/// Redis (`redis`).
+pub(super) fn list_hit_rows(redis: Option<risk_core::state::RedisConfig>) {
     let dir = tempfile::tempdir().unwrap();
     let cfg = StateConfig {
+        redis,
         sequences: vec![SequenceDef::new(
             "card",
             KeySource::Entity,
