@@ -439,9 +439,14 @@ fn a_slow_encoder_stops_at_the_budget() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let start = Arc::new(Mutex::new(Instant::now()));
     let (seen2, start2) = (seen.clone(), start.clone());
-    // Layer 1 is slow: it runs until the budget has passed.
+    // Layer 1 is slow: it runs until the budget has passed since layer 0 began, which
+    // is after the scorer set its deadline (a start taken before the call let a
+    // descheduled caller's deadline fall after the spin: layer 2 ran, CI).
     let hook = Arc::new(move |layer: usize| {
         seen2.lock().unwrap().push(layer);
+        if layer == 0 {
+            *start2.lock().unwrap() = Instant::now();
+        }
         if layer == 1 {
             let t0 = *start2.lock().unwrap();
             while t0.elapsed() <= budget {
@@ -463,7 +468,6 @@ fn a_slow_encoder_stops_at_the_budget() {
     let t = risk_core::synth::generate(&risk_core::synth::SynthConfig::new(1, 2))[0]
         .txn
         .clone();
-    *start.lock().unwrap() = Instant::now();
     assert_eq!(m.score_within(&t, budget), Err(ScoreError::Cancelled));
     // The check before layer 1 (after the slow hook) stops the run; on a machine so
     // loaded that tokenizing took the whole budget, the check before layer 0 does.
@@ -472,7 +476,6 @@ fn a_slow_encoder_stops_at_the_budget() {
     assert_eq!(m.stats().stopped, 1);
     // Without a deadline the same scorer finishes all six layers.
     seen.lock().unwrap().clear();
-    *start.lock().unwrap() = Instant::now() - budget;
     assert!(m.score(&t).is_ok());
     assert_eq!(*seen.lock().unwrap(), (0..6).collect::<Vec<_>>());
     let _ = std::fs::remove_dir_all(&dir);

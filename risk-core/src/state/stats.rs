@@ -48,10 +48,12 @@ pub struct StateStats {
     /// Sequence rows (Redis) whose write failed or was shed: the row is missing from
     /// its key's sequence.
     pub sequence_rows_lost: u64,
-    /// Sequence rows holding a decision's own state features that a later decision's
-    /// call carried (Redis, one server: no call of their own).
+    /// Sequence rows holding a decision's own state features sent in a later
+    /// decision's call (Redis, one server: no call of their own); a row whose call then
+    /// failed is also in [`sequence_rows_lost`](Self::sequence_rows_lost).
     pub sequence_rows_carried: u64,
-    /// Such rows sent in a call of their own (no call came within `rows_linger_ms`).
+    /// Such rows sent in a call of their own (no call came within `rows_linger_ms`, a
+    /// flush, or a server that had lost the script); failures also count as lost.
     pub sequence_rows_alone: u64,
     /// Decisions whose list features came from shared lists while Redis could not be
     /// reached (the last known entries).

@@ -19,9 +19,7 @@ impl RedisStore {
     /// when a server lacks it, `EVAL <script>`.
     pub(super) fn script_cmd(&self, eval: bool) -> Cmd {
         if eval {
-            let mut c = redis::cmd("EVAL");
-            c.arg(&self.code.eval);
-            c
+            self.code.eval_cmd()
         } else if self.fcall.load(Relaxed) {
             let mut c = redis::cmd("FCALL");
             c.arg(&self.code.function);

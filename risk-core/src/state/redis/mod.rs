@@ -241,16 +241,19 @@ impl RedisStore {
                 _ => Domain::Group,
             })
             .collect();
+        let code = Code::new();
         let mux = match &client {
             Client::One(_) => Some(
-                Mux::start(client.clone(), t, cfg.rows_linger, Arc::clone(&counters)).map_err(
-                    |e| {
-                        ConfigError::invalid(
-                            "state.redis",
-                            format!("cannot start its I/O thread: {e}"),
-                        )
-                    },
-                )?,
+                Mux::start(
+                    client.clone(),
+                    t,
+                    cfg.rows_linger,
+                    Arc::clone(&counters),
+                    code.eval_cmd(),
+                )
+                .map_err(|e| {
+                    ConfigError::invalid("state.redis", format!("cannot start its I/O thread: {e}"))
+                })?,
             ),
             Client::Cluster(_) => None,
         };
@@ -268,7 +271,7 @@ impl RedisStore {
             domains,
             pseudo: cfg.pseudonymiser.clone(),
             shard_cap: (cfg.max_pending / pending::PENDING_SHARDS as usize).max(1),
-            code: Code::new(),
+            code,
             fcall: AtomicBool::new(false),
             prefix: format!("{}:{fp:016x}", cfg.prefix),
             cfg,
@@ -538,7 +541,11 @@ impl RedisStore {
     /// Sequence rows held for the next call go first, each in a call of its own.
     pub fn flush(&self, timeout: Duration) -> bool {
         if let Some(m) = &self.mux {
-            if !m.flush(Instant::now() + timeout) {
+            // A timeout past what an `Instant` holds: a year is as good as forever here.
+            let deadline = Instant::now()
+                .checked_add(timeout)
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400));
+            if !m.flush(deadline) {
                 return false;
             }
         }

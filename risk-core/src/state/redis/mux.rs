@@ -21,8 +21,11 @@
 //! [`MAX_CARRY`] rows; when no call comes within the linger (`rows_linger_ms`), or on
 //! [`Mux::flush`], each goes in a `"q"` call of its own. That linger bounds how late
 //! another host sees the row (plus one round trip). A carried row whose call fails is
-//! counted lost; one whose call met a server without the script goes back to be carried
-//! again (the caller repeats its call with the script's text).
+//! counted lost (`sequence_rows_carried` and `_alone` count rows as sent; `_lost`, those
+//! whose call then failed); rows whose call met a server without the script (a restart)
+//! go at once in an `EVAL` call of their own: calls already written behind that one read
+//! without them. The thread is not joined when the store is dropped: it writes what it
+//! holds once the queue closes; call `flush` before exit to know the rows landed.
 //!
 //! Deadlines: a caller waits on its reply for at most its timeout from the moment it
 //! queued (so queueing counts against it); the thread's socket reads and writes carry
@@ -89,8 +92,8 @@ struct Flight {
 enum Reply {
     /// To its caller, waiting.
     Wait(Sender<RedisResult<Vec<Value>>>),
-    /// Nowhere: a failure or an error reply is counted here.
-    Detached(Arc<AtomicU64>),
+    /// Nowhere: a failure or an error reply adds its weight (rows) here.
+    Detached(Arc<AtomicU64>, u64),
 }
 
 impl Reply {
@@ -100,10 +103,10 @@ impl Reply {
             Reply::Wait(s) => {
                 let _ = s.send(r);
             }
-            Reply::Detached(failed) => {
+            Reply::Detached(failed, weight) => {
                 let ok = r.is_ok_and(|v| !v.iter().any(|x| matches!(x, Value::ServerError(_))));
                 if !ok {
-                    failed.fetch_add(1, Relaxed);
+                    failed.fetch_add(weight, Relaxed);
                 }
             }
         }
@@ -129,12 +132,14 @@ pub(super) enum MuxError {
 impl Mux {
     /// Starts the I/O thread; it connects through `client` on first use, every socket
     /// read and write bounded by `timeout`; a held row waits `linger` at most for a
-    /// call to carry it.
+    /// call to carry it. `eval`: `EVAL <script>`, for rows a server without the script
+    /// refused.
     pub fn start(
         client: Client,
         timeout: Duration,
         linger: Duration,
         counters: Arc<RedisCounters>,
+        eval: Cmd,
     ) -> std::io::Result<Self> {
         let (tx, rx) = bounded::<Req>(MAX_IN_FLIGHT);
         let lost = Arc::clone(&counters.seq_lost);
@@ -146,10 +151,12 @@ impl Mux {
                     timeout,
                     linger,
                     counters,
+                    eval,
                     con: None,
                     inflight: VecDeque::new(),
                     out: Vec::with_capacity(64 * 1024),
                     held: Vec::new(),
+                    held_since: Instant::now(),
                     refused: None,
                 }
                 .run(rx)
@@ -188,7 +195,7 @@ impl Mux {
     /// Hands a row to the I/O thread for the next call (not waited for). `Err`: the
     /// queue was full (the row is lost, counted).
     pub fn defer(&self, row: Row) -> Result<(), MuxError> {
-        let reply = Reply::Detached(Arc::clone(&self.lost));
+        let reply = Reply::Detached(Arc::clone(&self.lost), 1);
         self.tx
             .try_send(Req {
                 body: Body::Row(row),
@@ -207,11 +214,15 @@ struct Io {
     timeout: Duration,
     linger: Duration,
     counters: Arc<RedisCounters>,
+    /// `EVAL <script>`.
+    eval: Cmd,
     con: Option<redis::Connection>,
     inflight: VecDeque<Flight>,
     out: Vec<u8>,
     /// Rows waiting for the next call, oldest first.
     held: Vec<Row>,
+    /// When the oldest held row came (it goes alone `linger` after).
+    held_since: Instant,
     /// A failed connection attempt answers the rest of its round at once (no attempt
     /// per queued request while Redis is down).
     refused: Option<RedisError>,
@@ -224,10 +235,10 @@ impl Io {
             // Idle: wait for work (the thread ends when the store is dropped); held rows
             // wait `linger` for a call, then go alone.
             if self.inflight.is_empty() {
-                let first = if self.held.is_empty() {
-                    rx.recv().map_err(|_| RecvTimeoutError::Disconnected)
-                } else {
-                    rx.recv_timeout(self.linger)
+                let until = self.held_since.checked_add(self.linger);
+                let first = match until {
+                    Some(t) if !self.held.is_empty() => rx.recv_deadline(t),
+                    _ => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
                 };
                 match first {
                     Ok(r) => self.take(r),
@@ -292,12 +303,14 @@ impl Io {
         };
         if !f.carried.is_empty() {
             match replies.first() {
-                // Nothing ran: the caller calls again with the script's text, and
-                // carries them then.
+                // Nothing ran (the server lost the script): the rows go at once, with
+                // the script's text. Calls already written behind this one read without
+                // them (the window of a server restart).
                 Some(v) if super::missing(v) => {
-                    let mut back = f.carried;
-                    back.append(&mut self.held);
-                    self.held = back;
+                    let n = f.carried.len() as u64;
+                    self.counters.seq_carried.fetch_sub(n, Relaxed);
+                    self.counters.seq_alone.fetch_add(n, Relaxed);
+                    self.eval_rows(&f.carried);
                 }
                 Some(Value::ServerError(_)) | None => {
                     self.lost(f.carried.len());
@@ -308,6 +321,24 @@ impl Io {
         f.reply.deliver(Ok(replies));
     }
 
+    /// `rows` in one `"q"` call with the script's text, written now (detached).
+    fn eval_rows(&mut self, rows: &[Row]) {
+        let mut c = self.eval.clone();
+        c.arg(rows.len());
+        for r in rows {
+            c.arg(&r.key[..]);
+        }
+        // `"q"` reads no common values (each row's blob holds its time).
+        c.arg("q").arg(&[0u8; 24][..]);
+        for r in rows {
+            c.arg(&r.blob[..]);
+        }
+        // Written with the next round, ahead of every request taken after this reply.
+        c.write_packed_command(&mut self.out);
+        let failed = Arc::clone(&self.counters.seq_lost);
+        self.push(1, Reply::Detached(failed, rows.len() as u64), Vec::new());
+    }
+
     fn lost(&self, n: usize) {
         self.counters.seq_lost.fetch_add(n as u64, Relaxed);
     }
@@ -316,6 +347,9 @@ impl Io {
     fn take(&mut self, r: Req) {
         match r.body {
             Body::Row(row) => {
+                if self.held.is_empty() {
+                    self.held_since = Instant::now();
+                }
                 self.held.push(row);
                 if self.held.len() > MAX_CARRY {
                     self.send_held();
@@ -334,6 +368,11 @@ impl Io {
                 }
             }
             Body::Flush => {
+                if self.held.is_empty() && self.inflight.is_empty() {
+                    // Nothing to wait for (and no connection needed).
+                    r.reply.deliver(Ok(Vec::new()));
+                    return;
+                }
                 self.send_held();
                 if self.connect() {
                     redis::cmd("PING").write_packed_command(&mut self.out);
@@ -365,7 +404,7 @@ impl Io {
         for row in held {
             self.out.extend_from_slice(&row.alone);
             let failed = Arc::clone(&self.counters.seq_lost);
-            self.push(1, Reply::Detached(failed), Vec::new());
+            self.push(1, Reply::Detached(failed, 1), Vec::new());
         }
     }
 

@@ -44,6 +44,13 @@ impl Code {
             function,
         }
     }
+
+    /// `EVAL <script>`: the call for a server that lacks the script.
+    pub fn eval_cmd(&self) -> redis::Cmd {
+        let mut c = redis::cmd("EVAL");
+        c.arg(&self.eval);
+        c
+    }
 }
 
 /// Group flags of an input blob.
