@@ -33,9 +33,7 @@ impl RedisStore {
 
     /// `FUNCTION LOAD` of the library (a cluster routes it to every primary).
     pub(super) fn load_function_cmd(&self) -> Cmd {
-        let mut c = redis::cmd("FUNCTION");
-        c.arg("LOAD").arg("REPLACE").arg(&self.code.library);
-        c
+        self.code.function_load_cmd()
     }
 
     /// The script call over `sources`' keys for `req` (`outcome`: only the groups

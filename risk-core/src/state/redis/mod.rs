@@ -155,6 +155,8 @@ fn missing(v: &Value) -> bool {
 fn missing_err(e: &redis::RedisError) -> bool {
     e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
         || e.detail().is_some_and(|d| d.contains("Function not found"))
+        // A pipeline's error has no detail of its own: its text holds the first reply's.
+        || e.to_string().contains("Function not found")
 }
 
 impl RedisStore {
@@ -195,6 +197,8 @@ impl RedisStore {
         let bg_timeout = cfg.timeout.max(Duration::from_millis(100));
         let bg_client = Client::open(&cfg, &access, bg_timeout)?;
         let bg_counters = Arc::clone(&counters);
+        let code = Code::new();
+        let loads = [code.script_load_cmd(), code.function_load_cmd()];
         std::thread::Builder::new()
             .name("risk-state-redis".into())
             .spawn(move || {
@@ -214,7 +218,18 @@ impl RedisStore {
                         bg_counters.errors.fetch_add(1, Relaxed);
                         continue;
                     };
-                    match c.pipeline(&cmds) {
+                    let mut got = c.pipeline(&cmds);
+                    // One server without the script (a restart): none of these calls ran
+                    // (a job is either script calls by name or other commands); loaded
+                    // again, they go once more.
+                    if let (Err(e), Conn::One(_)) = (&got, &*c) {
+                        if missing_err(e) {
+                            let _ = c.query::<Value>(&loads[0]);
+                            let _ = c.query::<Value>(&loads[1]);
+                            got = c.pipeline(&cmds);
+                        }
+                    }
+                    match got {
                         Ok(out) => {
                             if let (true, Some(Value::Int(n))) = (counted, out.first()) {
                                 bg_counters.pending_dropped.fetch_add(*n as u64, Relaxed);
@@ -241,7 +256,6 @@ impl RedisStore {
                 _ => Domain::Group,
             })
             .collect();
-        let code = Code::new();
         let mux = match &client {
             Client::One(_) => Some(
                 Mux::start(
@@ -567,7 +581,12 @@ impl RedisStore {
             })
             .collect::<Vec<usize>>()
             .chunks(if self.mux.is_some() { usize::MAX } else { 1 })
-            .map(|ss| self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, true, None))
+            // One server: by the script's name (a server that lost it gets it again from
+            // the writer); a cluster: with its text (nodes are not tracked one by one).
+            .map(|ss| {
+                let eval = self.mux.is_none();
+                self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, eval, None)
+            })
             .collect();
         if !cmds.is_empty() {
             self.offer(cmds);

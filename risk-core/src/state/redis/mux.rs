@@ -15,7 +15,7 @@
 //! Carried rows: a sequence row that holds a decision's own state features is known only
 //! once that decision's call answered ([`super::seq`]). The caller queues it here
 //! ([`Mux::defer`]) and the thread keeps it until the next decision's call it writes
-//! ([`Carrier`]), which enters it before its own reads (`"u<c>"` in `state.lua`): every
+//! ([`Carrier`]), which enters it before its own reads (`"u<c>"` in `state_main.lua`): every
 //! decision is one script call. Rows are queued in the same channel as calls, so a row
 //! is entered before every call this host queued after it. The thread holds at most
 //! [`MAX_CARRY`] rows; when no call comes within the linger (`rows_linger_ms`), or on

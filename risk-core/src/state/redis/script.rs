@@ -11,8 +11,9 @@ use super::super::seq_plan::SeqPlans;
 use super::region::{Region, SeqReply};
 use crate::decision::Action;
 
-/// The state script's body (`state.lua`): its entry is `main(KEYS, ARGV)`.
-const BODY: &str = include_str!("state.lua");
+/// The state script's body (`state.lua` then `state_main.lua`, one Lua chunk: locals
+/// of the first are seen by the second): its entry is `main(KEYS, ARGV)`.
+const BODY: &str = concat!(include_str!("state.lua"), include_str!("state_main.lua"));
 
 /// The script in the two forms a server runs: a function library (Redis 7 and later:
 /// loaded once, its code compiled and its helpers bound once, called by `FCALL`), and a
@@ -43,6 +44,20 @@ impl Code {
             library,
             function,
         }
+    }
+
+    /// `SCRIPT LOAD <script>`.
+    pub fn script_load_cmd(&self) -> redis::Cmd {
+        let mut c = redis::cmd("SCRIPT");
+        c.arg("LOAD").arg(&self.eval);
+        c
+    }
+
+    /// `FUNCTION LOAD REPLACE <library>`.
+    pub fn function_load_cmd(&self) -> redis::Cmd {
+        let mut c = redis::cmd("FUNCTION");
+        c.arg("LOAD").arg("REPLACE").arg(&self.library);
+        c
     }
 
     /// `EVAL <script>`: the call for a server that lacks the script.

@@ -1,0 +1,307 @@
+-- The state script, second part (after state.lua, concatenated by script.rs): a key's
+-- spec and header, sequences, and the entry `main(KEYS, ARGV)`; the call formats are
+-- described at the top of state.lua.
+
+-- ===== a key's spec =====
+-- Parsed specs by their bytes (a function library keeps them between calls; a plain
+-- script parses again each call). Per group (stride S): kind, cols, width, B, D, limit,
+-- L, o, W, roff; and check, K, n, the header's formats, the reply's format, where the
+-- event starts in the blob.
+local SPECS, NSPECS = {}, 0
+local function spec_of(blob)
+  local n, nq = unpack_('<I2', blob, 5), unpack_('<I2', blob, 11)
+  local bytes = string.sub(blob, 1, 12 + 38 * n + 12 * nq)
+  local G = SPECS[bytes]
+  if G then return G end
+  local check, _, K, _, pos = unpack_('<I4I2I4I2', blob)
+  G = {}
+  local nr = 3
+  for j = 0, n - 1 do
+    local b = S * j
+    G[b + 1], G[b + 2], G[b + 3], G[b + 4], G[b + 5], G[b + 6], G[b + 7], G[b + 8], G[b + 9],
+      G[b + 10], pos = unpack_(GF, blob, pos)
+    local kind, cols = G[b + 1], G[b + 2]
+    if kind == 1 then nr = nr + (cols == 1 and 2 or cols == 2 and 3 or 6)
+    elseif kind == 2 then nr = nr + 1
+    else nr = nr + 2 end
+  end
+  local Q = {}
+  for j = 0, nq - 1 do
+    Q[3 * j + 1], Q[3 * j + 2], Q[3 * j + 3], pos = unpack_('<I4I4I4', blob, pos)
+  end
+  if nq > 0 then nr = nr + 1 end -- the key's clock
+  G.check, G.K, G.n, G.nq, G.Q, G.at = check, K, n, nq, Q, pos
+  G.hr, G.hw = '<' .. rep('d', K), '<c4I4' .. rep('d', K)
+  G.rf = '<' .. rep('d', nr)
+  if NSPECS >= 64 then SPECS, NSPECS = {}, 0 end
+  SPECS[bytes], NSPECS = G, NSPECS + 1
+  return G
+end
+
+-- ===== a key's header =====
+-- Its values (false: none to read) and status (0 ok or new, 1 a hash, 2 malformed).
+local function load(G)
+  local K = G.K
+  local hdr = redis.pcall('GETRANGE', KEY, 0, 8 * K + 7)
+  if type(hdr) == 'table' then return false, 1 end -- a hash: the earlier format
+  if hdr == '' then
+    if redis.call('EXISTS', KEY) == 0 then return false, 0 end
+    return false, 2
+  end
+  if #hdr ~= 8 * K + 8 then return false, 2 end
+  local m, c = unpack_('<c4I4', hdr)
+  if m ~= MAGIC or c ~= G.check then return false, 2 end
+  return { unpack_(G.hr, hdr, 9) }, 0
+end
+
+-- Fresh header values.
+local function fresh(G)
+  local hv = {}
+  for x = 1, G.K do hv[x] = 0 end
+  hv[1], hv[2] = NOH, NOH
+  for j = 0, G.n - 1 do
+    local kind, o = G[S * j + 1], G[S * j + 8]
+    if kind ~= 3 then hv[o] = NOH end
+    if kind == 1 then hv[o + 1] = NOH end
+    if kind == 3 then hv[o + 3] = NOH end
+  end
+  return hv
+end
+
+-- ===== sequences (record_seq.rs, step for step) =====
+local TWO32, TWO31 = 4294967296, 2147483648
+-- An i64 from its two little-endian halves (exact below 2^53).
+local function i64(lo, hi)
+  if hi >= TWO31 then hi = hi - TWO32 end
+  return hi * TWO32 + lo
+end
+local function i64_bytes(t)
+  local hi = floor(t / TWO32)
+  return pack('<I4I4', t - hi * TWO32, hi % TWO32)
+end
+-- The region header: held, start, and the latest time that left (stored xor 2^63).
+local function seq_head_bytes(held, start, prev)
+  if prev == NOH then return pack('<I4I4I4I4', held, start, 0, 0) end
+  local hi = floor(prev / TWO32)
+  return pack('<I4I4I4I4', held, start, prev - hi * TWO32, (hi + TWO31) % TWO32)
+end
+-- Enters an event at t (row value bytes `vals`) into the region at byte `off`: a ring of
+-- `rows` rows of `rb` bytes in time order (ties in arrival order); a full ring drops its
+-- oldest row, or the event when it is older than every row held. `reg`: the region as
+-- read already (nil: read here).
+local function seq_push(off, rows, rb, t, vals, reg)
+  if not reg then
+    -- Not read yet: a row after every row of a ring with room (the usual case) needs
+    -- the head and the last row's time only, not the whole region.
+    local h = getr(off, 16)
+    local held, start, plo, phi = 0, rows, 0, 0
+    if #h == 16 then held, start, plo, phi = unpack_('<I4I4I4I4', h) end
+    if held < rows and start < rows then
+      local last = held > 0 and 17 + ((start + held - 1) % rows) * rb
+      if not last or i64(unpack_('<I4I4', getr(off + last - 1, 8))) <= t then
+        local prev = NOH
+        if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
+        setr(off + 16 + ((start + held) % rows) * rb, i64_bytes(t) .. vals)
+        setr(off, seq_head_bytes(held + 1, start, prev))
+        return
+      end
+    end
+    reg = getr(off, 16 + rows * rb)
+  end
+  local held, start, plo, phi = unpack_('<I4I4I4I4', reg)
+  local prev = NOH
+  if plo ~= 0 or phi ~= 0 then prev = i64(plo, (phi + TWO31) % TWO32) end
+  if held > rows or start >= rows then held, start, prev = 0, 0, NOH end -- malformed: reset
+  local function at(i) return 17 + ((start + i) % rows) * rb end -- logical row i, 1-based
+  local function time(i) return i64(unpack_('<I4I4', reg, at(i))) end
+  if held >= rows then
+    local oldest = time(0)
+    if t < oldest then
+      setr(off, seq_head_bytes(held, start, max(prev, t)))
+      return
+    end
+    prev = max(prev, oldest)
+    start, held = (start + 1) % rows, held - 1
+  end
+  local p = held
+  while p > 0 and time(p - 1) > t do p = p - 1 end
+  local row = i64_bytes(t) .. vals
+  if p == held then
+    setr(off + at(p) - 1, row) -- in order: one row written
+  else
+    -- Late: rows p .. held - 1 move up one slot; the ring written back whole.
+    local slots = {}
+    for j = 0, rows - 1 do slots[j] = string.sub(reg, 17 + j * rb, 16 + (j + 1) * rb) end
+    for i = held, p + 1, -1 do
+      slots[(start + i) % rows] = slots[(start + i - 1) % rows]
+    end
+    slots[(start + p) % rows] = row
+    setr(off + 16, table.concat(slots, '', 0, rows - 1))
+  end
+  setr(off, seq_head_bytes(held + 1, start, prev))
+end
+
+-- Whether KEY holds a value of spec G's layout (its magic and check).
+local function holds(G)
+  local h = redis.pcall('GETRANGE', KEY, 0, 7)
+  if type(h) == 'table' or #h ~= 8 then return false end
+  local m, c = unpack_('<c4I4', h)
+  return m == MAGIC and c == G.check
+end
+
+-- ===== the script =====
+local function main(KEYS, ARGV)
+if not NOH then bind() end
+local mode = ARGV[1]
+
+if mode == 'l' then
+  local te, delta = unpack_('<dd', ARGV[2])
+  KEY = KEYS[1]
+  local G = spec_of(ARGV[3])
+  local hv = load(G)
+  if not hv then return 0 end
+  local reached = 0
+  for j = 0, G.n - 1 do
+    local b = S * j
+    if G[b + 1] == 4 then
+      local L, o, roff = G[b + 7], G[b + 8], G[b + 10]
+      local eb = floor(te / G[b + 3])
+      if inring(hv[o], eb, L) then
+        reached = reached + 1
+        local i = eb % L
+        if has(hv, o + 1, i) then
+          local t, f = unpack_('<I4I4', getr(roff + 8 * i, 8))
+          local f2 = min(max(f + delta, 0), t)
+          if f2 ~= f then setr(roff + 8 * i, pack('<I4I4', t, f2)) end
+        end
+      end
+    end
+  end
+  return reached
+end
+
+-- Rows held by the host ("q" blobs) entered into KEYS[from..to], each blob ARGV[2 + k].
+local function enter_rows(from, to)
+  for k = from, to do
+    KEY = KEYS[k]
+    local blob = ARGV[2 + k]
+    local G = spec_of(blob)
+    -- A key reset or expired since its read: the row is not entered.
+    if holds(G) then
+      local te, pos = unpack_('<d', blob, G.at)
+      local Q = G.Q
+      for j = 0, G.nq - 1 do
+        local rb = Q[3 * j + 3]
+        if string.byte(blob, pos) == 1 then
+          seq_push(Q[3 * j + 1], Q[3 * j + 2], rb, te, string.sub(blob, pos + 1, pos + rb - 8))
+        end
+        pos = pos + 1 + rb - 8
+      end
+    end
+  end
+end
+
+if mode == 'q' then
+  enter_rows(1, #KEYS)
+  return 1
+end
+
+-- "u<c>": the first c keys carry rows held by the host, entered before this call's reads.
+local carried = 0
+if #mode > 1 and string.byte(mode, 1) == 117 then
+  carried = tonumber(string.sub(mode, 2))
+  if not carried or carried < 0 or carried > #KEYS then return redis.error_reply('bad mode') end
+  mode = 'u'
+  enter_rows(1, carried)
+end
+
+local ts, lateness, ttl = unpack_('<ddd', ARGV[2])
+local replies = {}
+for k = carried + 1, #KEYS do
+  KEY = KEYS[k]
+  local blob = ARGV[2 + k]
+  local G = spec_of(blob)
+  local hv, status = load(G)
+  local te_o, pos = unpack_('<d', blob, G.at)
+  local te, late
+  if mode == 'o' then
+    if hv then te, late = te_o, 0 end
+  else
+    if status ~= 0 then redis.call('DEL', KEY) end
+    if not hv then hv = fresh(G) end
+    local clock = max(hv[1], ts)
+    hv[1] = clock
+    if clock - ts <= lateness then te, late = ts, 0 else te, late = clock, 1 end
+  end
+  if te then
+    local clock = hv[1]
+    local R, x = { te, late, 0 }, 3
+    for j = 0, G.n - 1 do
+      local b = S * j
+      local kind, cols, w, B = G[b + 1], G[b + 2], G[b + 3], G[b + 4]
+      local L, o, W, roff = G[b + 7], G[b + 8], G[b + 9], G[b + 10]
+      local flags, val, h
+      flags, val, h, pos = unpack_('<Bdd', blob, pos)
+      local run = flags % 2 == 1
+      local hb, eb = floor(clock / w), floor(te / w)
+      local add = flags % 8 >= 6
+      if kind == 1 then
+        local rn, rsum, rq, mn, mx, last
+        if not run then rn, rsum, rq, mn, mx, last = 0, 0, 0, NAN, NAN, NOH
+        elseif cols == 3 then
+          rn, rsum, rq, mn, mx, last = g_full(hv, L, o, W, roff, hb, eb, hb - B, te, add, val)
+        else rn, rsum, last = g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, val) end
+        if cols == 1 then R[x + 1], R[x + 2], x = rn, last, x + 2
+        elseif cols == 2 then R[x + 1], R[x + 2], R[x + 3], x = rn, rsum, last, x + 3
+        else
+          R[x + 1], R[x + 2], R[x + 3], R[x + 4], R[x + 5], R[x + 6] = rn, rsum, rq, mn, mx, last
+          x = x + 6
+        end
+      elseif kind == 2 then
+        local last = hv[o]
+        if run and add and te > last then hv[o] = te end
+        R[x + 1], x = run and last or NOH, x + 1
+      elseif kind == 3 then
+        local before, after, bad = 0, 0, false
+        if run then
+          before, after, bad = g_distinct(hv, G[b + 6], L, o, W, roff, hb, eb, hb - B, add, h)
+        end
+        if bad then status = 2 end
+        R[x + 1], R[x + 2], x = before, after, x + 2
+      else
+        local t, f = 0, 0
+        if run then t, f = g_label(hv, B, G[b + 5], L, o, W, roff, hb, eb, add) end
+        R[x + 1], R[x + 2], x = t, f, x + 2
+      end
+    end
+    R[3] = status
+    local refresh = ttl > 0 and not (clock - hv[2] < TTL_SLACK)
+    if refresh then hv[2] = clock end
+    setr(0, pack(G.hw, MAGIC, G.check, unpack(hv, 1, G.K)))
+    if refresh then redis.call('PEXPIRE', KEY, ttl) end
+    if mode == 'u' then
+      if G.nq == 0 then
+        replies[k - carried] = pack(G.rf, unpack(R))
+      else
+        R[x + 1] = clock
+        local parts, Q = { pack(G.rf, unpack(R)) }, G.Q
+        for j = 0, G.nq - 1 do
+          local off, rows, rb = Q[3 * j + 1], Q[3 * j + 2], Q[3 * j + 3]
+          local reg = getr(off, 16 + rows * rb)
+          parts[j + 2] = reg
+          -- An early row (known before this call): entered after its region was read.
+          if string.byte(blob, pos) == 1 then
+            seq_push(off, rows, rb, te, string.sub(blob, pos + 1, pos + rb - 8), reg)
+          end
+          pos = pos + 1 + rb - 8
+        end
+        replies[k - carried] = table.concat(parts)
+      end
+    end
+  elseif mode == 'u' then
+    replies[k - carried] = false
+  end
+end
+if mode == 'o' then return 1 end
+return replies
+end
