@@ -435,6 +435,16 @@ impl TransactionBuilder {
         self.keep(r);
         self
     }
+    /// A feature by slot, its value already encoded (a number, a categorical id from
+    /// [`Field::intern`](crate::schema::Field::intern), or `NaN` for missing): for callers
+    /// that resolve names once per column (columnar input), not once per row. `build`
+    /// validates it like any other value.
+    pub fn slot_value(mut self, slot: crate::schema::Slot, v: f32) -> Self {
+        if let Some(x) = self.txn.features.values_mut().get_mut(slot.index()) {
+            *x = v;
+        }
+        self
+    }
     /// A named categorical attribute.
     pub fn categorical(mut self, name: &str, v: &str) -> Self {
         let r = self

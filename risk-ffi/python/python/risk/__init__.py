@@ -1,0 +1,51 @@
+"""The risk SDK for Python: tiered fraud and risk decisions over rows or Arrow tables.
+
+>>> import risk
+>>> engine = risk.Engine.from_toml("examples/risk.toml")
+>>> d = engine.decide({"id": 1, "entity": 42, "amount": 25.0, "currency": "USD",
+...                    "country": "GB", "channel": "ecom", "txn_count_1h": 3})
+>>> d.action, d.score, d.tier
+>>> table = engine.decide_batch(frame)        # pyarrow / polars / pandas in, pyarrow out
+
+The engine is the Rust engine itself (``risk._native``, a PyO3 extension): no C ABI in
+between, the GIL released while it decides. Engines pickle as their configuration and
+refuse to work in the child of a ``fork`` (build one there).
+"""
+
+from __future__ import annotations
+
+import os as _os
+
+from . import _native
+from ._errors import (
+    ClosedError,
+    ConfigError,
+    DecideError,
+    InputError,
+    RiskError,
+    RiskTypeError,
+    StateError,
+)
+from ._native import Decision, Engine
+
+__version__ = _native.__version__
+#: Transaction fields a mapping key or a column may name (every other name is a feature).
+TXN_FIELDS: tuple[str, ...] = tuple(_native.TXN_FIELDS)
+
+# An engine's threads do not survive fork(): engines made before it refuse to work in the
+# child (risk.ClosedError) instead of hanging on a lock a vanished thread held.
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_native._after_fork_in_child)
+
+__all__ = [
+    "Engine",
+    "Decision",
+    "RiskError",
+    "ConfigError",
+    "DecideError",
+    "InputError",
+    "RiskTypeError",
+    "ClosedError",
+    "StateError",
+    "TXN_FIELDS",
+]

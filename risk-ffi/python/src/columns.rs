@@ -1,0 +1,418 @@
+//! Columnar input: an Arrow schema mapped once onto the engine's transaction fields and
+//! feature slots ([`Plan`]), then each record batch's columns cast once to the few
+//! array types the rows are read from ([`Columns`]), then one [`Transaction`] per row.
+//!
+//! Columns named like a transaction field (`id`, `entity`, `timestamp_ms` or `time`,
+//! `amount`, `currency`, `mcc`, `country`, `channel`, `device`, `merchant`, `ip`,
+//! `email`) fill that field; a column named like a schema feature fills its slot
+//! (numbers numeric, strings categorical, null missing); `text.<name>` fills a free-text
+//! field. Other columns (a label, a key the engine does not read) are ignored (listed by
+//! [`Plan::ignored`]; `strict=True` refuses them). A required feature with no column, unless entity state computes
+//! it, is refused before any row is decided.
+
+use crate::errors::{input, type_err};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType, UInt64Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::{DataType, Schema, TimeUnit};
+use pyo3::PyResult;
+use risk_core::schema::{FieldKind, Slot};
+use risk_core::{Channel, DecideError, EntityKey, FeatureSchema, Transaction};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The transaction fields a column may fill, by name.
+pub const TXN_FIELDS: [&str; 13] = [
+    "id",
+    "entity",
+    "timestamp_ms",
+    "time",
+    "amount",
+    "currency",
+    "mcc",
+    "country",
+    "channel",
+    "device",
+    "merchant",
+    "ip",
+    "email",
+];
+
+/// How a column's values are read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// Unsigned 64-bit integers (ids, devices, entities given as numbers).
+    U64,
+    /// Milliseconds since the epoch (a timestamp of any unit, or integers).
+    Millis,
+    /// Numbers as f64.
+    F64,
+    /// Text.
+    Str,
+    /// An entity: integers as they are, text hashed.
+    Entity,
+}
+
+/// Where a column goes.
+#[derive(Debug, Clone)]
+enum Target {
+    Id,
+    Entity,
+    Time,
+    Amount,
+    Currency,
+    Mcc,
+    Country,
+    Channel,
+    Device,
+    Merchant,
+    Ip,
+    Email,
+    Numeric(Slot),
+    Categorical(Slot),
+    Text(String),
+}
+
+/// A column cast for reading.
+#[derive(Debug)]
+enum Col {
+    U64(ArrayRef),
+    I64(ArrayRef),
+    F64(ArrayRef),
+    Str(ArrayRef),
+}
+
+/// The mapping of one Arrow schema onto an engine's transactions.
+#[derive(Debug)]
+pub struct Plan {
+    schema: Arc<FeatureSchema>,
+    cols: Vec<(usize, Target, Want)>,
+    ignored: Vec<String>,
+}
+
+fn want_of(name: &str, target: &Target, dt: &DataType) -> PyResult<Want> {
+    let numeric = dt.is_numeric() || matches!(dt, DataType::Boolean | DataType::Null);
+    let text = matches!(
+        dt,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View | DataType::Null
+    ) || matches!(dt, DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
+    let integer = dt.is_integer() || matches!(dt, DataType::Null);
+    let (want, ok, expect) = match target {
+        Target::Id | Target::Device | Target::Mcc => (Want::U64, integer, "integers"),
+        Target::Entity => (Want::Entity, integer || text, "integers or strings"),
+        Target::Time => (
+            Want::Millis,
+            integer
+                || matches!(
+                    dt,
+                    DataType::Timestamp(..) | DataType::Date64 | DataType::Date32
+                ),
+            "a timestamp or integer milliseconds since the epoch",
+        ),
+        Target::Amount | Target::Numeric(_) => (Want::F64, numeric, "numbers"),
+        Target::Currency
+        | Target::Country
+        | Target::Channel
+        | Target::Merchant
+        | Target::Ip
+        | Target::Email
+        | Target::Categorical(_)
+        | Target::Text(_) => (Want::Str, text, "strings"),
+    };
+    if ok {
+        Ok(want)
+    } else {
+        Err(type_err(format!(
+            "column {name:?} has type {dt}, but it needs {expect}"
+        )))
+    }
+}
+
+impl Plan {
+    /// Maps `arrow` onto `schema`. `computed`: features entity state fills (a required one
+    /// needs no column).
+    pub fn new(
+        schema: &Arc<FeatureSchema>,
+        arrow: &Schema,
+        computed: &HashSet<String>,
+    ) -> PyResult<Plan> {
+        let mut cols = Vec::new();
+        let mut ignored = Vec::new();
+        let mut seen = HashSet::new();
+        let mut has_time = false;
+        for (i, f) in arrow.fields().iter().enumerate() {
+            let name = f.name().as_str();
+            if !seen.insert(name) {
+                return Err(input(format!("column {name:?} appears twice")));
+            }
+            let target = match name {
+                "id" => Target::Id,
+                "entity" => Target::Entity,
+                "timestamp_ms" | "time" => {
+                    if has_time {
+                        return Err(input(
+                            "both \"time\" and \"timestamp_ms\" columns: give one event time",
+                        ));
+                    }
+                    has_time = true;
+                    Target::Time
+                }
+                "amount" => Target::Amount,
+                "currency" => Target::Currency,
+                "mcc" => Target::Mcc,
+                "country" => Target::Country,
+                "channel" => Target::Channel,
+                "device" => Target::Device,
+                "merchant" => Target::Merchant,
+                "ip" => Target::Ip,
+                "email" => Target::Email,
+                _ => {
+                    if let Some(t) = name.strip_prefix("text.") {
+                        risk_core::TextFields::check_name(t)
+                            .map_err(|e| input(format!("column {name:?}: {e}")))?;
+                        Target::Text(t.to_owned())
+                    } else if let Some(slot) = schema.slot(name) {
+                        match schema.field(slot).kind {
+                            FieldKind::Numeric => Target::Numeric(slot),
+                            FieldKind::Categorical => Target::Categorical(slot),
+                        }
+                    } else {
+                        ignored.push(name.to_owned());
+                        continue;
+                    }
+                }
+            };
+            let want = want_of(name, &target, f.data_type())?;
+            cols.push((i, target, want));
+        }
+        if !cols.iter().any(|(_, t, _)| matches!(t, Target::Amount)) {
+            return Err(input(
+                "missing column \"amount\" (every transaction has one)",
+            ));
+        }
+        // Standard fields a typed column mirrors into the schema.
+        let typed: HashSet<&str> = cols
+            .iter()
+            .filter_map(|(i, t, _)| match t {
+                Target::Amount
+                | Target::Currency
+                | Target::Mcc
+                | Target::Country
+                | Target::Channel => Some(arrow.field(*i).name().as_str()),
+                _ => None,
+            })
+            .collect();
+        for f in schema.fields() {
+            let n = f.name.as_str();
+            if !f.nullable
+                && !typed.contains(n)
+                && !computed.contains(n)
+                && arrow.field_with_name(n).is_err()
+            {
+                return Err(input(format!(
+                    "missing column {n:?}: a required feature of the engine's schema"
+                )));
+            }
+        }
+        Ok(Plan {
+            schema: Arc::clone(schema),
+            cols,
+            ignored,
+        })
+    }
+
+    /// Columns no field or feature reads.
+    pub fn ignored(&self) -> &[String] {
+        &self.ignored
+    }
+
+    /// `batch`'s columns cast for reading rows.
+    pub fn columns(&self, batch: &RecordBatch) -> PyResult<Columns<'_>> {
+        let mut out = Vec::with_capacity(self.cols.len());
+        for (i, target, want) in &self.cols {
+            let a = batch.column(*i);
+            let name = batch.schema_ref().field(*i).name().clone();
+            let fail = |e: arrow_schema::ArrowError| input(format!("column {name:?}: {e}"));
+            let col = match want {
+                Want::U64 => Col::U64(cast_checked(a, &DataType::UInt64).map_err(fail)?),
+                Want::F64 => Col::F64(cast_checked(a, &DataType::Float64).map_err(fail)?),
+                Want::Str => Col::Str(cast_checked(a, &DataType::Utf8).map_err(fail)?),
+                Want::Entity => {
+                    if a.data_type().is_integer() {
+                        Col::U64(cast_checked(a, &DataType::UInt64).map_err(fail)?)
+                    } else {
+                        Col::Str(cast_checked(a, &DataType::Utf8).map_err(fail)?)
+                    }
+                }
+                Want::Millis => match a.data_type() {
+                    DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => Col::I64(
+                        cast_checked(a, &DataType::Timestamp(TimeUnit::Millisecond, None))
+                            .map_err(fail)?,
+                    ),
+                    _ => Col::I64(cast_checked(a, &DataType::Int64).map_err(fail)?),
+                },
+            };
+            out.push((target, col));
+        }
+        Ok(Columns {
+            plan: self,
+            cols: out,
+        })
+    }
+}
+
+/// A cast that refuses values it cannot represent (a negative id, an overflow) instead
+/// of turning them into nulls.
+fn cast_checked(a: &ArrayRef, to: &DataType) -> Result<ArrayRef, arrow_schema::ArrowError> {
+    if a.data_type() == to {
+        return Ok(Arc::clone(a));
+    }
+    let opts = arrow_cast::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
+    arrow_cast::cast_with_options(a, to, &opts)
+}
+
+/// One record batch's columns, ready to read rows from.
+#[derive(Debug)]
+pub struct Columns<'a> {
+    plan: &'a Plan,
+    cols: Vec<(&'a Target, Col)>,
+}
+
+impl Columns<'_> {
+    /// The transaction of row `r`.
+    pub fn txn(&self, r: usize) -> Result<Transaction, DecideError> {
+        let mut b = Transaction::builder(&self.plan.schema);
+        let mut amount = None;
+        let mut currency = None;
+        let mut text: Vec<(&str, &str)> = Vec::new();
+        for (target, col) in &self.cols {
+            match (target, col) {
+                (Target::Id, Col::U64(a)) => {
+                    if let Some(v) = u64_at(a, r) {
+                        b = b.id(v);
+                    }
+                }
+                (Target::Entity, Col::U64(a)) => {
+                    if let Some(v) = u64_at(a, r) {
+                        b = b.entity(v);
+                    }
+                }
+                (Target::Entity, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.entity(EntityKey::from_str_hash(s).0);
+                    }
+                }
+                (Target::Time, Col::I64(a)) => {
+                    if let Some(v) = i64_at(a, r) {
+                        b = b.timestamp_ms(v);
+                    }
+                }
+                (Target::Amount, Col::F64(a)) => amount = f64_at(a, r),
+                (Target::Currency, Col::Str(a)) => currency = str_at(a, r),
+                (Target::Mcc, Col::U64(a)) => {
+                    if let Some(v) = u64_at(a, r) {
+                        let mcc = u16::try_from(v).map_err(|_| DecideError::InvalidField {
+                            field: "mcc",
+                            reason: format!("{v} is not a 4-digit merchant category code"),
+                        })?;
+                        b = b.mcc(mcc);
+                    }
+                }
+                (Target::Country, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.country(s);
+                    }
+                }
+                (Target::Channel, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.channel(Channel::parse(s)?);
+                    }
+                }
+                (Target::Device, Col::U64(a)) => {
+                    if let Some(v) = u64_at(a, r) {
+                        b = b.device(v);
+                    }
+                }
+                (Target::Merchant, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.merchant(s);
+                    }
+                }
+                (Target::Ip, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.ip(s);
+                    }
+                }
+                (Target::Email, Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        b = b.email(s);
+                    }
+                }
+                (Target::Numeric(slot), Col::F64(a)) => {
+                    let v = match f64_at(a, r) {
+                        Some(v) => crate::txn::to_f32(&self.plan.schema.field(*slot).name, v)?,
+                        None => f32::NAN,
+                    };
+                    b = b.slot_value(*slot, v);
+                }
+                (Target::Categorical(slot), Col::Str(a)) => {
+                    let v = match str_at(a, r) {
+                        Some(s) => self.plan.schema.field(*slot).intern(s) as f32,
+                        None => f32::NAN,
+                    };
+                    b = b.slot_value(*slot, v);
+                }
+                (Target::Text(name), Col::Str(a)) => {
+                    if let Some(s) = str_at(a, r) {
+                        text.push((name.as_str(), s));
+                    }
+                }
+                _ => unreachable!("a column is cast to the type its target reads"),
+            }
+        }
+        let amount = amount.ok_or(DecideError::InvalidField {
+            field: "amount",
+            reason: "null".into(),
+        })?;
+        b = b.amount(amount, currency.unwrap_or(DEFAULT_CURRENCY));
+        for (name, value) in text {
+            b = b.text(name, value);
+        }
+        b.build()
+    }
+}
+
+/// The currency of a row whose `currency` is null or absent, as for `Transaction`'s
+/// builder default.
+const DEFAULT_CURRENCY: &str = "USD";
+
+fn u64_at(a: &ArrayRef, r: usize) -> Option<u64> {
+    let a = a.as_primitive::<UInt64Type>();
+    a.is_valid(r).then(|| a.value(r))
+}
+
+fn i64_at(a: &ArrayRef, r: usize) -> Option<i64> {
+    match a.data_type() {
+        DataType::Timestamp(..) => {
+            let a = a.as_primitive::<TimestampMillisecondType>();
+            a.is_valid(r).then(|| a.value(r))
+        }
+        _ => {
+            let a = a.as_primitive::<Int64Type>();
+            a.is_valid(r).then(|| a.value(r))
+        }
+    }
+}
+
+fn f64_at(a: &ArrayRef, r: usize) -> Option<f64> {
+    let a = a.as_primitive::<Float64Type>();
+    a.is_valid(r).then(|| a.value(r)).filter(|v| !v.is_nan())
+}
+
+fn str_at(a: &ArrayRef, r: usize) -> Option<&str> {
+    let a = a.as_string::<i32>();
+    a.is_valid(r).then(|| a.value(r))
+}

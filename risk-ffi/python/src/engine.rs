@@ -1,0 +1,359 @@
+//! `risk.Engine`: an engine built from `risk.toml`, deciding one mapping or a whole
+//! Arrow table (the GIL released, rows spread over threads when no entity state orders
+//! them), picklable (rebuilt from its configuration) and safe across `fork`.
+
+use crate::batch::{decide_table, Errors};
+use crate::decision::PyDecision;
+use crate::errors::{self, err, Kind};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString, PyTuple};
+use risk_core::{Engine, ScorerRegistry, Shutdown};
+use risk_rules::RuleScorer;
+use std::collections::HashSet;
+use std::mem::ManuallyDrop;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Bumped in a child process after `os.fork()` (`risk/__init__.py` registers the hook):
+/// an engine made in another generation has no threads here and refuses to work.
+pub static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Called by `os.register_at_fork(after_in_child=...)`.
+#[pyfunction]
+pub fn _after_fork_in_child() {
+    FORK_GENERATION.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Where an engine's configuration came from: enough to build it again (pickling).
+#[derive(Debug, Clone)]
+struct Source {
+    text: String,
+    base_dir: PathBuf,
+    origin: PathBuf,
+}
+
+/// The `rules.scorer` table's key: the rule tier kept for `reload_rules`.
+const RULE_TIER_KEY: &str = "rules.scorer";
+
+fn registry(rules: &Arc<Mutex<Option<Arc<RuleScorer>>>>) -> ScorerRegistry {
+    let mut reg = ScorerRegistry::default();
+    risk_gpu::register(&mut reg);
+    let slot = Arc::clone(rules);
+    reg.register("rules", move |spec| {
+        let s = risk_rules::scorer_from_spec(spec)?;
+        if spec.key == RULE_TIER_KEY {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
+        }
+        Ok(s as Arc<dyn risk_core::Scorer>)
+    });
+    reg
+}
+
+/// A decision engine (`risk.toml`): rules, a fast tier under its deadline, entity state.
+#[pyclass(module = "risk", name = "Engine", frozen)]
+pub struct PyEngine {
+    engine: ManuallyDrop<Engine>,
+    rules: Option<Arc<RuleScorer>>,
+    source: Source,
+    generation: u64,
+    closed: AtomicBool,
+    computed: HashSet<String>,
+}
+
+impl std::fmt::Debug for PyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("origin", &self.source.origin)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PyEngine {
+    fn drop(&mut self) {
+        if self.generation == FORK_GENERATION.load(Ordering::SeqCst) {
+            // SAFETY: not used again: `self` is being dropped.
+            unsafe { ManuallyDrop::drop(&mut self.engine) };
+        }
+        // In a forked child the engine's threads do not exist: dropping it would wait
+        // for them, so its memory is left to the process's exit.
+    }
+}
+
+impl PyEngine {
+    fn build(source: Source, py: Python<'_>) -> PyResult<PyEngine> {
+        let rules = Arc::new(Mutex::new(None));
+        let reg = registry(&rules);
+        let engine = py
+            .detach(|| Engine::from_toml_str(&source.text, &source.base_dir, &source.origin, &reg))
+            .map_err(errors::config)?;
+        let rules = rules.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let computed = engine
+            .state()
+            .map(|st| {
+                let c = st.config();
+                c.features
+                    .iter()
+                    .map(|f| f.name.clone())
+                    .chain(c.lists.iter().map(|l| l.field_name()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok(PyEngine {
+            engine: ManuallyDrop::new(engine),
+            rules,
+            source,
+            generation: FORK_GENERATION.load(Ordering::SeqCst),
+            closed: AtomicBool::new(false),
+            computed,
+        })
+    }
+
+    /// The engine, or `ClosedError` when closed or made before a fork.
+    pub fn live(&self) -> PyResult<&Engine> {
+        if self.generation != FORK_GENERATION.load(Ordering::Relaxed) {
+            return Err(err(
+                Kind::Closed,
+                "this engine was created before os.fork(): its threads do not exist in this \
+                 process; build one here (Engine.from_toml, or unpickle a pickled engine)",
+                0,
+            ));
+        }
+        if self.closed.load(Ordering::Relaxed) {
+            return Err(err(Kind::Closed, "the engine is closed", 0));
+        }
+        Ok(&self.engine)
+    }
+}
+
+fn read_config(path: &Path) -> PyResult<Source> {
+    let text = std::fs::read_to_string(path).map_err(|source| {
+        errors::config(risk_core::ConfigError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })?;
+    let base_dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    Ok(Source {
+        text,
+        base_dir,
+        origin: path.to_path_buf(),
+    })
+}
+
+#[pymethods]
+impl PyEngine {
+    /// Builds an engine from `risk.toml`: `source` is a path (`str` or `os.PathLike`)
+    /// or the TOML text itself (a `str` holding a newline or an `=`). Relative paths in
+    /// the file resolve against its directory, or against `base_dir` for text (default:
+    /// the current directory). Raises `risk.ConfigError` naming the key at fault.
+    ///
+    /// >>> engine = risk.Engine.from_toml("examples/risk.toml")
+    #[staticmethod]
+    #[pyo3(signature = (source, base_dir=None))]
+    fn from_toml(
+        py: Python<'_>,
+        source: &Bound<'_, PyAny>,
+        base_dir: Option<PathBuf>,
+    ) -> PyResult<PyEngine> {
+        let src = match source.cast::<PyString>() {
+            Ok(s) => {
+                let s = s.to_str()?;
+                if s.contains('\n') || s.contains('=') {
+                    Source {
+                        text: s.to_owned(),
+                        base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
+                        origin: PathBuf::from("<risk.toml text>"),
+                    }
+                } else {
+                    read_config(Path::new(s))?
+                }
+            }
+            Err(_) => {
+                let p: PathBuf = source.extract().map_err(|_| {
+                    errors::type_err("from_toml takes a path (str or os.PathLike) or TOML text")
+                })?;
+                read_config(&p)?
+            }
+        };
+        PyEngine::build(src, py)
+    }
+
+    /// Rebuilds an engine from pickled configuration text (see `__reduce__`).
+    #[staticmethod]
+    fn _from_source(
+        py: Python<'_>,
+        text: String,
+        base_dir: PathBuf,
+        origin: PathBuf,
+    ) -> PyResult<PyEngine> {
+        PyEngine::build(
+            Source {
+                text,
+                base_dir,
+                origin,
+            },
+            py,
+        )
+    }
+
+    /// Pickles as its configuration: the unpickled engine is built again from the same
+    /// `risk.toml` text (models and files loaded again; entity state starts empty unless
+    /// the configuration loads a snapshot).
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let me = slf.get();
+        let ctor = slf.get_type().getattr("_from_source")?;
+        let args = PyTuple::new(
+            slf.py(),
+            [
+                me.source.text.clone().into_pyobject(slf.py())?.into_any(),
+                me.source
+                    .base_dir
+                    .clone()
+                    .into_pyobject(slf.py())?
+                    .into_any(),
+                me.source.origin.clone().into_pyobject(slf.py())?.into_any(),
+            ],
+        )?;
+        Ok((ctor, args))
+    }
+
+    /// Decides one transaction, given as a mapping: `id`, `entity` (int, or str hashed),
+    /// `timestamp_ms` (or `time`), `amount`, `currency`, `mcc`, `country`, `channel`,
+    /// `device`, `merchant`, `ip`, `email`; `text`, a dict of free-text fields; every
+    /// other key a schema feature (number: numeric, str: categorical, None/NaN: missing).
+    /// Raises `risk.DecideError` for a transaction the engine refuses.
+    ///
+    /// >>> d = engine.decide({"id": 1, "entity": 42, "amount": 25.0, "country": "GB"})
+    /// >>> d.action, d.score, d.reasons
+    fn decide(&self, py: Python<'_>, txn: &Bound<'_, PyDict>) -> PyResult<PyDecision> {
+        let engine = self.live()?;
+        let t = crate::txn::from_mapping(engine.schema(), txn)?;
+        py.detach(|| engine.decide(&t))
+            .map(PyDecision)
+            .map_err(|e| errors::decide(&e, None))
+    }
+
+    /// Decides every row of `data`: anything with the Arrow PyCapsule interface (a pyarrow
+    /// Table or RecordBatch, a polars DataFrame, a pandas DataFrame) or a dict of equal-length
+    /// arrays. Columns map to transaction fields and schema features by name (see
+    /// `decide`; a column named `text.<name>` is a free-text field; other columns are
+    /// ignored). Returns a `pyarrow.Table`, one row per input row in order.
+    ///
+    /// The GIL is released; rows are spread over `threads` threads (default: the CPUs)
+    /// unless the engine keeps entity state, whose windows need the rows in order (then one
+    /// thread). `errors="raise"` raises the first refused row's `risk.DecideError` (naming
+    /// the row); `errors="keep"` returns null decisions for refused rows and an `error`
+    /// column. A missing required column or a column of the wrong type raises
+    /// `risk.InputError` / `risk.RiskTypeError` before any row is decided; with
+    /// `strict=True` so does a column that nothing reads (a misspelt feature).
+    #[pyo3(signature = (data, *, threads=None, errors="raise", strict=false))]
+    fn decide_batch<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        threads: Option<usize>,
+        errors: &str,
+        strict: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let engine = self.live()?;
+        let errors = Errors::parse(errors)?;
+        let threads = match (engine.state(), threads) {
+            (Some(_), _) => 1,
+            (None, Some(0)) => return Err(errors::input("threads must be at least 1")),
+            (None, Some(n)) => n,
+            (None, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        };
+        decide_table(py, engine, &self.computed, data, threads, errors, strict)
+    }
+
+    /// The engine's feature schema: a list of `(name, kind, required)` with `kind`
+    /// `"numeric"` or `"categorical"`.
+    #[getter]
+    fn schema(&self) -> PyResult<Vec<(String, &'static str, bool)>> {
+        let engine = self.live()?;
+        Ok(engine
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| {
+                let kind = match f.kind {
+                    risk_core::FieldKind::Numeric => "numeric",
+                    risk_core::FieldKind::Categorical => "categorical",
+                };
+                (f.name.clone(), kind, !f.nullable)
+            })
+            .collect())
+    }
+
+    /// Features entity state computes (no column needed for them).
+    #[getter]
+    fn state_features(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.computed.iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Whether the engine keeps entity state (`[state]`).
+    #[getter]
+    fn has_state(&self) -> PyResult<bool> {
+        Ok(self.live()?.state().is_some())
+    }
+
+    /// Reports a transaction's label (a chargeback, a confirmed fraud: `fraud=True`;
+    /// `False` clears an earlier `True`) known at `at_ms`: feeds the label features
+    /// (`fraud_count`, `fraud_rate`). Returns how many label windows it reached. Raises
+    /// `risk.StateError` (no `[state]`, too many pending labels, ...).
+    fn report_label(&self, py: Python<'_>, txn: u64, fraud: bool, at_ms: i64) -> PyResult<usize> {
+        let engine = self.live()?;
+        py.detach(|| engine.report_label(risk_core::TxnId(txn), fraud, at_ms))
+            .map_err(|e| err(Kind::State, e.to_string(), 0))
+    }
+
+    /// Reloads the rule file of the rule tier (a bad file raises and the serving rules stay).
+    fn reload_rules(&self, py: Python<'_>) -> PyResult<()> {
+        self.live()?;
+        let rules = self
+            .rules
+            .as_ref()
+            .ok_or_else(|| errors::input("the rule tier is not a rules scorer with a file"))?;
+        py.detach(|| rules.reload())
+            .map(|_| ())
+            .map_err(|e| err(Kind::Config, e.to_string(), 0))
+    }
+
+    /// Shuts the engine down (deep work queued is abandoned); later calls raise
+    /// `risk.ClosedError`. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        if self.generation != FORK_GENERATION.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if !self.closed.swap(true, Ordering::SeqCst) {
+            py.detach(|| self.engine.shutdown(Shutdown::Abandon));
+        }
+        Ok(())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Engine(origin={:?}, closed={})",
+            self.source.origin,
+            self.closed.load(Ordering::Relaxed)
+        )
+    }
+}

@@ -1,0 +1,26 @@
+//! The risk SDK for Python: the `risk._native` extension module behind the `risk` package
+//! (`python/risk/`). It links the Rust crates directly: `risk.Engine` decides a mapping
+//! or a whole Arrow table, with the GIL released. Built by maturin as an abi3 wheel
+//! (CPython >= 3.10): `pip install ./risk-ffi/python`.
+
+mod batch;
+mod columns;
+mod decision;
+mod engine;
+mod errors;
+mod output;
+mod txn;
+
+use pyo3::prelude::*;
+
+/// The native module: `Engine`, `Decision`, and the fork hook.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<engine::PyEngine>()?;
+    m.add_class::<decision::PyDecision>()?;
+    m.add_function(wrap_pyfunction!(engine::_after_fork_in_child, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DECIDE_CHUNK", batch::CHUNK)?;
+    m.add("TXN_FIELDS", columns::TXN_FIELDS.to_vec())?;
+    Ok(())
+}
