@@ -14,3 +14,5 @@ for lang in python go java; do
   echo "==> bindings/$lang"
   bash "$root/risk-ffi/bindings/$lang/run_tests.sh"
 done
+echo "==> risk-ffi/python (the PyO3 package: pip install, pytest)"
+bash "$root/risk-ffi/python/run_tests.sh"

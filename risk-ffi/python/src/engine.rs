@@ -272,6 +272,14 @@ impl PyEngine {
         decide_table(py, engine, &self.computed, data, threads, errors, strict)
     }
 
+    /// The Rust engine's own nanoseconds for every row of `data` (`mode`: `"decide"` row
+    /// by row, `"batch"` in chunks on one thread), the transactions built before the clock
+    /// starts: the baseline `bench.py` compares the package's calls against.
+    #[pyo3(signature = (data, mode="batch"))]
+    fn _rust_time(&self, py: Python<'_>, data: &Bound<'_, PyAny>, mode: &str) -> PyResult<u64> {
+        crate::bench::rust_time(py, self.live()?, &self.computed, data, mode)
+    }
+
     /// The engine's feature schema: a list of `(name, kind, required)` with `kind`
     /// `"numeric"` or `"categorical"`.
     #[getter]

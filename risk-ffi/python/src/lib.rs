@@ -4,11 +4,13 @@
 //! (CPython >= 3.10): `pip install ./risk-ffi/python`.
 
 mod batch;
+mod bench;
 mod columns;
 mod decision;
 mod engine;
 mod errors;
 mod output;
+mod synth;
 mod txn;
 
 use pyo3::prelude::*;
@@ -19,6 +21,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyEngine>()?;
     m.add_class::<decision::PyDecision>()?;
     m.add_function(wrap_pyfunction!(engine::_after_fork_in_child, m)?)?;
+    m.add_function(wrap_pyfunction!(synth::synth, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DECIDE_CHUNK", batch::CHUNK)?;
     m.add("TXN_FIELDS", columns::TXN_FIELDS.to_vec())?;

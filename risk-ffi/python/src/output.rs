@@ -30,8 +30,8 @@ pub fn schema(with_error: bool) -> SchemaRef {
     static WITH_ERROR: OnceLock<SchemaRef> = OnceLock::new();
     let make = |with_error: bool| {
         let mut f = vec![
-            Field::new("txn", DataType::UInt64, !with_error),
-            Field::new("entity", DataType::UInt64, !with_error),
+            Field::new("txn", DataType::UInt64, with_error),
+            Field::new("entity", DataType::UInt64, with_error),
             Field::new("action", dict(), true),
             Field::new("score", DataType::Float32, true),
             Field::new("tier", dict(), true),

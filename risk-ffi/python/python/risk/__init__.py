@@ -26,7 +26,7 @@ from ._errors import (
     RiskTypeError,
     StateError,
 )
-from ._native import Decision, Engine
+from ._native import Decision, Engine, synth
 
 __version__ = _native.__version__
 #: Transaction fields a mapping key or a column may name (every other name is a feature).
@@ -48,4 +48,5 @@ __all__ = [
     "ClosedError",
     "StateError",
     "TXN_FIELDS",
+    "synth",
 ]
