@@ -246,6 +246,21 @@ impl EngineBuilder {
         self
     }
 
+    /// Makes this an engine that replays history (a backtest): time is `clock`, which the
+    /// caller sets to each transaction's event time (with a clock that does not move while
+    /// a decision runs, no deadline expires: every tier answers); the deep tier is dropped
+    /// (its verdicts arrive asynchronously, so they could not shape the next decision as
+    /// they would have), and so are the audit trail and the Kafka forwarder (a replay's
+    /// decisions were never made).
+    pub fn for_replay(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self.deep = None;
+        self.audit = None;
+        self.audit_log = None;
+        self.kafka = None;
+        self
+    }
+
     /// A callback for every deep verdict (runs on a deep worker thread).
     pub fn on_verdict(mut self, f: impl Fn(&DeepVerdict) + Send + Sync + 'static) -> Self {
         self.callback = Some(Arc::new(f));

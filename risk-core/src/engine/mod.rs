@@ -168,8 +168,20 @@ impl Engine {
         origin: &Path,
         registry: &ScorerRegistry,
     ) -> Result<Engine, ConfigError> {
+        Self::builder_from_toml_str(text, base_dir, origin, registry)?.build()
+    }
+
+    /// The builder [`from_toml_str`](Self::from_toml_str) would build, for a caller that
+    /// changes it first: an event-time clock for a backtest
+    /// ([`EngineBuilder::for_replay`]), a verdict callback.
+    pub fn builder_from_toml_str(
+        text: &str,
+        base_dir: &Path,
+        origin: &Path,
+        registry: &ScorerRegistry,
+    ) -> Result<EngineBuilder, ConfigError> {
         let raw = RawFile::parse(text, origin)?;
-        EngineBuilder::from_raw(&raw, base_dir, registry)?.build()
+        EngineBuilder::from_raw(&raw, base_dir, registry)
     }
 
     /// The engine's schema.

@@ -272,6 +272,95 @@ impl PyEngine {
         decide_table(py, engine, &self.computed, data, threads, errors, strict)
     }
 
+    /// Replays `data` in event time through a fresh engine built from this one's
+    /// configuration (see `risk.backtest` for the report built on it): the engine's clock
+    /// is each row's `time` (or `timestamp_ms`; the rows must be in time order), so no
+    /// deadline expires and every tier answers; entity state starts empty (or from the
+    /// configured snapshot); the deep tier, the audit trail and Kafka are left out.
+    /// Labels reach entity state when they became known: `labels`, a table of `id`,
+    /// `time` (or `timestamp_ms`) and `fraud`; or, with `label_delay_ms`, the `label`
+    /// column's frauds that many ms after their transaction. Rows are decided one by one
+    /// on one thread. Returns the decisions as `decide_batch` does; the schema's metadata
+    /// holds `risk.replay.labels_fed`, `labels_after_end`, `labels_refused` and
+    /// `risk.replay.deep` (`skipped`).
+    #[pyo3(signature = (data, *, label="is_fraud", label_delay_ms=None, labels=None, errors="raise"))]
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        label: &str,
+        label_delay_ms: Option<i64>,
+        labels: Option<&Bound<'py, PyAny>>,
+        errors: &str,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.live()?;
+        let errors = crate::batch::Errors::parse(errors)?;
+        let feed = match (labels, label_delay_ms) {
+            (Some(_), Some(_)) => {
+                return Err(errors::input("give labels or label_delay_ms, not both"))
+            }
+            (Some(l), None) => {
+                let (_, lb) = crate::batch::record_batches(l)?;
+                let (times, ids) = crate::replay::times_and_ids(&lb)?;
+                let fraud = crate::replay::label_column(&lb, "fraud")?;
+                times
+                    .into_iter()
+                    .zip(ids)
+                    .zip(fraud)
+                    .map(|((t, id), f)| (t, id, f))
+                    .collect()
+            }
+            (None, Some(d)) if d < 0 => {
+                return Err(errors::input("label_delay_ms must not be negative"))
+            }
+            (None, Some(d)) => {
+                let (_, b) = crate::batch::record_batches(data)?;
+                let (times, ids) = crate::replay::times_and_ids(&b)?;
+                let fraud = crate::replay::label_column(&b, label)?;
+                times
+                    .into_iter()
+                    .zip(ids)
+                    .zip(fraud)
+                    .filter(|(_, f)| *f)
+                    .map(|((t, id), f)| (t.saturating_add(d), id, f))
+                    .collect()
+            }
+            (None, None) => Vec::new(),
+        };
+        let source = self.source.clone();
+        let build = |clock: Arc<risk_core::ManualClock>| -> PyResult<Engine> {
+            let rules = Arc::new(Mutex::new(None));
+            let reg = registry(&rules);
+            Engine::builder_from_toml_str(&source.text, &source.base_dir, &source.origin, &reg)
+                .and_then(|b| b.for_replay(clock).build())
+                .map_err(errors::config)
+        };
+        let (batches, stats) =
+            crate::replay::replay(py, build, &self.computed, data, feed, errors)?;
+        let keep = errors == crate::batch::Errors::Keep;
+        let meta: std::collections::HashMap<String, String> = [
+            ("risk.replay.labels_fed", stats.labels_fed),
+            ("risk.replay.labels_after_end", stats.labels_after_end),
+            ("risk.replay.labels_refused", stats.labels_refused),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_string()))
+        .chain([("risk.replay.deep".to_owned(), "skipped".to_owned())])
+        .collect();
+        let schema = Arc::new(
+            crate::output::schema(keep)
+                .as_ref()
+                .clone()
+                .with_metadata(meta),
+        );
+        let batches = batches
+            .into_iter()
+            .map(|b| b.with_schema(Arc::clone(&schema)))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| errors::input(e.to_string()))?;
+        pyo3_arrow::PyTable::try_new(batches, schema)?.into_pyarrow(py)
+    }
+
     /// The Rust engine's own nanoseconds for every row of `data` (`mode`: `"decide"` row
     /// by row, `"batch"` in chunks on one thread), the transactions built before the clock
     /// starts: the baseline `bench.py` compares the package's calls against.

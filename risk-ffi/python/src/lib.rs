@@ -10,6 +10,7 @@ mod decision;
 mod engine;
 mod errors;
 mod output;
+mod replay;
 mod synth;
 mod txn;
 

@@ -6,6 +6,8 @@
 ...                    "country": "GB", "channel": "ecom", "txn_count_1h": 3})
 >>> d.action, d.score, d.tier
 >>> table = engine.decide_batch(frame)        # pyarrow / polars / pandas in, pyarrow out
+>>> bt = risk.backtest(engine, risk.synth(1_000_000, raw=True), label_delay=7 * 86_400_000)
+>>> bt.report["auprc"], bt.rules_frame()      # event-time replay: metrics, per-rule precision
 
 The engine is the Rust engine itself (``risk._native``, a PyO3 extension): no C ABI in
 between, the GIL released while it decides. Engines pickle as their configuration and
@@ -27,6 +29,7 @@ from ._errors import (
     StateError,
 )
 from ._native import Decision, Engine, synth
+from .backtest import Backtest, Comparison, backtest, compare
 
 __version__ = _native.__version__
 #: Transaction fields a mapping key or a column may name (every other name is a feature).
@@ -49,4 +52,8 @@ __all__ = [
     "StateError",
     "TXN_FIELDS",
     "synth",
+    "backtest",
+    "compare",
+    "Backtest",
+    "Comparison",
 ]

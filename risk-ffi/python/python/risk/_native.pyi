@@ -66,6 +66,15 @@ class Engine:
         errors: Literal["raise", "keep"] = "raise",
         strict: bool = False,
     ) -> Any: ...
+    def replay(
+        self,
+        data: Any,
+        *,
+        label: str = "is_fraud",
+        label_delay_ms: int | None = None,
+        labels: Any = None,
+        errors: Literal["raise", "keep"] = "raise",
+    ) -> Any: ...
     def _rust_time(self, data: Any, mode: Literal["decide", "batch"] = "batch") -> int: ...
     @property
     def schema(self) -> list[tuple[str, str, bool]]: ...

@@ -1,0 +1,175 @@
+//! `Engine.replay`: a table decided in event time, as it would have been decided live.
+//!
+//! A fresh engine is built from the configuration with a manual clock
+//! ([`EngineBuilder::for_replay`]): before each row the clock is set to the row's event
+//! time, so windows, label delays and list expiries follow the data, and no deadline
+//! expires (the clock does not move while a decision runs: every tier answers). Labels
+//! are reported when the replayed time reaches the moment they became known: a label
+//! column plus a delay, or a label table with its own times. Rows are decided one by one,
+//! in order, on one thread.
+
+use crate::batch::{record_batches, Errors, CHUNK};
+use crate::columns::Plan;
+use crate::errors;
+use crate::output;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, UInt64Type};
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use pyo3::prelude::*;
+use risk_core::{Engine, ManualClock, TxnId};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashSet};
+use std::sync::Arc;
+
+/// Labels to feed: `(known at ms, txn id, fraud)`.
+pub type Label = (i64, u64, bool);
+
+/// What a replay did besides deciding.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ReplayStats {
+    /// Labels reported to entity state before the replay ended.
+    pub labels_fed: u64,
+    /// Labels whose time came after the last row (never reported).
+    pub labels_after_end: u64,
+    /// Labels entity state refused (an unknown transaction, no `[state]`).
+    pub labels_refused: u64,
+}
+
+/// The column `name` of `batches` as booleans (bool or integer 0/1; null: not fraud).
+pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<bool>> {
+    let mut out = Vec::new();
+    for b in batches {
+        let a = b
+            .column_by_name(name)
+            .ok_or_else(|| errors::input(format!("missing label column {name:?}")))?;
+        match a.data_type() {
+            DataType::Boolean => {
+                let a = a.as_boolean();
+                out.extend((0..a.len()).map(|i| a.is_valid(i) && a.value(i)));
+            }
+            dt if dt.is_integer() || dt.is_floating() => {
+                let a = arrow_cast::cast(a, &DataType::Float64)
+                    .map_err(|e| errors::input(format!("label column {name:?}: {e}")))?;
+                let a = a.as_primitive::<arrow_array::types::Float64Type>();
+                out.extend((0..a.len()).map(|i| a.is_valid(i) && a.value(i) != 0.0));
+            }
+            dt => {
+                return Err(errors::type_err(format!(
+                    "label column {name:?} has type {dt}; it needs booleans or 0/1"
+                )))
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The event times (ms) of every row, checked non-decreasing; with them the ids.
+pub fn times_and_ids(batches: &[RecordBatch]) -> PyResult<(Vec<i64>, Vec<u64>)> {
+    let mut times = Vec::new();
+    let mut ids = Vec::new();
+    for b in batches {
+        let schema = b.schema();
+        let (name, a) = ["time", "timestamp_ms"]
+            .iter()
+            .find_map(|n| b.column_by_name(n).map(|a| (*n, a)))
+            .ok_or_else(|| {
+                errors::input("replay needs an event time: a \"time\" or \"timestamp_ms\" column")
+            })?;
+        let ms = match a.data_type() {
+            DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => arrow_cast::cast(
+                a,
+                &DataType::Timestamp(arrow_schema::TimeUnit::Millisecond, None),
+            )
+            .and_then(|x| arrow_cast::cast(&x, &DataType::Int64)),
+            _ => arrow_cast::cast(a, &DataType::Int64),
+        }
+        .map_err(|e| errors::input(format!("column {name:?}: {e}")))?;
+        let ms = ms.as_primitive::<Int64Type>();
+        if ms.null_count() > 0 {
+            return Err(errors::input(format!(
+                "column {name:?} has nulls: every row needs an event time"
+            )));
+        }
+        times.extend(ms.values().iter().copied());
+        let id = schema.index_of("id").map_err(|_| {
+            errors::input("replay needs an \"id\" column (labels name transactions by id)")
+        })?;
+        let id = arrow_cast::cast(b.column(id), &DataType::UInt64)
+            .map_err(|e| errors::input(format!("column \"id\": {e}")))?;
+        let id = id.as_primitive::<UInt64Type>();
+        ids.extend((0..id.len()).map(|i| if id.is_valid(i) { id.value(i) } else { 0 }));
+    }
+    if let Some(i) = times.windows(2).position(|w| w[1] < w[0]) {
+        return Err(errors::input(format!(
+            "the time column goes backwards at row {} ({} ms after {} ms): sort the rows by \
+             event time to replay them",
+            i + 1,
+            times[i + 1],
+            times[i]
+        )));
+    }
+    Ok((times, ids))
+}
+
+/// Replays `data` through a fresh replay engine built by `build`; returns the decisions
+/// as record batches (output schema, `errors` as in `decide_batch`) and the stats.
+pub fn replay(
+    py: Python<'_>,
+    build: impl FnOnce(Arc<ManualClock>) -> PyResult<Engine>,
+    computed: &HashSet<String>,
+    data: &Bound<'_, PyAny>,
+    labels: Vec<Label>,
+    errors: Errors,
+) -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
+    let (schema, batches) = record_batches(data)?;
+    let (times, _) = times_and_ids(&batches)?;
+    let clock = ManualClock::new();
+    let origin = times.first().copied().unwrap_or(0);
+    clock.set_unix_origin_ms(origin);
+    let engine = build(Arc::clone(&clock))?;
+    let plan = Plan::new(engine.schema(), &schema, computed)?;
+    let keep = errors == Errors::Keep;
+    let mut heap: BinaryHeap<Reverse<Label>> = labels.into_iter().map(Reverse).collect();
+    let out = py.detach(|| -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
+        let mut stats = ReplayStats::default();
+        let mut out = Vec::new();
+        let mut row = 0usize;
+        for b in &batches {
+            let cols = plan.columns(b)?;
+            let mut start = 0;
+            while start < b.num_rows() {
+                let len = CHUNK.min(b.num_rows() - start);
+                let mut res = Vec::with_capacity(len);
+                for r in start..start + len {
+                    let t = times[row];
+                    while let Some(Reverse((at, txn, fraud))) = heap.peek().copied() {
+                        if at > t {
+                            break;
+                        }
+                        heap.pop();
+                        // The label's own time, not the row's: it was known then.
+                        clock.set(((at.max(origin) - origin) as u64).saturating_mul(1_000_000));
+                        match engine.report_label(TxnId(txn), fraud, at) {
+                            Ok(_) => stats.labels_fed += 1,
+                            Err(_) => stats.labels_refused += 1,
+                        }
+                    }
+                    clock.set(((t - origin).max(0) as u64).saturating_mul(1_000_000));
+                    let d = cols.txn(r).and_then(|x| engine.decide(&x));
+                    if let (Err(e), false) = (&d, keep) {
+                        return Err(errors::decide(e, Some(row)));
+                    }
+                    res.push(d);
+                    row += 1;
+                }
+                out.push(output::batch(&res, row - len, keep));
+                start += len;
+            }
+        }
+        stats.labels_after_end = heap.len() as u64;
+        engine.shutdown(risk_core::Shutdown::Abandon);
+        Ok((out, stats))
+    })?;
+    Ok(out)
+}

@@ -1,0 +1,177 @@
+"""Event-time replays: the clock follows the data, labels arrive when they were known,
+the report's figures are right, and compare() finds what a rule change changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import risk
+from risk import _metrics
+from conftest import EXAMPLES, state_toml
+
+DAY_MS = 86_400_000
+
+
+def test_replay_decides_at_event_time(raw_frame):
+    with risk.Engine.from_toml(state_toml(), base_dir=EXAMPLES) as e:
+        out = e.replay(raw_frame)
+    t = raw_frame.column("time").cast(pa.int64()).to_pylist()
+    assert out.column("decided_at_ms").to_pylist() == t
+    assert set(out.column("state").to_pylist()) == {"fresh"}
+    # no deadline expires on the data's clock: the model answers every row
+    assert out.column("fallback").null_count == out.num_rows
+    assert out.schema.metadata[b"risk.replay.deep"] == b"skipped"
+
+
+def test_replay_equals_serving_on_the_same_rows_and_state(raw_frame):
+    # Velocity features depend only on event times: the replay and decide_batch (wall
+    # clock) agree on every decision of the stateful engine.
+    with risk.Engine.from_toml(state_toml(), base_dir=EXAMPLES) as e:
+        a = e.replay(raw_frame)
+    with risk.Engine.from_toml(state_toml(), base_dir=EXAMPLES) as e:
+        b = e.decide_batch(raw_frame)
+    for c in ("action", "score", "rules_fired"):
+        assert a.column(c).to_pylist() == b.column(c).to_pylist(), c
+
+
+LABEL_TOML = """
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "rules"
+path = "label.rules"
+[state]
+max_keys = 1000
+[[state.features]]
+name = "card_frauds_30d"
+key = "card"
+agg = "fraud_count"
+window = "30d"
+buckets = 30
+"""
+
+LABEL_RULES = """version "label-test-1"
+policy first_hit
+rule KNOWN_FRAUD { when card_frauds_30d >= 1  decline  hard }
+"""
+
+
+@pytest.fixture
+def label_engine(tmp_path):
+    (tmp_path / "label.rules").write_text(LABEL_RULES)
+    with risk.Engine.from_toml(LABEL_TOML, base_dir=tmp_path) as e:
+        yield e
+
+
+def card_rows():
+    """One card, five transactions a day apart, the first a fraud."""
+    t0 = 1_767_571_200_000
+    return pa.table({
+        "id": pa.array([1, 2, 3, 4, 5], pa.uint64()),
+        "entity": pa.array([7] * 5, pa.uint64()),
+        "time": pa.array([t0 + i * DAY_MS for i in range(5)], pa.timestamp("ms", tz="UTC")),
+        "amount": [20.0] * 5,
+        "is_fraud": [True, False, False, False, False],
+    })
+
+
+def fired(out):
+    return ["KNOWN_FRAUD" in (f or []) for f in out.column("rules_fired").to_pylist()]
+
+
+def test_a_label_reaches_the_features_when_it_became_known(label_engine):
+    rows = card_rows()
+    # known 2 days and 1 ms after the fraud: the rows of days 3 and 4 see it
+    out = label_engine.replay(rows, label_delay_ms=2 * DAY_MS + 1)
+    assert fired(out) == [False, False, False, True, True]
+    assert out.column("action").cast(pa.string()).to_pylist()[3:] == ["decline", "decline"]
+    assert out.schema.metadata[b"risk.replay.labels_fed"] == b"1"
+    # never known: nothing fires; known after the end: counted as such
+    assert fired(label_engine.replay(rows)) == [False] * 5
+    late = label_engine.replay(rows, label_delay_ms=30 * DAY_MS)
+    assert fired(late) == [False] * 5
+    assert late.schema.metadata[b"risk.replay.labels_after_end"] == b"1"
+    # a label table with its own times: known one day after, so from day 1 on
+    lab = pa.table({"id": pa.array([1], pa.uint64()),
+                    "time": pa.array([rows.column("time")[0].value + DAY_MS], pa.int64()),
+                    "fraud": [True]})
+    assert fired(label_engine.replay(rows, labels=lab)) == [False, True, True, True, True]
+    with pytest.raises(risk.InputError):
+        label_engine.replay(rows, labels=lab, label_delay_ms=1)
+
+
+def test_time_going_backwards_is_refused(raw_frame):
+    shuffled = raw_frame.take(pa.array([0, 2, 1] + list(range(3, 50))))
+    with risk.Engine.from_toml(EXAMPLES / "risk.toml") as e:
+        t = shuffled.column("time").cast(pa.int64()).to_pylist()
+        if t[1] == t[2]:
+            pytest.skip("equal times")
+        with pytest.raises(risk.InputError, match="backwards at row 2"):
+            e.replay(shuffled)
+        with pytest.raises(risk.InputError, match="event time"):
+            e.replay(raw_frame.drop_columns(["time"]))
+        with pytest.raises(risk.InputError):
+            e.replay(raw_frame, label_delay_ms=-1)
+
+
+def test_metrics_against_hand_computed_values():
+    y = np.array([1, 0, 1, 0, 0, 1], bool)
+    s = np.array([0.9, 0.8, 0.7, 0.3, 0.2, 0.1])
+    # precision at each fraud: 1/1, 2/3, 3/6 -> AP = (1 + 2/3 + 1/2) / 3
+    assert _metrics.average_precision(y, s) == pytest.approx((1 + 2 / 3 + 0.5) / 3)
+    # ties: one threshold for equal scores
+    assert _metrics.average_precision(np.array([1, 0], bool), np.array([0.5, 0.5])) == 0.5
+    r, thr = _metrics.recall_at_fpr(y, s, 1 / 3)
+    assert (r, thr) == (pytest.approx(2 / 3), 0.7)
+    assert _metrics.precision_recall(y, s >= 0.7) == (pytest.approx(2 / 3), pytest.approx(2 / 3))
+
+
+def test_backtest_report(frame):
+    costs = {"approve": ("amount", 0.0), "review": (5.0, 5.0), "decline": (0.0, 25.0)}
+    bt = risk.backtest(EXAMPLES / "risk.toml", frame, costs=costs)
+    r = bt.report
+    y = frame.column("is_fraud").to_numpy(zero_copy_only=False)
+    assert r["rows"] == frame.num_rows and r["frauds"] == int(y.sum())
+    assert sum(r["actions"].values()) == frame.num_rows
+    act = np.array(bt.decisions.column("action").cast(pa.string()).to_pylist())
+    flagged = act != "approve"
+    assert r["alert_rate"] == pytest.approx(flagged.mean())
+    assert r["recall_flagged"] == pytest.approx((flagged & y).sum() / y.sum())
+    amount = frame.column("amount").to_numpy()
+    want = (amount[(act == "approve") & y].sum() + 5.0 * (act == "review").sum()
+            + 25.0 * ((act == "decline") & ~y).sum())
+    assert r["cost"] == pytest.approx(want)
+    assert 0.0 < r["auprc_model"] <= 1.0 and 0.0 < r["auprc"] <= 1.0
+    assert set(r["recall_at_fpr"]) == {"0.001", "0.01", "0.05"}
+    assert bt.rules and all(0 <= x["precision"] <= 1 for x in bt.rules)
+    top = bt.rules[0]
+    fired = [top["rule"] in (f or []) for f in bt.decisions.column("rules_fired").to_pylist()]
+    assert top["hits"] == sum(fired) and top["frauds"] == int((np.array(fired) & y).sum())
+    assert "auprc" in bt.summary().index
+    assert list(bt.rules_frame().columns) == ["rule", "hits", "frauds", "precision", "recall"]
+
+
+def test_compare_finds_a_threshold_change(frame):
+    a = (EXAMPLES / "risk.toml").read_text()
+    b = a.replace("decline_at = 0.7", "decline_at = 0.5")
+    assert a != b
+    cmp = risk.compare(frame, risk.Engine.from_toml(a, base_dir=EXAMPLES),
+                       risk.Engine.from_toml(b, base_dir=EXAMPLES), costs={"decline": (0, 10)})
+    assert len(cmp.changed) > 0
+    assert set(cmp.transitions) <= {("review", "decline")}
+    assert sum(cmp.transitions.values()) == len(cmp.changed)
+    assert cmp.model["mean_abs_delta"] == 0.0 and cmp.model["action_changed"] == len(cmp.changed)
+    assert cmp.metrics["b"]["decline_rate"] > cmp.metrics["a"]["decline_rate"]
+    assert all(r["started"] == r["stopped"] == 0 for r in cmp.rules)
+    assert cmp.metrics_frame().shape[1] == 2
+
+
+def test_backtest_needs_the_label(frame):
+    with pytest.raises(risk.InputError, match="label"):
+        risk.backtest(EXAMPLES / "risk.toml", frame.drop_columns(["is_fraud"]))
+    with pytest.raises(risk.RiskTypeError):
+        risk.backtest(EXAMPLES / "risk.toml", frame, label_delay="7d")
