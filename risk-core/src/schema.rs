@@ -89,6 +89,9 @@ pub struct FeatureSchema {
     required: Vec<usize>,
     /// Categorical slots and their vocabulary sizes.
     categorical: Vec<(usize, usize)>,
+    /// The slots of the standard fields a transaction's typed fields mirror into
+    /// (amount, currency, mcc, country, channel; see [`FeatureSchema::standard`]).
+    standard: [Option<Slot>; 5],
 }
 
 impl fmt::Debug for FeatureSchema {
@@ -112,6 +115,14 @@ impl FeatureSchema {
     /// The slot of a field.
     pub fn slot(&self, name: &str) -> Option<Slot> {
         self.by_name.get(name).copied()
+    }
+
+    /// The slots of the standard fields, in the order amount, currency, mcc, country,
+    /// channel (`None`: not in this schema), found once when the schema was built: a
+    /// transaction's `build` mirrors its typed fields into them without a lookup by name.
+    #[inline]
+    pub fn standard(&self) -> &[Option<Slot>; 5] {
+        &self.standard
     }
 
     /// The slot of a field, or an error naming it.
@@ -269,12 +280,21 @@ impl SchemaBuilder {
             .filter(|&i| fields[i].kind == FieldKind::Categorical)
             .map(|i| (i, fields[i].vocab.len()))
             .collect();
+        let standard = [
+            crate::txn::fields::AMOUNT,
+            crate::txn::fields::CURRENCY,
+            crate::txn::fields::MCC,
+            crate::txn::fields::COUNTRY,
+            crate::txn::fields::CHANNEL,
+        ]
+        .map(|n| by_name.get(n).copied());
         Ok(Arc::new(FeatureSchema {
             fields,
             by_name,
             fingerprint: h.finish(),
             required,
             categorical,
+            standard,
         }))
     }
 }

@@ -344,21 +344,25 @@ impl TransactionBuilder {
     }
 
     /// Transaction id.
+    #[inline]
     pub fn id(mut self, id: u64) -> Self {
         self.txn.id = TxnId(id);
         self
     }
     /// Entity key.
+    #[inline]
     pub fn entity(mut self, e: u64) -> Self {
         self.txn.entity = EntityKey(e);
         self
     }
     /// Event time in ms since the epoch.
+    #[inline]
     pub fn timestamp_ms(mut self, t: i64) -> Self {
         self.txn.timestamp_ms = t;
         self
     }
     /// Amount and currency.
+    #[inline]
     pub fn amount(mut self, amount: f64, currency: &str) -> Self {
         self.txn.amount = amount;
         self.set[0] = true;
@@ -369,12 +373,14 @@ impl TransactionBuilder {
         self
     }
     /// Merchant category code.
+    #[inline]
     pub fn mcc(mut self, mcc: u16) -> Self {
         self.txn.mcc = mcc;
         self.set[1] = true;
         self
     }
     /// Country code.
+    #[inline]
     pub fn country(mut self, c: &str) -> Self {
         self.set[2] = true;
         match Country::new(c) {
@@ -384,32 +390,38 @@ impl TransactionBuilder {
         self
     }
     /// Channel.
+    #[inline]
     pub fn channel(mut self, c: Channel) -> Self {
         self.txn.channel = c;
         self.set[3] = true;
         self
     }
     /// Device id.
+    #[inline]
     pub fn device(mut self, d: u64) -> Self {
         self.txn.device = DeviceId(d);
         self
     }
     /// Merchant / terminal id (hashed: [`crate::hash::key_hash`]).
+    #[inline]
     pub fn merchant(mut self, id: &str) -> Self {
         self.txn.merchant = key_hash(id);
         self
     }
     /// IP address (hashed as text).
+    #[inline]
     pub fn ip(mut self, ip: &str) -> Self {
         self.txn.ip = key_hash(ip);
         self
     }
     /// E-mail address (trimmed, lower-cased, hashed).
+    #[inline]
     pub fn email(mut self, email: &str) -> Self {
         self.txn.email = email_hash(email);
         self
     }
     /// A named numeric attribute.
+    #[inline]
     pub fn numeric(mut self, name: &str, v: f32) -> Self {
         let r = self
             .txn
@@ -420,6 +432,7 @@ impl TransactionBuilder {
         self
     }
     /// A named attribute explicitly missing (an unknown name is an error at `build`).
+    #[inline]
     pub fn missing(mut self, name: &str) -> Self {
         let r = self
             .txn
@@ -430,6 +443,7 @@ impl TransactionBuilder {
         self
     }
     /// A free-text field (see [`TextFields`] for the limits).
+    #[inline]
     pub fn text(mut self, name: &str, value: &str) -> Self {
         let r = self.txn.text.set(name, value);
         self.keep(r);
@@ -439,13 +453,29 @@ impl TransactionBuilder {
     /// [`Field::intern`](crate::schema::Field::intern), or `NaN` for missing): for callers
     /// that resolve names once per column (columnar input), not once per row. `build`
     /// validates it like any other value.
+    #[inline]
     pub fn slot_value(mut self, slot: crate::schema::Slot, v: f32) -> Self {
         if let Some(x) = self.txn.features.values_mut().get_mut(slot.index()) {
             *x = v;
         }
         self
     }
+    /// Several features by slot (see [`slot_value`](Self::slot_value)), in one call.
+    #[inline]
+    pub fn slot_values(
+        mut self,
+        values: impl IntoIterator<Item = (crate::schema::Slot, f32)>,
+    ) -> Self {
+        let vals = self.txn.features.values_mut();
+        for (slot, v) in values {
+            if let Some(x) = vals.get_mut(slot.index()) {
+                *x = v;
+            }
+        }
+        self
+    }
     /// A named categorical attribute.
+    #[inline]
     pub fn categorical(mut self, name: &str, v: &str) -> Self {
         let r = self
             .txn
@@ -471,7 +501,22 @@ impl TransactionBuilder {
             });
         }
         let schema = Arc::clone(t.features.schema());
-        let mcc_text = format!("{:04}", t.mcc);
+        // The mcc as its 4-digit text, without an allocation (a code is below 10,000
+        // in practice; a larger one keeps its digits and matches no vocabulary entry).
+        let mut mcc_buf = [0u8; 5];
+        let mcc_text = {
+            let mut v = t.mcc;
+            for d in mcc_buf.iter_mut().rev() {
+                *d = b'0' + (v % 10) as u8;
+                v /= 10;
+            }
+            let digits = std::str::from_utf8(&mcc_buf).unwrap_or("");
+            if t.mcc >= 10_000 {
+                digits
+            } else {
+                &digits[1..]
+            }
+        };
         let mirror: [(&str, Mirror<'_>, bool); 5] = [
             (fields::AMOUNT, Mirror::Num(t.amount as f32), true),
             (
@@ -481,7 +526,7 @@ impl TransactionBuilder {
             ),
             (
                 fields::MCC,
-                Mirror::Both(t.mcc as f32, &mcc_text),
+                Mirror::Both(t.mcc as f32, mcc_text),
                 self.set[1],
             ),
             (
@@ -495,8 +540,8 @@ impl TransactionBuilder {
                 self.set[3],
             ),
         ];
-        for (name, m, wanted) in mirror {
-            let Some(slot) = schema.slot(name).filter(|_| wanted) else {
+        for ((name, m, wanted), slot) in mirror.into_iter().zip(*schema.standard()) {
+            let Some(slot) = slot.filter(|_| wanted) else {
                 continue;
             };
             let field = schema.field(slot);

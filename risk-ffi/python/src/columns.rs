@@ -351,20 +351,7 @@ impl Columns<'_> {
                         b = b.email(s);
                     }
                 }
-                (Target::Numeric(slot), Col::F64(a)) => {
-                    let v = match f64_at(a, r) {
-                        Some(v) => crate::txn::to_f32(&self.plan.schema.field(*slot).name, v)?,
-                        None => f32::NAN,
-                    };
-                    b = b.slot_value(*slot, v);
-                }
-                (Target::Categorical(slot), Col::Str(a)) => {
-                    let v = match str_at(a, r) {
-                        Some(s) => self.plan.schema.field(*slot).intern(s) as f32,
-                        None => f32::NAN,
-                    };
-                    b = b.slot_value(*slot, v);
-                }
+                (Target::Numeric(_) | Target::Categorical(_), _) => {}
                 (Target::Text(name), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         text.push((name.as_str(), s));
@@ -377,7 +364,26 @@ impl Columns<'_> {
             field: "amount",
             reason: "null".into(),
         })?;
-        b = b.amount(amount, currency.unwrap_or(DEFAULT_CURRENCY));
+        // Features in one call: a value outside f32's range becomes infinite, which
+        // `build` refuses naming the feature.
+        b = b
+            .amount(amount, currency.unwrap_or(DEFAULT_CURRENCY))
+            .slot_values(
+                self.cols
+                    .iter()
+                    .filter_map(|(target, col)| match (target, col) {
+                        (Target::Numeric(slot), Col::F64(a)) => {
+                            Some((*slot, f64_at(a, r).map_or(f32::NAN, |v| v as f32)))
+                        }
+                        (Target::Categorical(slot), Col::Str(a)) => Some((
+                            *slot,
+                            str_at(a, r).map_or(f32::NAN, |s| {
+                                self.plan.schema.field(*slot).intern(s) as f32
+                            }),
+                        )),
+                        _ => None,
+                    }),
+            );
         for (name, value) in text {
             b = b.text(name, value);
         }

@@ -361,6 +361,12 @@ impl PyEngine {
         pyo3_arrow::PyTable::try_new(batches, schema)?.into_pyarrow(py)
     }
 
+    /// Builds the transaction of a mapping without deciding it (the benchmark's split
+    /// of `decide`'s time into conversion and engine).
+    fn _parse(&self, txn: &Bound<'_, PyDict>) -> PyResult<()> {
+        crate::txn::from_mapping(self.live()?.schema(), txn).map(|_| ())
+    }
+
     /// The Rust engine's own nanoseconds for every row of `data` (`mode`: `"decide"` row
     /// by row, `"batch"` in chunks on one thread), the transactions built before the clock
     /// starts: the baseline `bench.py` compares the package's calls against.

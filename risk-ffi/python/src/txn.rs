@@ -5,6 +5,7 @@
 use crate::errors::{decide, input, type_err};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
+use risk_core::schema::{FieldKind, Slot};
 use risk_core::{Channel, DecideError, EntityKey, FeatureSchema, Transaction};
 use std::sync::Arc;
 
@@ -58,60 +59,48 @@ fn text(v: &Bound<'_, PyAny>, key: &str) -> PyResult<String> {
         .map(str::to_owned)
 }
 
-/// The transaction a mapping describes, over `schema`.
+/// The transaction a mapping describes, over `schema`. Typed fields go through the
+/// builder's setters; features are resolved to slots here and set in one call, so a
+/// mapping of twenty keys moves the builder a dozen times, not forty.
 pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyResult<Transaction> {
     let mut b = Transaction::builder(schema);
     let mut amount: Option<f64> = None;
     let mut currency: Option<String> = None;
+    let mut feats: Vec<(Slot, f32)> = Vec::with_capacity(m.len());
     for (k, v) in m.iter() {
-        let key = k
-            .cast::<PyString>()
-            .map_err(|_| type_err("transaction keys must be str"))?
-            .to_str()?
-            .to_owned();
-        if v.is_none() {
-            if !matches!(
-                key.as_str(),
-                "id" | "entity"
-                    | "timestamp_ms"
-                    | "time"
-                    | "amount"
-                    | "currency"
-                    | "mcc"
-                    | "country"
-                    | "channel"
-                    | "device"
-                    | "merchant"
-                    | "ip"
-                    | "email"
-                    | "text"
-            ) {
-                b = b.missing(&key);
+        let k = k
+            .cast_into::<PyString>()
+            .map_err(|_| type_err("transaction keys must be str"))?;
+        let key = k.to_str()?;
+        let none = v.is_none();
+        b = match key {
+            "id" | "entity" | "timestamp_ms" | "time" | "amount" | "currency" | "mcc"
+            | "country" | "channel" | "device" | "merchant" | "ip" | "email" | "text"
+                if none =>
+            {
+                b
             }
-            continue;
-        }
-        b = match key.as_str() {
-            "id" => b.id(int(&v, &key)?),
+            "id" => b.id(int(&v, key)?),
             "entity" => match v.cast::<PyString>() {
                 Ok(s) => b.entity(EntityKey::from_str_hash(s.to_str()?).0),
-                Err(_) => b.entity(int(&v, &key)?),
+                Err(_) => b.entity(int(&v, key)?),
             },
-            "timestamp_ms" | "time" => b.timestamp_ms(int(&v, &key)?),
+            "timestamp_ms" | "time" => b.timestamp_ms(int(&v, key)?),
             "amount" => {
-                amount = Some(number(&v, &key)?);
+                amount = Some(number(&v, key)?);
                 b
             }
             "currency" => {
-                currency = Some(text(&v, &key)?);
+                currency = Some(text(&v, key)?);
                 b
             }
-            "mcc" => b.mcc(int(&v, &key)?),
-            "country" => b.country(&text(&v, &key)?),
-            "channel" => b.channel(Channel::parse(&text(&v, &key)?).map_err(|e| decide(&e, None))?),
-            "device" => b.device(int(&v, &key)?),
-            "merchant" => b.merchant(&text(&v, &key)?),
-            "ip" => b.ip(&text(&v, &key)?),
-            "email" => b.email(&text(&v, &key)?),
+            "mcc" => b.mcc(int(&v, key)?),
+            "country" => b.country(&text(&v, key)?),
+            "channel" => b.channel(Channel::parse(&text(&v, key)?).map_err(|e| decide(&e, None))?),
+            "device" => b.device(int(&v, key)?),
+            "merchant" => b.merchant(&text(&v, key)?),
+            "ip" => b.ip(&text(&v, key)?),
+            "email" => b.email(&text(&v, key)?),
             "text" => {
                 let d = v
                     .cast::<PyDict>()
@@ -124,22 +113,42 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
                 b
             }
             _ => {
-                if let Ok(s) = v.cast::<PyString>() {
-                    b.categorical(&key, s.to_str()?)
-                } else {
-                    let x = number(&v, &key)?;
-                    if x.is_nan() {
-                        b.missing(&key)
-                    } else {
-                        b.numeric(&key, to_f32(&key, x).map_err(|e| decide(&e, None))?)
+                let slot = schema
+                    .require(key)
+                    .map_err(|e| decide(&DecideError::Features(e), None))?;
+                let field = schema.field(slot);
+                let x = if none {
+                    f32::NAN
+                } else if let Ok(s) = v.cast::<PyString>() {
+                    if field.kind != FieldKind::Categorical {
+                        return Err(type_err(format!(
+                            "{key:?} is a numeric feature: give a number, not a str"
+                        )));
                     }
-                }
+                    field.intern(s.to_str()?) as f32
+                } else {
+                    let x = number(&v, key)?;
+                    if field.kind != FieldKind::Numeric {
+                        return Err(type_err(format!(
+                            "{key:?} is a categorical feature: give a str, not a number"
+                        )));
+                    }
+                    if x.is_nan() {
+                        f32::NAN
+                    } else {
+                        to_f32(key, x).map_err(|e| decide(&e, None))?
+                    }
+                };
+                feats.push((slot, x));
+                b
             }
         };
     }
     let amount = amount.ok_or_else(|| input("the transaction has no \"amount\""))?;
-    b = b.amount(amount, currency.as_deref().unwrap_or("USD"));
-    b.build().map_err(|e| decide(&e, None))
+    b.amount(amount, currency.as_deref().unwrap_or("USD"))
+        .slot_values(feats)
+        .build()
+        .map_err(|e| decide(&e, None))
 }
 
 fn number(v: &Bound<'_, PyAny>, key: &str) -> PyResult<f64> {
