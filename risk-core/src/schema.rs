@@ -52,7 +52,7 @@ pub struct Field {
     /// Whether `NaN` (missing) is allowed in this slot.
     pub nullable: bool,
     vocab: Vec<String>,
-    ids: HashMap<String, u32>,
+    ids: HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
 impl Field {
@@ -83,7 +83,7 @@ impl Field {
 /// Named `f32` slots shared by every tier. Build with [`FeatureSchema::builder`].
 pub struct FeatureSchema {
     fields: Vec<Field>,
-    by_name: HashMap<String, Slot>,
+    by_name: HashMap<String, Slot, foldhash::fast::RandomState>,
     fingerprint: u64,
     /// Slots that must not be missing.
     required: Vec<usize>,
@@ -232,7 +232,7 @@ impl SchemaBuilder {
     /// `[A-Za-z0-9_.]`, a duplicate or empty vocabulary entry, an oversized vocabulary.
     pub fn build(self) -> Result<Arc<FeatureSchema>, SchemaError> {
         let mut fields = Vec::with_capacity(self.fields.len());
-        let mut by_name = HashMap::new();
+        let mut by_name = HashMap::with_hasher(foldhash::fast::RandomState::default());
         let mut h = Fnv::new();
         for (i, (name, kind, nullable, vocab)) in self.fields.into_iter().enumerate() {
             if name.is_empty()
@@ -252,7 +252,10 @@ impl SchemaBuilder {
                     len: vocab.len(),
                 });
             }
-            let mut ids = HashMap::with_capacity(vocab.len());
+            let mut ids = HashMap::with_capacity_and_hasher(
+                vocab.len(),
+                foldhash::fast::RandomState::default(),
+            );
             for (j, v) in vocab.iter().enumerate() {
                 if v.is_empty() || ids.insert(v.clone(), j as u32 + 1).is_some() {
                     return Err(SchemaError::BadVocab {

@@ -12,8 +12,10 @@
 
 use crate::errors::{input, type_err};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int64Type, TimestampMillisecondType, UInt64Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::types::{Float64Type, Int64Type, UInt64Type};
+use arrow_array::{
+    Array, ArrayRef, Float64Array, Int64Array, RecordBatch, StringArray, UInt64Array,
+};
 use arrow_schema::{DataType, Schema, TimeUnit};
 use pyo3::PyResult;
 use risk_core::schema::{FieldKind, Slot};
@@ -73,13 +75,13 @@ enum Target {
     Text(String),
 }
 
-/// A column cast for reading.
+/// A column cast for reading, downcast once per batch (not once per value).
 #[derive(Debug)]
 enum Col {
-    U64(ArrayRef),
-    I64(ArrayRef),
-    F64(ArrayRef),
-    Str(ArrayRef),
+    U64(UInt64Array),
+    I64(Int64Array),
+    F64(Float64Array),
+    Str(StringArray),
 }
 
 /// The mapping of one Arrow schema onto an engine's transactions.
@@ -233,24 +235,34 @@ impl Plan {
             let a = batch.column(*i);
             let name = batch.schema_ref().field(*i).name().clone();
             let fail = |e: arrow_schema::ArrowError| input(format!("column {name:?}: {e}"));
+            let u64s = |a: &ArrayRef| -> PyResult<Col> {
+                let c = cast_checked(a, &DataType::UInt64).map_err(fail)?;
+                Ok(Col::U64(c.as_primitive::<UInt64Type>().clone()))
+            };
+            let strs = |a: &ArrayRef| -> PyResult<Col> {
+                let c = cast_checked(a, &DataType::Utf8).map_err(fail)?;
+                Ok(Col::Str(c.as_string::<i32>().clone()))
+            };
             let col = match want {
-                Want::U64 => Col::U64(cast_checked(a, &DataType::UInt64).map_err(fail)?),
-                Want::F64 => Col::F64(cast_checked(a, &DataType::Float64).map_err(fail)?),
-                Want::Str => Col::Str(cast_checked(a, &DataType::Utf8).map_err(fail)?),
-                Want::Entity => {
-                    if a.data_type().is_integer() {
-                        Col::U64(cast_checked(a, &DataType::UInt64).map_err(fail)?)
-                    } else {
-                        Col::Str(cast_checked(a, &DataType::Utf8).map_err(fail)?)
-                    }
+                Want::U64 => u64s(a)?,
+                Want::F64 => {
+                    let c = cast_checked(a, &DataType::Float64).map_err(fail)?;
+                    Col::F64(c.as_primitive::<Float64Type>().clone())
                 }
-                Want::Millis => match a.data_type() {
-                    DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => Col::I64(
-                        cast_checked(a, &DataType::Timestamp(TimeUnit::Millisecond, None))
-                            .map_err(fail)?,
-                    ),
-                    _ => Col::I64(cast_checked(a, &DataType::Int64).map_err(fail)?),
-                },
+                Want::Str => strs(a)?,
+                Want::Entity if a.data_type().is_integer() => u64s(a)?,
+                Want::Entity => strs(a)?,
+                Want::Millis => {
+                    let ms = match a.data_type() {
+                        DataType::Timestamp(..) | DataType::Date32 | DataType::Date64 => {
+                            cast_checked(a, &DataType::Timestamp(TimeUnit::Millisecond, None))
+                                .and_then(|x| arrow_cast::cast(&x, &DataType::Int64))
+                        }
+                        _ => cast_checked(a, &DataType::Int64),
+                    }
+                    .map_err(fail)?;
+                    Col::I64(ms.as_primitive::<Int64Type>().clone())
+                }
             };
             out.push((target, col));
         }
@@ -395,30 +407,22 @@ impl Columns<'_> {
 /// builder default.
 const DEFAULT_CURRENCY: &str = "USD";
 
-fn u64_at(a: &ArrayRef, r: usize) -> Option<u64> {
-    let a = a.as_primitive::<UInt64Type>();
+#[inline]
+fn u64_at(a: &UInt64Array, r: usize) -> Option<u64> {
     a.is_valid(r).then(|| a.value(r))
 }
 
-fn i64_at(a: &ArrayRef, r: usize) -> Option<i64> {
-    match a.data_type() {
-        DataType::Timestamp(..) => {
-            let a = a.as_primitive::<TimestampMillisecondType>();
-            a.is_valid(r).then(|| a.value(r))
-        }
-        _ => {
-            let a = a.as_primitive::<Int64Type>();
-            a.is_valid(r).then(|| a.value(r))
-        }
-    }
+#[inline]
+fn i64_at(a: &Int64Array, r: usize) -> Option<i64> {
+    a.is_valid(r).then(|| a.value(r))
 }
 
-fn f64_at(a: &ArrayRef, r: usize) -> Option<f64> {
-    let a = a.as_primitive::<Float64Type>();
+#[inline]
+fn f64_at(a: &Float64Array, r: usize) -> Option<f64> {
     a.is_valid(r).then(|| a.value(r)).filter(|v| !v.is_nan())
 }
 
-fn str_at(a: &ArrayRef, r: usize) -> Option<&str> {
-    let a = a.as_string::<i32>();
+#[inline]
+fn str_at(a: &StringArray, r: usize) -> Option<&str> {
     a.is_valid(r).then(|| a.value(r))
 }

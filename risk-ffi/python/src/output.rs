@@ -3,11 +3,12 @@
 //! so pandas reads it as a category and polars as a categorical.
 
 use arrow_array::builder::{
-    ArrayBuilder, BooleanBuilder, Float32Builder, Int64Builder, StringBuilder,
-    StringDictionaryBuilder, UInt64Builder,
+    ArrayBuilder, BooleanBuilder, Float32Builder, Int64Builder, StringBuilder, UInt64Builder,
 };
 use arrow_array::types::Int16Type;
-use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
+use arrow_array::{
+    ArrayRef, DictionaryArray, Int16Array, ListArray, RecordBatch, StringArray, StructArray,
+};
 use arrow_buffer::OffsetBuffer;
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 use risk_core::{DecideError, Decision, Escalation};
@@ -133,6 +134,61 @@ impl TextLists {
     }
 }
 
+/// A dictionary-encoded text column of few distinct values, built without hashing each
+/// row's text (an `arrow` `StringDictionaryBuilder` hashes every value it appends): the
+/// values are compared by key, a linear search over the handful seen so far.
+struct SmallDict<K: PartialEq + Copy> {
+    seen: Vec<(K, String)>,
+    keys: Vec<Option<i16>>,
+}
+
+impl<K: PartialEq + Copy> SmallDict<K> {
+    fn new(rows: usize) -> Self {
+        SmallDict {
+            seen: Vec::new(),
+            keys: Vec::with_capacity(rows),
+        }
+    }
+    /// Appends the value of `key`, made by `text` the first time it is seen.
+    fn append(&mut self, key: K, text: impl FnOnce() -> String) {
+        let i = match self.seen.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.seen.push((key, text()));
+                self.seen.len() - 1
+            }
+        };
+        // A column's distinct values are a few enum names or version ids.
+        self.keys.push(Some(i16::try_from(i).unwrap_or(i16::MAX)));
+    }
+    fn append_null(&mut self) {
+        self.keys.push(None);
+    }
+    fn finish(self) -> ArrayRef {
+        let values = StringArray::from_iter_values(self.seen.iter().map(|(_, v)| v.as_str()));
+        let keys = Int16Array::from(self.keys);
+        Arc::new(
+            DictionaryArray::<Int16Type>::try_new(keys, Arc::new(values))
+                .expect("every key indexes a value"),
+        )
+    }
+}
+
+/// A [`SmallDict`] of static names (enum variants' `as_str`).
+type NameDict = SmallDict<&'static str>;
+
+impl NameDict {
+    fn push(&mut self, s: &'static str) {
+        self.append(s, || s.to_owned());
+    }
+    fn push_opt(&mut self, s: Option<&'static str>) {
+        match s {
+            Some(s) => self.push(s),
+            None => self.append_null(),
+        }
+    }
+}
+
 /// Builds the record batch of one chunk's results; `with_error`: failed rows are null
 /// decisions with their error's text (otherwise there are none: the caller raised).
 pub fn batch(
@@ -143,15 +199,15 @@ pub fn batch(
     let n = results.len();
     let mut txn = UInt64Builder::with_capacity(n);
     let mut entity = UInt64Builder::with_capacity(n);
-    let mut action = StringDictionaryBuilder::<Int16Type>::new();
+    let mut action = NameDict::new(n);
     let mut score = Float32Builder::with_capacity(n);
-    let mut tier = StringDictionaryBuilder::<Int16Type>::new();
-    let mut fallback = StringDictionaryBuilder::<Int16Type>::new();
+    let mut tier = NameDict::new(n);
+    let mut fallback = NameDict::new(n);
     let mut hard = BooleanBuilder::with_capacity(n);
     let mut rule_score = Float32Builder::with_capacity(n);
     let mut model_score = Float32Builder::with_capacity(n);
     let mut shift = Float32Builder::with_capacity(n);
-    let mut esc = StringDictionaryBuilder::<Int16Type>::new();
+    let mut esc = NameDict::new(n);
     let mut r_code = StringBuilder::new();
     let mut r_weight = Float32Builder::new();
     let mut r_offsets: Vec<i32> = Vec::with_capacity(n + 1);
@@ -159,32 +215,30 @@ pub fn batch(
     let mut r_valid = Vec::with_capacity(n);
     let mut fired = TextLists::new(n);
     let mut shadow = TextLists::new(n);
-    let mut v_rules = StringDictionaryBuilder::<Int16Type>::new();
-    let mut v_fast = StringDictionaryBuilder::<Int16Type>::new();
-    let mut v_deep = StringDictionaryBuilder::<Int16Type>::new();
-    let mut state = StringDictionaryBuilder::<Int16Type>::new();
+    let mut v_rules: SmallDict<risk_core::VersionId> = SmallDict::new(n);
+    let mut v_fast: SmallDict<risk_core::VersionId> = SmallDict::new(n);
+    let mut v_deep: SmallDict<risk_core::VersionId> = SmallDict::new(n);
+    let mut state = NameDict::new(n);
     let mut stale = BooleanBuilder::with_capacity(n);
     let mut rules_ns = UInt64Builder::with_capacity(n);
     let mut fast_ns = UInt64Builder::with_capacity(n);
     let mut total_ns = UInt64Builder::with_capacity(n);
     let mut at = Int64Builder::with_capacity(n);
     let mut error = StringBuilder::new();
-    // Version ids as text, formatted once per distinct id in this chunk.
-    let mut last_versions: Option<(risk_core::Versions, [String; 3])> = None;
     for (k, r) in results.iter().enumerate() {
         match r {
             Ok(d) => {
                 txn.append_value(d.txn.0);
                 entity.append_value(d.entity.0);
-                action.append_value(d.action.as_str());
+                action.push(d.action.as_str());
                 score.append_value(d.score);
-                tier.append_value(d.tier.as_str());
-                fallback.append_option(d.fallback.map(|f| f.as_str()));
+                tier.push(d.tier.as_str());
+                fallback.push_opt(d.fallback.map(|f| f.as_str()));
                 hard.append_value(d.hard_rule);
                 rule_score.append_value(d.rule_score);
                 model_score.append_option(d.model_score);
                 shift.append_value(d.threshold_shift);
-                esc.append_value(escalation_str(d.escalation));
+                esc.push(escalation_str(d.escalation));
                 for reason in d.reasons.iter() {
                     r_code.append_value(reason.code.name());
                     r_weight.append_value(reason.weight);
@@ -194,27 +248,16 @@ pub fn batch(
                 fired.push(Some(d.rules_fired.iter()));
                 shadow.push(Some(d.rules_shadow.iter()));
                 let v = d.versions;
-                if last_versions.as_ref().is_none_or(|(lv, _)| *lv != v) {
-                    let text = [
-                        v.rules.to_string(),
-                        v.fast.map(|x| x.to_string()).unwrap_or_default(),
-                        v.deep.map(|x| x.to_string()).unwrap_or_default(),
-                    ];
-                    last_versions = Some((v, text));
+                v_rules.append(v.rules, || v.rules.to_string());
+                match v.fast {
+                    Some(f) => v_fast.append(f, || f.to_string()),
+                    None => v_fast.append_null(),
                 }
-                let (_, vt) = last_versions.as_ref().expect("set above");
-                v_rules.append_value(&vt[0]);
-                if v.fast.is_some() {
-                    v_fast.append_value(&vt[1]);
-                } else {
-                    v_fast.append_null();
+                match v.deep {
+                    Some(x) => v_deep.append(x, || x.to_string()),
+                    None => v_deep.append_null(),
                 }
-                if v.deep.is_some() {
-                    v_deep.append_value(&vt[2]);
-                } else {
-                    v_deep.append_null();
-                }
-                state.append_value(d.state.as_str());
+                state.push(d.state.as_str());
                 stale.append_value(d.lists_stale);
                 rules_ns.append_value(d.timings.rules_ns);
                 fast_ns.append_value(d.timings.fast_ns);
@@ -268,22 +311,22 @@ pub fn batch(
     let mut cols: Vec<ArrayRef> = vec![
         Arc::new(txn.finish()),
         Arc::new(entity.finish()),
-        Arc::new(action.finish()),
+        action.finish(),
         Arc::new(score.finish()),
-        Arc::new(tier.finish()),
-        Arc::new(fallback.finish()),
+        tier.finish(),
+        fallback.finish(),
         Arc::new(hard.finish()),
         Arc::new(rule_score.finish()),
         Arc::new(model_score.finish()),
         Arc::new(shift.finish()),
-        Arc::new(esc.finish()),
+        esc.finish(),
         Arc::new(reasons),
         fired.finish(),
         shadow.finish(),
-        Arc::new(v_rules.finish()),
-        Arc::new(v_fast.finish()),
-        Arc::new(v_deep.finish()),
-        Arc::new(state.finish()),
+        v_rules.finish(),
+        v_fast.finish(),
+        v_deep.finish(),
+        state.finish(),
         Arc::new(stale.finish()),
         Arc::new(rules_ns.finish()),
         Arc::new(fast_ns.finish()),
