@@ -18,6 +18,10 @@ use std::sync::Arc;
 /// The interned id of a categorical value outside the field's vocabulary.
 pub const OTHER: u32 = 0;
 
+/// The standard fields a transaction's typed fields mirror into, in the order of
+/// [`FeatureSchema::standard`] (`txn::fields` names each).
+pub const STANDARD_FIELDS: [&str; 5] = ["amount", "currency", "mcc", "country", "channel"];
+
 /// Largest vocabulary a categorical field may have (ids must be exact in `f32`).
 pub const MAX_VOCAB: usize = 1 << 20;
 
@@ -283,14 +287,7 @@ impl SchemaBuilder {
             .filter(|&i| fields[i].kind == FieldKind::Categorical)
             .map(|i| (i, fields[i].vocab.len()))
             .collect();
-        let standard = [
-            crate::txn::fields::AMOUNT,
-            crate::txn::fields::CURRENCY,
-            crate::txn::fields::MCC,
-            crate::txn::fields::COUNTRY,
-            crate::txn::fields::CHANNEL,
-        ]
-        .map(|n| by_name.get(n).copied());
+        let standard = STANDARD_FIELDS.map(|n| by_name.get(n).copied());
         Ok(Arc::new(FeatureSchema {
             fields,
             by_name,

@@ -17,15 +17,15 @@ use std::sync::Arc;
 /// Names of the standard slots filled from a transaction's typed fields.
 pub mod fields {
     /// Amount in major units (numeric).
-    pub const AMOUNT: &str = "amount";
+    pub const AMOUNT: &str = crate::schema::STANDARD_FIELDS[0];
     /// ISO 4217 currency (categorical).
-    pub const CURRENCY: &str = "currency";
+    pub const CURRENCY: &str = crate::schema::STANDARD_FIELDS[1];
     /// Merchant category code: categorical (4-digit strings) or numeric.
-    pub const MCC: &str = "mcc";
+    pub const MCC: &str = crate::schema::STANDARD_FIELDS[2];
     /// ISO 3166 alpha-2 country of the transaction (categorical).
-    pub const COUNTRY: &str = "country";
+    pub const COUNTRY: &str = crate::schema::STANDARD_FIELDS[3];
     /// Channel name, see [`super::Channel::as_str`] (categorical).
-    pub const CHANNEL: &str = "channel";
+    pub const CHANNEL: &str = crate::schema::STANDARD_FIELDS[4];
 }
 
 /// The caller's transaction id, echoed in the decision and the audit record.

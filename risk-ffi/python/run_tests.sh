@@ -23,6 +23,8 @@ PY="$VENV/bin/python"
 "$PY" -m pip install --quiet --disable-pip-version-check -r "$HERE/requirements-test.txt"
 # The one install command a user runs (build isolation: pip fetches maturin itself).
 "$PY" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps "$HERE"
+# The type stubs against the module as built (from outside the source tree).
+(cd / && "$PY" -m mypy.stubtest risk._native)
 cd "$HERE"
 export PYTHONDONTWRITEBYTECODE=1 MPLBACKEND=Agg
 # From outside the source tree's python/ dir, so `import risk` is the installed wheel.

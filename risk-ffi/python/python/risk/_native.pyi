@@ -1,7 +1,10 @@
 """Type stubs of the extension module ``risk._native`` (checked by mypy's stubtest)."""
 
 import os
-from typing import Any, Literal
+from typing import Any, Literal, final
+
+
+__all__ = ["Engine", "Decision", "_after_fork_in_child", "synth", "__version__", "DECIDE_CHUNK", "TXN_FIELDS"]
 
 __version__: str
 DECIDE_CHUNK: int
@@ -10,6 +13,7 @@ TXN_FIELDS: list[str]
 def _after_fork_in_child() -> None: ...
 def synth(n: int, seed: int = 0, raw: bool = False, days: int = 30, fraud_rate: float = 0.02) -> Any: ...
 
+@final
 class Decision:
     @property
     def action(self) -> str: ...
@@ -51,6 +55,7 @@ class Decision:
     def entity(self) -> int: ...
     def to_dict(self) -> dict[str, Any]: ...
 
+@final
 class Engine:
     @staticmethod
     def from_toml(source: str | os.PathLike[str], base_dir: str | os.PathLike[str] | None = None) -> Engine: ...
