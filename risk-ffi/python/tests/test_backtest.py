@@ -175,3 +175,29 @@ def test_backtest_needs_the_label(frame):
         risk.backtest(EXAMPLES / "risk.toml", frame.drop_columns(["is_fraud"]))
     with pytest.raises(risk.RiskTypeError):
         risk.backtest(EXAMPLES / "risk.toml", frame, label_delay="7d")
+
+
+def test_compare_finds_a_rule_change(tmp_path, frame):
+    toml = """
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "rules"
+path = "RULES"
+"""
+    rules = """version "v-{v}"
+policy first_hit
+rule BIG {{ when amount > {t}  review }}
+rule HUGE {{ when amount > 5000  decline  hard }}
+"""
+    for name, t in (("a", 300), ("b", 100)):
+        (tmp_path / f"{name}.rules").write_text(rules.format(v=name, t=t))
+    a = risk.Engine.from_toml(toml.replace("RULES", "a.rules"), base_dir=tmp_path)
+    b = risk.Engine.from_toml(toml.replace("RULES", "b.rules"), base_dir=tmp_path)
+    cmp = risk.compare(frame, a, b)
+    big = next(r for r in cmp.rules if r["rule"] == "BIG")
+    amount = frame.column("amount").to_numpy()
+    assert big["started"] == int(((amount > 100) & (amount <= 300)).sum()) > 0
+    assert big["stopped"] == 0 and big["b"] - big["a"] == big["started"]
+    assert all(r["started"] == r["stopped"] == 0 for r in cmp.rules if r["rule"] == "HUGE")
+    assert cmp.model["scored_both"] == 0

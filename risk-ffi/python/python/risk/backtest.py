@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _metrics
 from ._errors import InputError, RiskTypeError
@@ -109,7 +110,7 @@ def report(decisions: pa.Table, y: np.ndarray, amount: np.ndarray | None = None,
     n = decisions.num_rows
     if len(y) != n:
         raise InputError(f"{len(y)} labels for {n} decisions")
-    action = np.asarray(decisions.column("action").cast(pa.string()).to_pylist(), dtype=object)
+    action = decisions.column("action").cast(pa.string()).to_numpy(zero_copy_only=False)
     score, rule_score, model_score = (_f(decisions.column(c)) for c in ("score", "rule_score", "model_score"))
     out: dict[str, Any] = {"rows": n, "frauds": int(y.sum()),
                            "fraud_rate": float(y.mean()) if n else float("nan")}
@@ -124,10 +125,10 @@ def report(decisions: pa.Table, y: np.ndarray, amount: np.ndarray | None = None,
     out["auprc_rules"] = _metrics.average_precision(y, rule_score)
     out["auprc_model"] = _metrics.average_precision(y, model_score)
     out["recall_at_fpr"] = {str(f): _metrics.recall_at_fpr(y, score, f)[0] for f in fpr}
-    tiers = decisions.column("tier").cast(pa.string()).to_pylist()
-    out["tiers"] = {t: tiers.count(t) for t in sorted({t for t in tiers if t})}
-    fb = [f for f in decisions.column("fallback").cast(pa.string()).to_pylist() if f]
-    out["fallbacks"] = {f: fb.count(f) for f in sorted(set(fb))}
+    counts = lambda c: {str(v["values"]): int(v["counts"]) for v in
+                        pc.value_counts(decisions.column(c).cast(pa.string()).drop_null()).to_pylist()}
+    out["tiers"] = dict(sorted(counts("tier").items()))
+    out["fallbacks"] = dict(sorted(counts("fallback").items()))
     if costs is not None:
         total = 0.0
         for a in ACTIONS:
@@ -149,21 +150,27 @@ def report(decisions: pa.Table, y: np.ndarray, amount: np.ndarray | None = None,
     return out
 
 
+def _fired(decisions: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, rule name) pairs of ``rules_fired``, vectorised: row indices and names."""
+    col = decisions.column("rules_fired")
+    rows = pc.list_parent_indices(col).to_numpy(zero_copy_only=False).astype(np.int64)
+    names = pc.list_flatten(col).to_numpy(zero_copy_only=False)
+    return rows, names
+
+
 def rule_table(decisions: pa.Table, y: np.ndarray) -> list[dict]:
     """Per rule that fired: hits, frauds among them, precision, recall (share of frauds)."""
-    fired = decisions.column("rules_fired").to_pylist()
-    hits: dict[str, list[int]] = {}
-    for i, rs in enumerate(fired):
-        for r in rs or ():
-            hits.setdefault(r, []).append(i)
+    rows, names = _fired(decisions)
+    if len(rows) == 0:
+        return []
+    uniq, idx = np.unique(names, return_inverse=True)
+    hits = np.bincount(idx, minlength=len(uniq))
+    frauds = np.bincount(idx, weights=y[rows].astype(float), minlength=len(uniq))
     total = max(int(y.sum()), 1)
-    rows = []
-    for r, idx in hits.items():
-        fr = int(y[idx].sum())
-        rows.append({"rule": r, "hits": len(idx), "frauds": fr, "precision": fr / len(idx),
-                     "recall": fr / total})
-    rows.sort(key=lambda d: (-d["hits"], d["rule"]))
-    return rows
+    out = [{"rule": str(r), "hits": int(h), "frauds": int(f), "precision": float(f / h),
+            "recall": float(f / total)} for r, h, f in zip(uniq, hits, frauds)]
+    out.sort(key=lambda d: (-d["hits"], d["rule"]))
+    return out
 
 
 def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: Any = None,
@@ -224,21 +231,25 @@ def compare(data: Any, a: Any, b: Any, **kwargs: Any) -> Comparison:
     t = _table(data)
     ra, rb = backtest(a, t, **kwargs), backtest(b, t, **kwargs)
     da, db = ra.decisions, rb.decisions
-    act_a = np.asarray(da.column("action").cast(pa.string()).to_pylist(), dtype=object)
-    act_b = np.asarray(db.column("action").cast(pa.string()).to_pylist(), dtype=object)
+    act_a = da.column("action").cast(pa.string()).to_numpy(zero_copy_only=False)
+    act_b = db.column("action").cast(pa.string()).to_numpy(zero_copy_only=False)
     changed = np.flatnonzero(act_a != act_b)
     trans: dict[tuple[str, str], int] = {}
     for i in changed:
         k = (act_a[i], act_b[i])
         trans[k] = trans.get(k, 0) + 1
-    fa, fb = da.column("rules_fired").to_pylist(), db.column("rules_fired").to_pylist()
-    names = sorted({r for rs in fa + fb for r in (rs or ())})
-    rules = []
-    for r in names:
-        ina = np.array([r in (x or ()) for x in fa])
-        inb = np.array([r in (x or ()) for x in fb])
-        rules.append({"rule": r, "a": int(ina.sum()), "b": int(inb.sum()),
-                      "started": int((inb & ~ina).sum()), "stopped": int((ina & ~inb).sum())})
+    (ra_rows, ra_names), (rb_rows, rb_names) = _fired(da), _fired(db)
+    names, idx = np.unique(np.concatenate([ra_names, rb_names]), return_inverse=True)
+    ia, ib = idx[: len(ra_names)], idx[len(ra_names):]
+    k = len(names)
+    # a (row, rule) pair as one integer: fired under a, under b, or both
+    pa_, pb_ = ra_rows * k + ia, rb_rows * k + ib
+    only_a = ia[~np.isin(pa_, pb_)]
+    only_b = ib[~np.isin(pb_, pa_)]
+    cnt = lambda v: np.bincount(v, minlength=k)
+    ca, cb, stopped, started = cnt(ia), cnt(ib), cnt(only_a), cnt(only_b)
+    rules = [{"rule": str(names[j]), "a": int(ca[j]), "b": int(cb[j]), "started": int(started[j]),
+              "stopped": int(stopped[j])} for j in range(k)]
     ma, mb = _f(da.column("model_score")), _f(db.column("model_score"))
     both = ~np.isnan(ma) & ~np.isnan(mb)
     delta = np.abs(ma[both] - mb[both])
