@@ -192,17 +192,18 @@ impl Plan {
                 "missing column \"amount\" (every transaction has one)",
             ));
         }
-        // Standard fields a typed column mirrors into the schema.
-        let typed: HashSet<&str> = cols
-            .iter()
-            .filter_map(|(i, t, _)| match t {
+        // Standard fields a typed column mirrors into the schema; amount and currency
+        // always (a row without a currency is in USD, as for `decide`).
+        let typed: HashSet<&str> = ["amount", "currency"]
+            .into_iter()
+            .chain(cols.iter().filter_map(|(i, t, _)| match t {
                 Target::Amount
                 | Target::Currency
                 | Target::Mcc
                 | Target::Country
                 | Target::Channel => Some(arrow.field(*i).name().as_str()),
                 _ => None,
-            })
+            }))
             .collect();
         for f in schema.fields() {
             let n = f.name.as_str();

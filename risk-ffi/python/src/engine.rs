@@ -137,6 +137,8 @@ fn read_config(path: &Path) -> PyResult<Source> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
+    // Absolute, so a pickled engine unpickles in another working directory.
+    let base_dir = std::path::absolute(&base_dir).unwrap_or(base_dir);
     Ok(Source {
         text,
         base_dir,
@@ -162,10 +164,11 @@ impl PyEngine {
         let src = match source.cast::<PyString>() {
             Ok(s) => {
                 let s = s.to_str()?;
-                if s.contains('\n') || s.contains('=') {
+                if !Path::new(s).is_file() && (s.contains('\n') || s.contains('=')) {
+                    let dir = base_dir.unwrap_or_else(|| PathBuf::from("."));
                     Source {
                         text: s.to_owned(),
-                        base_dir: base_dir.unwrap_or_else(|| PathBuf::from(".")),
+                        base_dir: std::path::absolute(&dir).unwrap_or(dir),
                         origin: PathBuf::from("<risk.toml text>"),
                     }
                 } else {
@@ -263,11 +266,13 @@ impl PyEngine {
     ) -> PyResult<Bound<'py, PyAny>> {
         let engine = self.live()?;
         let errors = Errors::parse(errors)?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = match (engine.state(), threads) {
+            (_, Some(0)) => return Err(errors::input("threads must be at least 1")),
             (Some(_), _) => 1,
-            (None, Some(0)) => return Err(errors::input("threads must be at least 1")),
-            (None, Some(n)) => n,
-            (None, None) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // More threads than 4 a CPU only adds switching (and a limit to hit).
+            (None, Some(n)) => n.min(4 * cpus),
+            (None, None) => cpus,
         };
         decide_table(py, engine, &self.computed, data, threads, errors, strict)
     }
@@ -278,8 +283,9 @@ impl PyEngine {
     /// deadline expires and every tier answers; entity state starts empty (or from the
     /// configured snapshot); the deep tier, the audit trail and Kafka are left out.
     /// Labels reach entity state when they became known: `labels`, a table of `id`,
-    /// `time` (or `timestamp_ms`) and `fraud`; or, with `label_delay_ms`, the `label`
-    /// column's frauds that many ms after their transaction. Rows are decided one by one
+    /// `time` (or `timestamp_ms`) and `fraud` in any order (a null `fraud` is skipped);
+    /// or, with `label_delay_ms` (at least 1), the `label` column's frauds that many ms
+    /// after their transaction. A label is known to every row at or after its time. Rows are decided one by one
     /// on one thread. Returns the decisions as `decide_batch` does; the schema's metadata
     /// holds `risk.replay.labels_fed`, `labels_after_end`, `labels_refused` and
     /// `risk.replay.deep` (`skipped`).
@@ -295,40 +301,44 @@ impl PyEngine {
     ) -> PyResult<Bound<'py, PyAny>> {
         self.live()?;
         let errors = crate::batch::Errors::parse(errors)?;
-        let feed = match (labels, label_delay_ms) {
-            (Some(_), Some(_)) => {
-                return Err(errors::input("give labels or label_delay_ms, not both"))
-            }
-            (Some(l), None) => {
-                let (_, lb) = crate::batch::record_batches(l)?;
-                let (times, ids) = crate::replay::times_and_ids(&lb)?;
-                let fraud = crate::replay::label_column(&lb, "fraud")?;
-                times
-                    .into_iter()
-                    .zip(ids)
-                    .zip(fraud)
-                    .map(|((t, id), f)| (t, id, f))
-                    .collect()
-            }
-            (None, Some(d)) if d < 0 => {
-                return Err(errors::input("label_delay_ms must not be negative"))
-            }
-            (None, Some(d)) => {
-                let (_, b) = crate::batch::record_batches(data)?;
-                let (times, ids) = crate::replay::times_and_ids(&b)?;
-                let fraud = crate::replay::label_column(&b, label)?;
-                times
-                    .into_iter()
-                    .zip(ids)
-                    .zip(fraud)
-                    .filter(|(_, f)| *f)
-                    .map(|((t, id), f)| (t.saturating_add(d), id, f))
-                    .collect()
-            }
-            (None, None) => Vec::new(),
-        };
+        let data = crate::batch::record_batches(data)?;
+        let (times, ids) = crate::replay::times_and_ids(&data.1, true)?;
+        let feed: Vec<crate::replay::Label> =
+            match (labels, label_delay_ms) {
+                (Some(_), Some(_)) => {
+                    return Err(errors::input("give labels or label_delay_ms, not both"))
+                }
+                (Some(l), None) => {
+                    let (_, lb) = crate::batch::record_batches(l)?;
+                    let (lt, lid) = crate::replay::times_and_ids(&lb, false)?;
+                    let fraud = crate::replay::label_column(&lb, "fraud")?;
+                    lt.into_iter()
+                        .zip(lid)
+                        .zip(fraud)
+                        .enumerate()
+                        .filter_map(|(k, ((t, id), f))| f.map(|f| (t, k, id, f)))
+                        .collect()
+                }
+                // A label known at its own transaction's time would reach the store before
+                // the transaction does: the shortest delay is 1 ms.
+                (None, Some(d)) if d < 1 => return Err(errors::input(
+                    "label_delay_ms must be at least 1 (a label is known after its transaction)",
+                )),
+                (None, Some(d)) => {
+                    let fraud = crate::replay::label_column(&data.1, label)?;
+                    times
+                        .iter()
+                        .zip(&ids)
+                        .zip(fraud)
+                        .enumerate()
+                        .filter(|(_, (_, f))| *f == Some(true))
+                        .map(|(k, ((t, id), _))| (t.saturating_add(d), k, *id, true))
+                        .collect()
+                }
+                (None, None) => Vec::new(),
+            };
         let source = self.source.clone();
-        let build = |clock: Arc<risk_core::ManualClock>| -> PyResult<Engine> {
+        let build = move |clock: Arc<risk_core::ManualClock>| -> PyResult<Engine> {
             let rules = Arc::new(Mutex::new(None));
             let reg = registry(&rules);
             Engine::builder_from_toml_str(&source.text, &source.base_dir, &source.origin, &reg)
@@ -336,7 +346,7 @@ impl PyEngine {
                 .map_err(errors::config)
         };
         let (batches, stats) =
-            crate::replay::replay(py, build, &self.computed, data, feed, errors)?;
+            crate::replay::replay(py, build, &self.computed, data, times, feed, errors)?;
         let keep = errors == crate::batch::Errors::Keep;
         let meta: std::collections::HashMap<String, String> = [
             ("risk.replay.labels_fed", stats.labels_fed),

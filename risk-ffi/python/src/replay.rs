@@ -8,7 +8,7 @@
 //! column plus a delay, or a label table with its own times. Rows are decided one by one,
 //! in order, on one thread.
 
-use crate::batch::{record_batches, Errors, CHUNK};
+use crate::batch::{Errors, CHUNK};
 use crate::columns::Plan;
 use crate::errors;
 use crate::output;
@@ -22,8 +22,10 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 
-/// Labels to feed: `(known at ms, txn id, fraud)`.
-pub type Label = (i64, u64, bool);
+/// Labels to feed: `(known at ms, input order, txn id, fraud)`: the heap pops them by
+/// time, then in the order they were given (a `False` after a `True` for the same
+/// transaction at the same time clears it, as given).
+pub type Label = (i64, usize, u64, bool);
 
 /// What a replay did besides deciding.
 #[derive(Debug, Default, Clone, Copy)]
@@ -36,8 +38,8 @@ pub struct ReplayStats {
     pub labels_refused: u64,
 }
 
-/// The column `name` of `batches` as booleans (bool or integer 0/1; null: not fraud).
-pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<bool>> {
+/// The column `name` of `batches` as booleans (bool or integer 0/1), `None` where null.
+pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<Option<bool>>> {
     let mut out = Vec::new();
     for b in batches {
         let a = b
@@ -46,13 +48,17 @@ pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<bool>> 
         match a.data_type() {
             DataType::Boolean => {
                 let a = a.as_boolean();
-                out.extend((0..a.len()).map(|i| a.is_valid(i) && a.value(i)));
+                out.extend((0..a.len()).map(|i| a.is_valid(i).then(|| a.value(i))));
             }
             dt if dt.is_integer() || dt.is_floating() => {
                 let a = arrow_cast::cast(a, &DataType::Float64)
                     .map_err(|e| errors::input(format!("label column {name:?}: {e}")))?;
                 let a = a.as_primitive::<arrow_array::types::Float64Type>();
-                out.extend((0..a.len()).map(|i| a.is_valid(i) && a.value(i) != 0.0));
+                out.extend(
+                    (0..a.len()).map(|i| {
+                        (a.is_valid(i) && !a.value(i).is_nan()).then(|| a.value(i) != 0.0)
+                    }),
+                );
             }
             dt => {
                 return Err(errors::type_err(format!(
@@ -64,8 +70,9 @@ pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<bool>> 
     Ok(out)
 }
 
-/// The event times (ms) of every row, checked non-decreasing; with them the ids.
-pub fn times_and_ids(batches: &[RecordBatch]) -> PyResult<(Vec<i64>, Vec<u64>)> {
+/// The event times (ms) of every row, checked non-decreasing when `ordered` (the rows to
+/// replay; a label table may come in any order); with them the ids.
+pub fn times_and_ids(batches: &[RecordBatch], ordered: bool) -> PyResult<(Vec<i64>, Vec<u64>)> {
     let mut times = Vec::new();
     let mut ids = Vec::new();
     for b in batches {
@@ -100,7 +107,11 @@ pub fn times_and_ids(batches: &[RecordBatch]) -> PyResult<(Vec<i64>, Vec<u64>)> 
         let id = id.as_primitive::<UInt64Type>();
         ids.extend((0..id.len()).map(|i| if id.is_valid(i) { id.value(i) } else { 0 }));
     }
-    if let Some(i) = times.windows(2).position(|w| w[1] < w[0]) {
+    if let Some(i) = times
+        .windows(2)
+        .position(|w| w[1] < w[0])
+        .filter(|_| ordered)
+    {
         return Err(errors::input(format!(
             "the time column goes backwards at row {} ({} ms after {} ms): sort the rows by \
              event time to replay them",
@@ -116,18 +127,22 @@ pub fn times_and_ids(batches: &[RecordBatch]) -> PyResult<(Vec<i64>, Vec<u64>)> 
 /// as record batches (output schema, `errors` as in `decide_batch`) and the stats.
 pub fn replay(
     py: Python<'_>,
-    build: impl FnOnce(Arc<ManualClock>) -> PyResult<Engine>,
+    build: impl FnOnce(Arc<ManualClock>) -> PyResult<Engine> + Send,
     computed: &HashSet<String>,
-    data: &Bound<'_, PyAny>,
+    (schema, batches): (arrow_schema::SchemaRef, Vec<RecordBatch>),
+    times: Vec<i64>,
     labels: Vec<Label>,
     errors: Errors,
 ) -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
-    let (schema, batches) = record_batches(data)?;
-    let (times, _) = times_and_ids(&batches)?;
     let clock = ManualClock::new();
-    let origin = times.first().copied().unwrap_or(0);
+    // The data's first time is the clock's origin; 0 would mean "the system's wall
+    // clock" to a `ManualClock`, so an origin is at least 1 ms.
+    let origin = times.first().copied().unwrap_or(1).max(1);
     clock.set_unix_origin_ms(origin);
-    let engine = build(Arc::clone(&clock))?;
+    let engine = {
+        let clock = Arc::clone(&clock);
+        py.detach(move || build(clock))?
+    };
     let plan = Plan::new(engine.schema(), &schema, computed)?;
     let keep = errors == Errors::Keep;
     let mut heap: BinaryHeap<Reverse<Label>> = labels.into_iter().map(Reverse).collect();
@@ -143,7 +158,7 @@ pub fn replay(
                 let mut res = Vec::with_capacity(len);
                 for r in start..start + len {
                     let t = times[row];
-                    while let Some(Reverse((at, txn, fraud))) = heap.peek().copied() {
+                    while let Some(Reverse((at, _, txn, fraud))) = heap.peek().copied() {
                         if at > t {
                             break;
                         }

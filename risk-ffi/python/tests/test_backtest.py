@@ -201,3 +201,44 @@ rule HUGE {{ when amount > 5000  decline  hard }}
     assert big["stopped"] == 0 and big["b"] - big["a"] == big["started"]
     assert all(r["started"] == r["stopped"] == 0 for r in cmp.rules if r["rule"] == "HUGE")
     assert cmp.model["scored_both"] == 0
+
+
+def test_label_inputs_edge_cases(label_engine):
+    rows = card_rows()
+    with pytest.raises(risk.InputError, match="at least 1"):
+        label_engine.replay(rows, label_delay_ms=0)
+    # a label table in any order, a null label skipped, the last word for a transaction wins
+    t0 = rows.column("time")[0].value
+    lab = pa.table({"id": pa.array([3, 2, 1, 1], pa.uint64()),
+                    "time": pa.array([t0 + 3 * DAY_MS, t0 + 2 * DAY_MS, t0 + DAY_MS, t0 + DAY_MS],
+                                     pa.int64()),
+                    "fraud": pa.array([None, True, True, False])})
+    out = label_engine.replay(rows, labels=lab)
+    # txn 1: True then False at the same time, in that order (cleared); txn 2's fraud known
+    # at day 2; txn 3's null label skipped
+    assert fired(out) == [False, False, True, True, True]
+    assert out.schema.metadata[b"risk.replay.labels_fed"] == b"3"
+    # a one-shot reader is read once, labels and rows alike
+    reader = pa.RecordBatchReader.from_batches(rows.schema, rows.to_batches())
+    assert fired(label_engine.replay(reader, label_delay_ms=2 * DAY_MS + 1)) == [
+        False, False, False, True, True]
+    from risk.backtest import _delay_ms
+    assert _delay_ms(dt.timedelta(milliseconds=1001)) == 1001
+
+
+def test_a_path_with_an_equals_sign_and_a_relative_base_dir(tmp_path, monkeypatch):
+    d = tmp_path / "runs" / "lr=0.1"
+    d.mkdir(parents=True)
+    (d / "label.rules").write_text(LABEL_RULES)
+    (d / "risk.toml").write_text(LABEL_TOML)
+    with risk.Engine.from_toml(str(d / "risk.toml")) as e:
+        assert e.has_state
+    monkeypatch.chdir(d)
+    import pickle
+    e = risk.Engine.from_toml(LABEL_TOML, base_dir=".")
+    blob = pickle.dumps(e)
+    monkeypatch.chdir(tmp_path)
+    clone = pickle.loads(blob)  # the base directory was made absolute
+    assert clone.has_state
+    clone.close()
+    e.close()

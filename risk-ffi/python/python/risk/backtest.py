@@ -57,7 +57,7 @@ def _delay_ms(d: Any) -> int | None:
     if d is None:
         return None
     if isinstance(d, _dt.timedelta):
-        return int(d.total_seconds() * 1000)
+        return d // _dt.timedelta(milliseconds=1)  # exact: no float in between
     if isinstance(d, (int, np.integer)) and not isinstance(d, bool):
         return int(d)
     raise RiskTypeError("label_delay is a datetime.timedelta or integer milliseconds")
@@ -180,7 +180,7 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     ``engine`` (a ``risk.Engine``, a path or TOML text) in event time, and reports:
     rows, frauds, actions, alert and decline rates, precision and recall of the flagged
     (review + decline) and declined rows, AUPRC of the final score, of the rules and of
-    the model, recall at each false-positive rate of ``fpr``, tiers and fallbacks, the
+    the model (``auprc_model`` over the rows the model scored only), recall at each false-positive rate of ``fpr``, tiers and fallbacks, the
     total ``cost`` with ``costs`` (per action: cost if fraud, cost if legitimate, numbers
     or "amount"), and per-rule hits and precision (``Backtest.rules``).
 
@@ -197,6 +197,7 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     meta = {k.decode(): v.decode() for k, v in (decisions.schema.metadata or {}).items()}
     rep["labels_fed"] = int(meta.get("risk.replay.labels_fed", 0))
     rep["labels_after_end"] = int(meta.get("risk.replay.labels_after_end", 0))
+    rep["labels_refused"] = int(meta.get("risk.replay.labels_refused", 0))
     rep["deep"] = meta.get("risk.replay.deep", "skipped")
     return Backtest(decisions=decisions, report=rep, rules=rule_table(decisions, y))
 
@@ -253,9 +254,10 @@ def compare(data: Any, a: Any, b: Any, **kwargs: Any) -> Comparison:
     ma, mb = _f(da.column("model_score")), _f(db.column("model_score"))
     both = ~np.isnan(ma) & ~np.isnan(mb)
     delta = np.abs(ma[both] - mb[both])
+    first = lambda t: next(iter(t.column("fast_version").drop_null().cast(pa.string()).to_pylist()), None)
     model = {
-        "a": (da.column("fast_version").cast(pa.string()).to_pylist() or [None])[0],
-        "b": (db.column("fast_version").cast(pa.string()).to_pylist() or [None])[0],
+        "a": first(da),
+        "b": first(db),
         "scored_both": int(both.sum()),
         "mean_abs_delta": float(delta.mean()) if len(delta) else float("nan"),
         "max_abs_delta": float(delta.max()) if len(delta) else float("nan"),
