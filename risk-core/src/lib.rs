@@ -72,6 +72,7 @@ pub mod error;
 pub mod files;
 pub mod hash;
 pub mod metrics;
+mod metrics_json;
 pub mod monitor;
 pub mod policy;
 pub mod pseudo;

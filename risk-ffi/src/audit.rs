@@ -9,7 +9,7 @@ use crate::error::risk_result::{self, *};
 use crate::error::{fail, guard};
 use crate::export::{export, export_handle};
 use crate::handle::with_handle;
-use risk_core::audit::{AuditError, AuditReader, LogStats, Query, Recovery};
+use risk_core::audit::{AuditError, AuditReader, Query};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::ffi::c_char;
@@ -203,44 +203,6 @@ pub unsafe extern "C" fn risk_engine_audit_flush(
     })
 }
 
-fn stats_json(s: &LogStats) -> Value {
-    let LogStats {
-        accepted,
-        shed_full,
-        shed_closed,
-        written_seq,
-        durable_seq,
-        batches,
-        io_errors,
-        last_error,
-        segments_deleted,
-        recovery,
-    } = s;
-    let Recovery {
-        segment,
-        truncated_bytes,
-        corrupt,
-        last_seq,
-    } = recovery;
-    json!({
-        "accepted": accepted,
-        "shed_full": shed_full,
-        "shed_closed": shed_closed,
-        "written_seq": written_seq,
-        "durable_seq": durable_seq,
-        "batches": batches,
-        "io_errors": io_errors,
-        "last_error": last_error,
-        "segments_deleted": segments_deleted,
-        "recovery": {
-            "segment": segment.as_ref().map(|p| p.display().to_string()),
-            "truncated_bytes": truncated_bytes,
-            "corrupt": corrupt,
-            "last_seq": last_seq,
-        },
-    })
-}
-
 /// The engine's audit log counters as JSON: `accepted`, `shed_full`, `shed_closed`,
 /// `written_seq`, `durable_seq`, `batches`, `io_errors`, `last_error`,
 /// `segments_deleted`, `recovery` {`segment`, `truncated_bytes`, `corrupt`, `last_seq`}.
@@ -257,6 +219,6 @@ pub unsafe extern "C" fn risk_engine_audit_stats_json(
 ) -> risk_result {
     export_handle(e, buf, cap, len, |h| match h.engine.audit_log() {
         None => Err(fail(RISK_ERR_INVALID, "the engine has no [audit] log")),
-        Some(log) => Ok(stats_json(&log.stats()).to_string()),
+        Some(log) => Ok(log.stats().to_json()),
     })
 }

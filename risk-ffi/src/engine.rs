@@ -30,23 +30,12 @@ impl Handle for risk_engine {
     const NAME: &'static str = "engine";
 }
 
-/// The `ScorerSpec::key` of the rule tier's table (`[rules.scorer]`); the fast and deep
-/// tiers' tables are `fast.scorer` and `deep.scorer` and may be of kind `rules` too.
-const RULE_TIER_KEY: &str = "rules.scorer";
-
-/// Every scorer kind, with `rules` scorers built for the rule tier kept in `rules` for
-/// `risk_engine_reload_rules` (a fast or deep tier of kind `rules` is not the rule file).
-fn registry(rules: &Arc<Mutex<Option<Arc<RuleScorer>>>>) -> ScorerRegistry {
+/// Every scorer kind, with the rule tier's scorer kept in `rules` for
+/// `risk_engine_reload_rules` (see [`risk_rules::register_keeping`]).
+fn registry(rules: &risk_rules::RuleSlot) -> ScorerRegistry {
     let mut reg = ScorerRegistry::default();
     risk_gpu::register(&mut reg);
-    let slot = Arc::clone(rules);
-    reg.register("rules", move |spec| {
-        let s = risk_rules::scorer_from_spec(spec)?;
-        if spec.key == RULE_TIER_KEY {
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
-        }
-        Ok(s as Arc<dyn risk_core::Scorer>)
-    });
+    risk_rules::register_keeping(&mut reg, rules);
     reg
 }
 

@@ -81,20 +81,9 @@ pub unsafe extern "C" fn risk_engine_drill(
             (Ok(f), Ok(t)) => (f, t),
             (Err(r), _) | (_, Err(r)) => return r,
         };
-        let fault = match f.split_once(':') {
-            None if f == "fast_down" => Fault::FastDown,
-            None if f == "fast_nan" => Fault::FastNan,
-            None if f == "deep_down" => Fault::DeepDown,
-            Some(("fast_slow", ms)) => match ms.parse() {
-                Ok(delay_ms) => Fault::FastSlow { delay_ms },
-                Err(_) => return fail(RISK_ERR_INVALID, format!("fault {f:?}: bad milliseconds")),
-            },
-            _ => {
-                return fail(
-                    RISK_ERR_INVALID,
-                    format!("fault {f:?} is not fast_down, fast_nan, deep_down or fast_slow:<ms>"),
-                )
-            }
+        let fault = match Fault::parse(f) {
+            Ok(fault) => fault,
+            Err(msg) => return fail(RISK_ERR_INVALID, msg),
         };
         let labels: Vec<bool> = if labels_json.is_null() {
             Vec::new()

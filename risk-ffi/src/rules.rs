@@ -71,45 +71,7 @@ pub unsafe extern "C" fn risk_engine_rules_json(
     cap: usize,
     len: *mut usize,
 ) -> risk_result {
-    export_handle(e, buf, cap, len, |h| {
-        let r = rules_of(h)?;
-        let set = r.current();
-        let st = r.stats();
-        let shadow: Vec<serde_json::Value> = set
-            .shadow_hits()
-            .into_iter()
-            .map(|(id, hits)| serde_json::json!({ "id": id, "hits": hits }))
-            .collect();
-        let versions: Vec<serde_json::Value> = r
-            .versions()
-            .into_iter()
-            .map(|v| {
-                serde_json::json!({
-                    "seq": v.seq,
-                    "version": v.version,
-                    "hash": format!("{:016x}", v.hash),
-                    "file": v.file,
-                    "loaded_at_ms": v.loaded_at_ms,
-                })
-            })
-            .collect();
-        let j = serde_json::json!({
-            "file": set.file(),
-            "version": set.version(),
-            "hash": format!("{:016x}", set.version_id().hash()),
-            "backend": set.backend(),
-            "rules": set.rules().len(),
-            "shadow": shadow,
-            "warnings": set.warnings().iter().map(|w| w.to_string()).collect::<Vec<_>>(),
-            "versions": versions,
-            "stats": {
-                "reloads": st.reloads,
-                "failures": st.failures,
-                "last_error": st.last_error,
-            },
-        });
-        Ok(j.to_string())
-    })
+    export_handle(e, buf, cap, len, |h| Ok(rules_of(h)?.report_json()))
 }
 
 /// Explains the serving rules on `txn` as JSON: `version`, `hash` and per rule, in

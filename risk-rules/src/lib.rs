@@ -66,6 +66,7 @@ mod impact;
 pub mod lexer;
 mod lint;
 pub mod parser;
+mod report;
 mod rule;
 mod ruleset;
 mod scorer;
@@ -81,7 +82,10 @@ pub use lint::{RuleWarning, WarningKind};
 pub use parser::file::{HitPolicy, Outcome};
 pub use rule::Rule;
 pub use ruleset::{Hits, LoadError, NativeBackend, RuleSet, Verdict, MAX_RULES, MAX_SOURCE};
-pub use scorer::{register, scorer_from_spec, ReloadError, ReloadStats, RuleScorer, Watcher};
+pub use scorer::{
+    register, register_keeping, scorer_from_spec, ReloadError, ReloadStats, RuleScorer, RuleSlot,
+    Watcher, RULE_TIER_KEY,
+};
 
 /// The default rule set for the synthetic schema (`risk_core::synth::schema()`), as text.
 pub const DEFAULT_RULES: &str = include_str!("../rules/default.rules");

@@ -413,3 +413,25 @@ pub fn register(registry: &mut ScorerRegistry) {
         Ok(scorer_from_spec(spec)? as Arc<dyn Scorer>)
     });
 }
+
+/// The slot [`register_keeping`] fills with the rule tier it builds.
+pub type RuleSlot = Arc<std::sync::Mutex<Option<Arc<RuleScorer>>>>;
+
+/// The `ScorerSpec::key` of the rule tier's table (`[rules.scorer]`); the fast and deep
+/// tiers' tables are `fast.scorer` and `deep.scorer` and may be of kind `rules` too.
+pub const RULE_TIER_KEY: &str = "rules.scorer";
+
+/// [`register`], also keeping in `slot` the [`RuleScorer`] built for the rule tier
+/// ([`RULE_TIER_KEY`]; a fast or deep tier of kind `rules` is not the rule file), so an
+/// embedder can `reload`, `rollback` and report it. The bindings (C ABI, Python) build
+/// their engines with it.
+pub fn register_keeping(registry: &mut ScorerRegistry, slot: &RuleSlot) {
+    let slot = Arc::clone(slot);
+    registry.register("rules", move |spec| {
+        let s = scorer_from_spec(spec)?;
+        if spec.key == RULE_TIER_KEY {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
+        }
+        Ok(s as Arc<dyn Scorer>)
+    });
+}

@@ -3,6 +3,7 @@
 //! ([`LogStats`], [`Recovery`]). Read by the log and by its writer thread alike.
 
 use super::AuditError;
+use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -162,4 +163,49 @@ pub struct LogStats {
     pub segments_deleted: u64,
     /// What the open repaired.
     pub recovery: Recovery,
+}
+
+impl LogStats {
+    /// Every counter as one JSON object (`accepted`, `shed_full`, `shed_closed`,
+    /// `written_seq`, `durable_seq`, `batches`, `io_errors`, `last_error`,
+    /// `segments_deleted`, `recovery` {`segment`, `truncated_bytes`, `corrupt`,
+    /// `last_seq`}).
+    pub fn to_json(&self) -> String {
+        let LogStats {
+            accepted,
+            shed_full,
+            shed_closed,
+            written_seq,
+            durable_seq,
+            batches,
+            io_errors,
+            last_error,
+            segments_deleted,
+            recovery,
+        } = self;
+        let Recovery {
+            segment,
+            truncated_bytes,
+            corrupt,
+            last_seq,
+        } = recovery;
+        json!({
+            "accepted": accepted,
+            "shed_full": shed_full,
+            "shed_closed": shed_closed,
+            "written_seq": written_seq,
+            "durable_seq": durable_seq,
+            "batches": batches,
+            "io_errors": io_errors,
+            "last_error": last_error,
+            "segments_deleted": segments_deleted,
+            "recovery": {
+                "segment": segment.as_ref().map(|p| p.display().to_string()),
+                "truncated_bytes": truncated_bytes,
+                "corrupt": corrupt,
+                "last_seq": last_seq,
+            },
+        })
+        .to_string()
+    }
 }

@@ -36,6 +36,25 @@ pub enum Fault {
 }
 
 /// Fault codes in the fast tier's `fault` atomic.
+impl Fault {
+    /// Parses `"fast_down"`, `"fast_nan"`, `"deep_down"` or `"fast_slow:<ms>"`; the error
+    /// names what was wrong.
+    pub fn parse(text: &str) -> Result<Fault, String> {
+        match text.split_once(':') {
+            None if text == "fast_down" => Ok(Fault::FastDown),
+            None if text == "fast_nan" => Ok(Fault::FastNan),
+            None if text == "deep_down" => Ok(Fault::DeepDown),
+            Some(("fast_slow", ms)) => ms
+                .parse()
+                .map(|delay_ms| Fault::FastSlow { delay_ms })
+                .map_err(|_| format!("fault {text:?}: bad milliseconds")),
+            _ => Err(format!(
+                "fault {text:?} is not fast_down, fast_nan, deep_down or fast_slow:<ms>"
+            )),
+        }
+    }
+}
+
 pub(crate) const FAULT_NONE: u8 = 0;
 pub(crate) const FAULT_DOWN: u8 = 1;
 pub(crate) const FAULT_SLOW: u8 = 2;

@@ -125,6 +125,16 @@ impl PyDecision {
     fn entity(&self) -> u64 {
         self.0.entity.0
     }
+
+    /// The deep-tier ticket when the decision was escalated (`Verdict.ticket` matches
+    /// it), else None.
+    #[getter]
+    fn ticket(&self) -> Option<u64> {
+        match self.0.escalation {
+            risk_core::Escalation::Enqueued(t) => Some(t.0),
+            _ => None,
+        }
+    }
     /// Every field as a dict (the columns of `decide_batch`'s result, versions nested).
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);

@@ -33,20 +33,12 @@ struct Source {
     origin: PathBuf,
 }
 
-/// The `rules.scorer` table's key: the rule tier kept for `reload_rules`.
-const RULE_TIER_KEY: &str = "rules.scorer";
-
-fn registry(rules: &Arc<Mutex<Option<Arc<RuleScorer>>>>) -> ScorerRegistry {
+/// Every scorer kind, with the rule tier's scorer kept in `rules` for `reload_rules`
+/// (see [`risk_rules::register_keeping`]).
+fn registry(rules: &risk_rules::RuleSlot) -> ScorerRegistry {
     let mut reg = ScorerRegistry::default();
     risk_gpu::register(&mut reg);
-    let slot = Arc::clone(rules);
-    reg.register("rules", move |spec| {
-        let s = risk_rules::scorer_from_spec(spec)?;
-        if spec.key == RULE_TIER_KEY {
-            *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::clone(&s));
-        }
-        Ok(s as Arc<dyn risk_core::Scorer>)
-    });
+    risk_rules::register_keeping(&mut reg, rules);
     reg
 }
 
@@ -54,7 +46,10 @@ fn registry(rules: &Arc<Mutex<Option<Arc<RuleScorer>>>>) -> ScorerRegistry {
 #[pyclass(module = "risk", name = "Engine", frozen)]
 pub struct PyEngine {
     engine: ManuallyDrop<Engine>,
-    rules: Option<Arc<RuleScorer>>,
+    /// The rule tier's scorer, when it is a rule file.
+    pub(crate) rules: Option<Arc<RuleScorer>>,
+    /// The last drill's report (JSON), read by `drill_report`.
+    pub(crate) last_drill: Mutex<Option<String>>,
     source: Source,
     generation: u64,
     closed: AtomicBool,
@@ -102,6 +97,7 @@ impl PyEngine {
         Ok(PyEngine {
             engine: ManuallyDrop::new(engine),
             rules,
+            last_drill: Mutex::new(None),
             source,
             generation: FORK_GENERATION.load(Ordering::SeqCst),
             closed: AtomicBool::new(false),
@@ -431,10 +427,9 @@ impl PyEngine {
     /// Reloads the rule file of the rule tier (a bad file raises and the serving rules stay).
     fn reload_rules(&self, py: Python<'_>) -> PyResult<()> {
         self.live()?;
-        let rules = self
-            .rules
-            .as_ref()
-            .ok_or_else(|| errors::input("the rule tier is not a rules scorer with a file"))?;
+        let rules = self.rules.as_ref().ok_or_else(|| {
+            errors::not_configured("rule file (rules.scorer kind is not \"rules\")")
+        })?;
         py.detach(|| rules.reload())
             .map(|_| ())
             .map_err(|e| err(Kind::Config, e.to_string(), 0))

@@ -23,6 +23,12 @@ pub enum Kind {
     Closed,
     /// Entity state (labels, lists, snapshots).
     State,
+    /// A deploy refused (the gate, a candidate that does not load, one in progress).
+    Deploy,
+    /// The audit log (a flush that failed, a directory that cannot be read).
+    Audit,
+    /// The engine has no such part (`[audit]`, `[monitor]`, `[state]`, a rule file).
+    NotConfigured,
 }
 
 impl Kind {
@@ -34,6 +40,9 @@ impl Kind {
             Kind::Type => "RiskTypeError",
             Kind::Closed => "ClosedError",
             Kind::State => "StateError",
+            Kind::Deploy => "DeployError",
+            Kind::Audit => "AuditError",
+            Kind::NotConfigured => "NotConfiguredError",
         }
     }
 }
@@ -72,6 +81,11 @@ pub fn decide(e: &DecideError, row: Option<usize>) -> PyErr {
 /// An input error (columns, dtypes, values of a frame).
 pub fn input(message: impl Into<String>) -> PyErr {
     err(Kind::Input, message, 0)
+}
+
+/// The engine has no `part` (e.g. "[audit] log").
+pub fn not_configured(part: &str) -> PyErr {
+    err(Kind::NotConfigured, format!("the engine has no {part}"), 0)
 }
 
 /// A type error.

@@ -8,6 +8,8 @@
 >>> table = engine.decide_batch(frame)        # pyarrow / polars / pandas in, pyarrow out
 >>> bt = risk.backtest(engine, risk.synth(1_000_000, raw=True), label_delay=7 * 86_400_000)
 >>> bt.report["auprc"], bt.rules_frame()      # event-time replay: metrics, per-rule precision
+>>> engine.deploy("fast", candidate_toml)    # gate, shadow, canary; deploy_status, rollback
+>>> engine.metrics(), engine.health(), risk.read_audit("audit")
 
 The engine is the Rust engine itself (``risk._native``, a PyO3 extension): no C ABI in
 between, the GIL released while it decides. Engines pickle as their configuration and
@@ -19,16 +21,21 @@ from __future__ import annotations
 import os as _os
 
 from . import _native
+from . import plot
 from ._errors import (
+    AuditError,
     ClosedError,
     ConfigError,
     DecideError,
+    DeployError,
     InputError,
+    NotConfiguredError,
     RiskError,
     RiskTypeError,
     StateError,
 )
-from ._native import Decision, Engine, synth
+from ._native import Decision, Engine, Subscription, Verdict, synth
+from .audit import AUDIT_KINDS, flatten_record, read_audit, read_audit_records
 from .backtest import Backtest, Comparison, backtest, compare
 
 __version__ = _native.__version__
@@ -43,6 +50,8 @@ if hasattr(_os, "register_at_fork"):
 __all__ = [
     "Engine",
     "Decision",
+    "Verdict",
+    "Subscription",
     "RiskError",
     "ConfigError",
     "DecideError",
@@ -50,7 +59,15 @@ __all__ = [
     "RiskTypeError",
     "ClosedError",
     "StateError",
+    "DeployError",
+    "AuditError",
+    "NotConfiguredError",
     "TXN_FIELDS",
+    "read_audit",
+    "read_audit_records",
+    "flatten_record",
+    "AUDIT_KINDS",
+    "plot",
     "synth",
     "backtest",
     "compare",

@@ -65,6 +65,26 @@ class StateError(RiskError):
     kind = "state"
 
 
+class DeployError(RiskError):
+    """A deploy refused: the validation gate, a candidate that does not load, a deploy of
+    the same target in progress, nothing to promote or roll back. What serves is unchanged."""
+
+    kind = "deploy"
+
+
+class AuditError(RiskError):
+    """The audit log failed: a flush that did not become durable, a log that cannot be read."""
+
+    kind = "audit"
+
+
+class NotConfiguredError(RiskError, LookupError):
+    """The engine has no such part: no ``[audit]`` log, no ``[monitor]``, no ``[state]``,
+    no rule file."""
+
+    kind = "not_configured"
+
+
 __all__ = [
     "RiskError",
     "ConfigError",
@@ -73,4 +93,7 @@ __all__ = [
     "RiskTypeError",
     "ClosedError",
     "StateError",
+    "DeployError",
+    "AuditError",
+    "NotConfiguredError",
 ]
