@@ -41,6 +41,8 @@ pub struct EngineBuilder {
     audit: Option<Arc<dyn AuditSink>>,
     audit_log: Option<Arc<SegmentLog>>,
     kafka: Option<KafkaSpec>,
+    /// Built by [`EngineBuilder::for_replay`]: entity state kept off every shared store.
+    replay: bool,
     registry: ScorerRegistry,
     deploy: DeployConfig,
     fast_calibration: Option<Calibration>,
@@ -77,6 +79,7 @@ impl EngineBuilder {
             audit: None,
             audit_log: None,
             kafka: None,
+            replay: false,
             registry: ScorerRegistry::default(),
             deploy: DeployConfig::default(),
             fast_calibration: None,
@@ -251,8 +254,12 @@ impl EngineBuilder {
     /// a decision runs, no deadline expires: every tier answers); the deep tier is dropped
     /// (its verdicts arrive asynchronously, so they could not shape the next decision as
     /// they would have), and so are the audit trail and the Kafka forwarder (a replay's
-    /// decisions were never made).
+    /// decisions were never made). Entity state is the replay's own: computed in process
+    /// (never on `[state.redis]`, whose keys serve live traffic), list changes not
+    /// journalled, and `state.snapshot` only read: the replay starts from it when the file
+    /// exists and never writes it (the live engine's restart state stays as it was).
     pub fn for_replay(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.replay = true;
         self.clock = clock;
         self.deep = None;
         self.audit = None;
@@ -460,13 +467,22 @@ impl EngineBuilder {
                 )
             }
         };
-        let state_writes_ids = self
-            .state
-            .as_ref()
-            .is_some_and(|c| c.redis.is_some() || c.dir.is_some() || c.snapshot.is_some());
+        let state_writes_ids = !self.replay
+            && self
+                .state
+                .as_ref()
+                .is_some_and(|c| c.redis.is_some() || c.dir.is_some() || c.snapshot.is_some());
         let state = match self.state {
             None => None,
             Some(mut c) => {
+                // A replay reads the snapshot once, here, and writes no shared store.
+                let restore_from = if self.replay {
+                    c.redis = None;
+                    c.dir = None;
+                    c.snapshot.take().filter(|p| p.exists())
+                } else {
+                    None
+                };
                 // `[privacy] key` reaches every place state writes or sends identifiers:
                 // Redis key names and values, list journals.
                 if let Some(r) = c.redis.as_mut() {
@@ -474,7 +490,7 @@ impl EngineBuilder {
                         r.pseudonymiser = self.pseudonymiser.clone();
                     }
                 }
-                Some(Arc::new(crate::state::StateEngine::with_privacy(
+                let st = crate::state::StateEngine::with_privacy(
                     c,
                     Arc::clone(&self.schema),
                     Arc::clone(&self.clock),
@@ -482,7 +498,12 @@ impl EngineBuilder {
                         pseudonymiser: self.pseudonymiser.clone(),
                         file_mode: self.file_mode,
                     },
-                )?))
+                )?;
+                if let Some(p) = restore_from {
+                    st.restore(&p)
+                        .map_err(|e| ConfigError::invalid("state.snapshot", e.to_string()))?;
+                }
+                Some(Arc::new(st))
             }
         };
         let writes_ids = self.audit_log.is_some() || self.audit.is_some() || state_writes_ids;

@@ -169,3 +169,85 @@ fn state_errors_name_the_key() {
     let bad = TOML.replace("max_keys = 10000", "max_keys = 10000\nbogus = 1");
     assert!(Engine::from_toml_str(&bad, Path::new("."), Path::new("risk.toml"), &reg).is_err());
 }
+
+/// A replay engine (`EngineBuilder::for_replay`) starts from the configured snapshot but
+/// never writes it, journals no list change and keeps its windows in process: a backtest
+/// leaves the live engine's restart state as it was.
+#[test]
+fn a_replay_reads_the_snapshot_and_writes_no_shared_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("state.snap");
+    let journals = dir.path().join("lists");
+    let toml = format!(
+        "{TOML}\n",
+        TOML = TOML.replace(
+            "[state]\nmax_keys = 10000\n",
+            &format!(
+                "[state]\nmax_keys = 10000\nsnapshot = {snap:?}\ndir = {journals:?}\n"
+            )
+        )
+    );
+    let mut reg = ScorerRegistry::default();
+    reg.register("echo", |spec| {
+        let f = spec.str("field")?;
+        Ok(Arc::new(Echo(spec.schema.slot(f).unwrap())))
+    });
+    let t0 = 1_767_571_200_000;
+    let txn = |e: &Engine, i: u64| {
+        Transaction::builder(e.schema())
+            .id(i)
+            .entity(9)
+            .timestamp_ms(t0 + i as i64 * 60_000)
+            .amount(10.0, "USD")
+            .build()
+            .unwrap()
+    };
+    // The live engine: three transactions, snapshot written at shutdown.
+    let at = |c: &ManualClock, i: u64| c.set(i * 60_000 * 1_000_000);
+    let clock = ManualClock::new();
+    clock.set_unix_origin_ms(t0);
+    let live = Engine::builder_from_toml_str(&toml, dir.path(), Path::new("risk.toml"), &reg)
+        .unwrap()
+        .clock(clock.clone())
+        .build()
+        .unwrap();
+    for i in 1..=3 {
+        at(&clock, i);
+        live.decide(&txn(&live, i)).unwrap();
+    }
+    live.shutdown(Shutdown::Abandon);
+    drop(live);
+    let before = std::fs::read(&snap).expect("the live engine wrote its snapshot");
+
+    // The replay starts from it: the fourth transaction sees the three before it.
+    let rclock = ManualClock::new();
+    rclock.set_unix_origin_ms(t0);
+    at(&rclock, 4);
+    let replay = Engine::builder_from_toml_str(&toml, dir.path(), Path::new("risk.toml"), &reg)
+        .unwrap()
+        .for_replay(rclock.clone())
+        .build()
+        .unwrap();
+    let d = replay.decide(&txn(&replay, 4)).unwrap();
+    assert_eq!(d.rule_score, 0.3, "three transactions restored from the snapshot");
+    for i in 5..=8 {
+        at(&rclock, i);
+        replay.decide(&txn(&replay, i)).unwrap();
+    }
+    replay
+        .lists()
+        .unwrap()
+        .add("blocked_devices", "77", None)
+        .unwrap();
+    replay.shutdown(Shutdown::Abandon);
+    drop(replay);
+    assert_eq!(
+        std::fs::read(&snap).unwrap(),
+        before,
+        "the replay left the snapshot as the live engine wrote it"
+    );
+    assert!(
+        !journals.join("blocked_devices.journal").exists(),
+        "the replay's list change was not journalled"
+    );
+}
