@@ -237,6 +237,13 @@ impl Plan {
             let name = batch.schema_ref().field(*i).name().clone();
             let fail = |e: arrow_schema::ArrowError| input(format!("column {name:?}: {e}"));
             let u64s = |a: &ArrayRef| -> PyResult<Col> {
+                // Keys and hashes only: a negative transaction id is a mistake, refused.
+                let bits = matches!(target, Target::Entity | Target::Device);
+                if let (true, Some(i)) = (bits, a.as_primitive_opt::<Int64Type>()) {
+                    // A signed 64-bit column holds the key's bits: Spark and the JVM have
+                    // no unsigned type, so a uint64 hash travels as a long.
+                    return Ok(Col::U64(i.unary::<_, UInt64Type>(|x| x as u64)));
+                }
                 let c = cast_checked(a, &DataType::UInt64).map_err(fail)?;
                 Ok(Col::U64(c.as_primitive::<UInt64Type>().clone()))
             };

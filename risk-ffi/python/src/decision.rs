@@ -161,12 +161,15 @@ impl PyDecision {
     }
     fn __repr__(&self) -> String {
         format!(
-            "Decision(txn={}, action={:?}, score={:.4}, tier={:?}, fallback={:?})",
+            "Decision(txn={}, action={:?}, score={:.4}, tier={:?}, fallback={})",
             self.0.txn.0,
             self.action(),
             self.0.score,
             self.tier(),
-            self.fallback()
+            match self.fallback() {
+                Some(f) => format!("{f:?}"),
+                None => "None".to_owned(),
+            }
         )
     }
 }

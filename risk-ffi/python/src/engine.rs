@@ -105,6 +105,16 @@ impl PyEngine {
         })
     }
 
+    /// `ClosedError` in place of `e` when the engine was closed meanwhile (a `close` on
+    /// another thread while this call ran: its "shut down" is the close).
+    fn closed_or(&self, e: PyErr) -> PyErr {
+        if self.closed.load(Ordering::SeqCst) {
+            err(Kind::Closed, "the engine was closed while this call ran", 0)
+        } else {
+            e
+        }
+    }
+
     /// The engine, or `ClosedError` when closed or made before a fork.
     pub fn live(&self) -> PyResult<&Engine> {
         if self.generation != FORK_GENERATION.load(Ordering::Relaxed) {
@@ -235,7 +245,7 @@ impl PyEngine {
         let t = crate::txn::from_mapping(engine.schema(), txn)?;
         py.detach(|| engine.decide(&t))
             .map(PyDecision)
-            .map_err(|e| errors::decide(&e, None))
+            .map_err(|e| self.closed_or(errors::decide(&e, None)))
     }
 
     /// Decides every row of `data`: anything with the Arrow PyCapsule interface (a pyarrow
@@ -271,6 +281,7 @@ impl PyEngine {
             (None, None) => cpus,
         };
         decide_table(py, engine, &self.computed, data, threads, errors, strict)
+            .map_err(|e| self.closed_or(e))
     }
 
     /// Replays `data` in event time through a fresh engine built from this one's
@@ -283,7 +294,8 @@ impl PyEngine {
     /// or, with `label_delay_ms` (at least 1), the `label` column's frauds that many ms
     /// after their transaction. A label is known to every row at or after its time. Rows are decided one by one
     /// on one thread. Returns the decisions as `decide_batch` does; the schema's metadata
-    /// holds `risk.replay.labels_fed`, `labels_after_end`, `labels_refused` and
+    /// holds `risk.replay.labels_fed`, `labels_after_end`, `labels_refused` (with
+    /// `labels_refused_reason`, the first refusal's, e.g. no label feature configured) and
     /// `risk.replay.deep` (`skipped`).
     #[pyo3(signature = (data, *, label="is_fraud", label_delay_ms=None, labels=None, errors="raise"))]
     fn replay<'py>(
@@ -352,6 +364,11 @@ impl PyEngine {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_string()))
         .chain([("risk.replay.deep".to_owned(), "skipped".to_owned())])
+        .chain(
+            stats
+                .first_refusal
+                .map(|r| ("risk.replay.labels_refused_reason".to_owned(), r)),
+        )
         .collect();
         let schema = Arc::new(
             crate::output::schema(keep)
@@ -420,8 +437,9 @@ impl PyEngine {
     /// `risk.StateError` (no `[state]`, too many pending labels, ...).
     fn report_label(&self, py: Python<'_>, txn: u64, fraud: bool, at_ms: i64) -> PyResult<usize> {
         let engine = self.live()?;
+        crate::state::state_of(engine)?;
         py.detach(|| engine.report_label(risk_core::TxnId(txn), fraud, at_ms))
-            .map_err(|e| err(Kind::State, e.to_string(), 0))
+            .map_err(crate::state::state_err)
     }
 
     /// Reloads the rule file of the rule tier (a bad file raises and the serving rules stay).

@@ -154,8 +154,8 @@ fn drill_dict<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
             if let Ok(pairs) = v.cast::<PyList>() {
                 let m = PyDict::new(py);
                 for p in pairs.iter() {
-                    let (name, n): (String, u64) = p.extract()?;
-                    m.set_item(name, n)?;
+                    // [name, count]: JSON arrays come back as lists.
+                    m.set_item(p.get_item(0)?, p.get_item(1)?)?;
                 }
                 d.set_item(key, m)?;
             }

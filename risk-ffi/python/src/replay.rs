@@ -28,7 +28,7 @@ use std::sync::Arc;
 pub type Label = (i64, usize, u64, bool);
 
 /// What a replay did besides deciding.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct ReplayStats {
     /// Labels reported to entity state before the replay ended.
     pub labels_fed: u64,
@@ -36,6 +36,8 @@ pub struct ReplayStats {
     pub labels_after_end: u64,
     /// Labels entity state refused (an unknown transaction, no `[state]`).
     pub labels_refused: u64,
+    /// Why the first refused label was refused.
+    pub first_refusal: Option<String>,
 }
 
 /// The column `name` of `batches` as booleans (bool or integer 0/1), `None` where null.
@@ -167,7 +169,12 @@ pub fn replay(
                         clock.set(((at.max(origin) - origin) as u64).saturating_mul(1_000_000));
                         match engine.report_label(TxnId(txn), fraud, at) {
                             Ok(_) => stats.labels_fed += 1,
-                            Err(_) => stats.labels_refused += 1,
+                            Err(e) => {
+                                stats.labels_refused += 1;
+                                if stats.first_refusal.is_none() {
+                                    stats.first_refusal = Some(e.to_string());
+                                }
+                            }
                         }
                     }
                     clock.set(((t - origin).max(0) as u64).saturating_mul(1_000_000));

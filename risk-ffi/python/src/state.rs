@@ -9,11 +9,11 @@ use risk_core::state::{StateEngine, StateError};
 use risk_core::Engine;
 use std::path::PathBuf;
 
-fn state_err(e: StateError) -> PyErr {
-    err(Kind::State, e.to_string(), 0)
+pub(crate) fn state_err(e: StateError) -> PyErr {
+    err(Kind::State, e.to_string(), e.code())
 }
 
-fn state_of(engine: &Engine) -> PyResult<&StateEngine> {
+pub(crate) fn state_of(engine: &Engine) -> PyResult<&StateEngine> {
     engine
         .state()
         .map(|st| &**st)

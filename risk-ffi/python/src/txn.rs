@@ -54,9 +54,18 @@ fn text(v: &Bound<'_, PyAny>, key: &str) -> PyResult<String> {
                     .map(|n| n.to_string())
                     .unwrap_or_default()
             ))
-        })?
-        .to_str()
-        .map(str::to_owned)
+        })
+        .and_then(|s| utf8(&s, key).map(str::to_owned))
+}
+
+/// `s` as UTF-8; a lone surrogate (text that is not Unicode) is an input error naming
+/// `key`.
+fn utf8<'a>(s: &'a Bound<'_, PyString>, key: &str) -> PyResult<&'a str> {
+    s.to_str().map_err(|_| {
+        input(format!(
+            "{key:?}: the text is not valid Unicode (a lone surrogate)"
+        ))
+    })
 }
 
 /// The transaction a mapping describes, over `schema`. Typed fields go through the
@@ -71,7 +80,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
         let k = k
             .cast_into::<PyString>()
             .map_err(|_| type_err("transaction keys must be str"))?;
-        let key = k.to_str()?;
+        let key = utf8(&k, "a transaction key")?;
         let none = v.is_none();
         b = match key {
             "id" | "entity" | "timestamp_ms" | "time" | "amount" | "currency" | "mcc"
@@ -82,7 +91,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
             }
             "id" => b.id(int(&v, key)?),
             "entity" => match v.cast::<PyString>() {
-                Ok(s) => b.entity(EntityKey::from_str_hash(s.to_str()?).0),
+                Ok(s) => b.entity(EntityKey::from_str_hash(utf8(&s, key)?).0),
                 Err(_) => b.entity(int(&v, key)?),
             },
             "timestamp_ms" | "time" => b.timestamp_ms(int(&v, key)?),
@@ -107,7 +116,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
                     .map_err(|_| type_err("\"text\" must be a dict of str to str"))?;
                 for (tk, tv) in d.iter() {
                     let name = text(&tk, "text")?;
-                    let value = text(&tv, &name)?;
+                    let value = text(&tv, &format!("text.{name}"))?;
                     b = b.text(&name, &value);
                 }
                 b
@@ -125,7 +134,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
                             "{key:?} is a numeric feature: give a number, not a str"
                         )));
                     }
-                    field.intern(s.to_str()?) as f32
+                    field.intern(utf8(&s, key)?) as f32
                 } else {
                     let x = number(&v, key)?;
                     if field.kind != FieldKind::Numeric {
@@ -165,7 +174,7 @@ fn number(v: &Bound<'_, PyAny>, key: &str) -> PyResult<f64> {
         .and_then(|f| f.extract::<f64>())
         .map_err(|_| {
             type_err(format!(
-                "{key:?} must be a number or a str, not {}",
+                "{key:?} must be a number, not {}",
                 v.get_type()
                     .name()
                     .map(|n| n.to_string())

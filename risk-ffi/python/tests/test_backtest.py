@@ -242,3 +242,22 @@ def test_a_path_with_an_equals_sign_and_a_relative_base_dir(tmp_path, monkeypatc
     assert clone.has_state
     clone.close()
     e.close()
+
+
+def test_labels_an_engine_cannot_take_are_warned_with_the_reason(frame):
+    # examples/risk.toml has no [state]: the labels have nowhere to go.
+    with pytest.warns(risk.LabelsRefusedWarning, match=r"\[state\]"):
+        bt = risk.backtest(EXAMPLES / "risk.toml", frame.slice(0, 3_000), label_delay=dt.timedelta(hours=1))
+    assert bt.report["labels_refused"] > 0
+    assert "[state]" in bt.report["labels_refused_reason"]
+    assert bt.report["labels_fed"] == 0
+
+
+def test_backtest_of_toml_text_resolves_paths_against_base_dir(frame):
+    text = (EXAMPLES / "risk.toml").read_text()
+    rows = frame.slice(0, 500)
+    with pytest.raises(risk.ConfigError):
+        risk.backtest(text, rows, base_dir="/nonexistent")
+    a = risk.backtest(text, rows, base_dir=EXAMPLES)
+    b = risk.backtest(EXAMPLES / "risk.toml", rows)
+    assert a.decisions.column("score").equals(b.decisions.column("score"))

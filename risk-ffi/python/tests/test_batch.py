@@ -117,6 +117,18 @@ def test_negative_ids_are_refused_not_wrapped(engine, frame):
         engine.decide_batch(bad)
 
 
+def test_keys_as_signed_longs_are_their_bits(engine, frame):
+    # Spark and the JVM have no unsigned type: a uint64 hash travels as a long.
+    n = 64
+    rows = frame.slice(0, n)
+    keys = np.array([2**64 - 1 - i for i in range(n)], dtype=np.uint64)
+    as_u64 = rows.set_column(rows.column_names.index("entity"), "entity", pa.array(keys))
+    as_i64 = rows.set_column(rows.column_names.index("entity"), "entity", pa.array(keys.view(np.int64)))
+    a, b = engine.decide_batch(as_u64), engine.decide_batch(as_i64)
+    assert b.column("entity").to_pylist() == [int(k) for k in keys]
+    assert a.column("score").equals(b.column("score"))
+
+
 def test_an_empty_frame_gives_an_empty_table(engine, frame):
     out = engine.decide_batch(frame.slice(0, 0))
     assert out.num_rows == 0 and "action" in out.column_names

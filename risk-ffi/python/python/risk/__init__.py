@@ -36,7 +36,7 @@ from ._errors import (
 )
 from ._native import Decision, Engine, Subscription, Verdict, synth
 from .audit import AUDIT_KINDS, flatten_record, read_audit, read_audit_records
-from .backtest import Backtest, Comparison, backtest, compare
+from .backtest import Backtest, Comparison, LabelsRefusedWarning, backtest, compare
 
 __version__ = _native.__version__
 #: Transaction fields a mapping key or a column may name (every other name is a feature).
@@ -73,4 +73,5 @@ __all__ = [
     "compare",
     "Backtest",
     "Comparison",
+    "LabelsRefusedWarning",
 ]

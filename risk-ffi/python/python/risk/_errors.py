@@ -28,6 +28,15 @@ class RiskError(Exception):
     def __reduce__(self):
         return (type(self), (self.message, self.code))
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, RiskError)
+        return (self.message, self.code) == (other.message, other.code)
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.message, self.code))
+
 
 class ConfigError(RiskError, ValueError):
     """A configuration (``risk.toml``, a model, a rule file) refused at load."""

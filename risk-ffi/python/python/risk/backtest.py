@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -45,11 +46,11 @@ def _table(data: Any) -> pa.Table:
     raise RiskTypeError(f"a backtest takes Arrow data or a dict of arrays, not {type(data).__name__}")
 
 
-def _engine(e: Any) -> Engine:
+def _engine(e: Any, base_dir: Any = None) -> Engine:
     if isinstance(e, Engine):
         return e
     if isinstance(e, (str, os.PathLike)):
-        return Engine.from_toml(e)
+        return Engine.from_toml(e, base_dir=base_dir)
     raise RiskTypeError(f"an engine is a risk.Engine, a path or TOML text, not {type(e).__name__}")
 
 
@@ -175,7 +176,7 @@ def rule_table(decisions: pa.Table, y: np.ndarray) -> list[dict]:
 
 def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: Any = None,
              labels: Any = None, costs: Costs | None = None,
-             fpr: Sequence[float] = (0.001, 0.01, 0.05)) -> Backtest:
+             fpr: Sequence[float] = (0.001, 0.01, 0.05), base_dir: Any = None) -> Backtest:
     """Replays ``data`` (rows in event-time order, with ``id`` and ``time``) through
     ``engine`` (a ``risk.Engine``, a path or TOML text) in event time, and reports:
     rows, frauds, actions, alert and decline rates, precision and recall of the flagged
@@ -187,10 +188,15 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     Labels reach entity state (``fraud_count`` / ``fraud_rate`` features) ``label_delay``
     after their transaction (a ``timedelta`` or ms), or at the times of ``labels`` (a table
     of ``id``, ``time``, ``fraud``); without either, none does. The report's truth is the
-    ``label`` column either way."""
+    ``label`` column either way. Labels entity state refused (no ``[state]``, no label
+    feature) are counted in ``labels_refused`` with the first reason, and warned about.
+
+    ``engine`` as TOML text resolves its relative paths against ``base_dir`` (default: the
+    current directory). The replay builds a fresh engine from the configuration: its
+    files (rules, models) as they are on disk now."""
     t = _table(data)
     y = _labels(t, label)
-    e = _engine(engine)
+    e = _engine(engine, base_dir)
     decisions = e.replay(t, label=label, label_delay_ms=_delay_ms(label_delay), labels=labels)
     amount = _f(t.column("amount")) if "amount" in t.column_names else None
     rep = report(decisions, y, amount, costs=costs, fpr=fpr)
@@ -198,6 +204,14 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     rep["labels_fed"] = int(meta.get("risk.replay.labels_fed", 0))
     rep["labels_after_end"] = int(meta.get("risk.replay.labels_after_end", 0))
     rep["labels_refused"] = int(meta.get("risk.replay.labels_refused", 0))
+    if rep["labels_refused"]:
+        rep["labels_refused_reason"] = meta.get("risk.replay.labels_refused_reason", "")
+        warnings.warn(
+            f"{rep['labels_refused']} labels were not fed to entity state: "
+            f"{rep['labels_refused_reason']}",
+            LabelsRefusedWarning,
+            stacklevel=2,
+        )
     rep["deep"] = meta.get("risk.replay.deep", "skipped")
     return Backtest(decisions=decisions, report=rep, rules=rule_table(decisions, y))
 
@@ -223,6 +237,11 @@ class Comparison:
         import pandas as pd
 
         return pd.DataFrame(self.metrics)
+
+
+class LabelsRefusedWarning(UserWarning):
+    """Labels given to a backtest that entity state did not take (no ``[state]``, no
+    ``fraud_count`` / ``fraud_rate`` feature, an unknown transaction)."""
 
 
 def compare(data: Any, a: Any, b: Any, **kwargs: Any) -> Comparison:
