@@ -182,9 +182,7 @@ fn a_replay_reads_the_snapshot_and_writes_no_shared_store() {
         "{TOML}\n",
         TOML = TOML.replace(
             "[state]\nmax_keys = 10000\n",
-            &format!(
-                "[state]\nmax_keys = 10000\nsnapshot = {snap:?}\ndir = {journals:?}\n"
-            )
+            &format!("[state]\nmax_keys = 10000\nsnapshot = {snap:?}\ndir = {journals:?}\n")
         )
     );
     let mut reg = ScorerRegistry::default();
@@ -229,7 +227,10 @@ fn a_replay_reads_the_snapshot_and_writes_no_shared_store() {
         .build()
         .unwrap();
     let d = replay.decide(&txn(&replay, 4)).unwrap();
-    assert_eq!(d.rule_score, 0.3, "three transactions restored from the snapshot");
+    assert_eq!(
+        d.rule_score, 0.3,
+        "three transactions restored from the snapshot"
+    );
     for i in 5..=8 {
         at(&rclock, i);
         replay.decide(&txn(&replay, i)).unwrap();
