@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the C ABI library once and runs each binding's own test runner against it
-# (Python: pytest, Go: go test, Java: Maven + JUnit 5). Part of the README's test command.
+# (Go: go test, Java: Maven + JUnit 5), then the Python package (risk-ffi/python: PyO3, no
+# C ABI; pip install, pytest). Part of the README's test command.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -10,7 +11,7 @@ cargo build --release --workspace --lib --tests --examples --features "${RISK_CA
 export RISK_FFI_LIB_DIR="$root/target/release"
 test -f "$RISK_FFI_LIB_DIR/librisk_ffi.so" || { echo "librisk_ffi.so missing in $RISK_FFI_LIB_DIR"; exit 1; }
 bash "$root/risk-ffi/tests/c/run_valgrind.sh" # C stress under valgrind memcheck + helgrind; fails if valgrind is missing
-for lang in python go java; do
+for lang in go java; do
   echo "==> bindings/$lang"
   bash "$root/risk-ffi/bindings/$lang/run_tests.sh"
 done

@@ -1,5 +1,5 @@
 """Benchmark of the risk Python package against the Rust engine and the ctypes binding it
-replaces, in one run (issue [19]; figures in BENCHMARKS.md [19]).
+replaced, in one run (issue [19]; figures in BENCHMARKS.md [19]).
 
     risk-ffi/python/.venv/bin/python risk-ffi/python/bench.py [--rows 1000000]
 
@@ -12,8 +12,9 @@ replaces, in one run (issue [19]; figures in BENCHMARKS.md [19]).
    engine's ``decide_batch`` on the same prebuilt rows; each side with a fresh engine.
    Also the stateless engine on 2 threads. Peak RSS of the process.
 3. The ctypes binding's ``RiskEngine.decide_frame`` (``risk-ffi/bindings/python``, over
-   ``librisk_ffi.so``, in its own virtualenv: both packages are named ``risk``) on
-   ``--ctypes-rows`` rows, against ``decide_batch`` on the same rows.
+   ``librisk_ffi.so``), taken from git at ``--ctypes-rev`` (the last commit that had it)
+   and run in a subprocess with it first on ``sys.path`` (both packages are named
+   ``risk``), on ``--ctypes-rows`` rows, against ``decide_batch`` on the same rows.
 
 Each measurement is the best of ``--rounds`` rounds (the machine is shared and noisy).
 """
@@ -81,11 +82,10 @@ print(best)
 """
 
 
-def ctypes_seconds(frame: pa.Table, rounds: int) -> float | None:
-    venv_py = REPO / "risk-ffi/bindings/python/.venv/bin/python"
+def ctypes_seconds(frame: pa.Table, rounds: int, rev: str) -> float | None:
     lib = REPO / "target/release/librisk_ffi.so"
-    if not venv_py.exists() or not lib.exists():
-        print(f"  ctypes binding: missing {venv_py if not venv_py.exists() else lib}")
+    if not lib.exists():
+        print(f"  ctypes binding: missing {lib} (cargo build --release -p risk-ffi)")
         return None
     df = frame.drop_columns(["is_fraud", "scenario"]).to_pandas()
     df["timestamp_ms"] = frame.column("time").cast(pa.int64()).to_numpy()
@@ -95,9 +95,12 @@ def ctypes_seconds(frame: pa.Table, rounds: int) -> float | None:
     with tempfile.TemporaryDirectory() as d:
         path = pathlib.Path(d) / "rows.parquet"
         df.to_parquet(path)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", rev, "risk-ffi/bindings/python/risk"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", d], input=archive, check=True)
         env = dict(os.environ, RISK_FFI_LIB_DIR=str(lib.parent))
         out = subprocess.run(
-            [str(venv_py), "-c", CTYPES_SCRIPT, str(REPO / "risk-ffi/bindings/python"), str(path),
+            [sys.executable, "-c", CTYPES_SCRIPT, str(pathlib.Path(d) / "risk-ffi/bindings/python"), str(path),
              str(EXAMPLES / "risk.toml"), str(rounds)],
             env=env, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -108,6 +111,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--decide-rows", type=int, default=20_000)
     ap.add_argument("--ctypes-rows", type=int, default=20_000)
+    ap.add_argument("--ctypes-rev", default="8754f1a", help="a commit that has risk-ffi/bindings/python")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     print(f"risk {risk.__version__}, Python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
@@ -166,7 +170,7 @@ def main() -> None:
 
     # 3. against the ctypes binding
     small = risk.synth(a.ctypes_rows, seed=23)
-    ct = ctypes_seconds(small, a.rounds)
+    ct = ctypes_seconds(small, a.rounds, a.ctypes_rev)
     with risk.Engine.from_toml(EXAMPLES / "risk.toml") as e:
         nb = best(lambda: _timed(lambda: e.decide_batch(small, threads=1)), a.rounds)
     msg = f"3. {a.ctypes_rows} rows, example engine: decide_batch (1 thread) {nb * 1e6 / a.ctypes_rows:.2f} µs/row"

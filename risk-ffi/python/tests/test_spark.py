@@ -89,9 +89,8 @@ def spark():
 #
 # Spark SQL has no unsigned integers. risk.synth's `id` and `entity` (uint64) fit a
 # signed long and the engine reads int64 columns for them; `mcc` (uint16) widens to int.
-# `device` is a 64-bit hash using the whole range: Spark can only carry it as the long
-# with the same bits, and the engine refuses a negative integer for `device` (and text),
-# so the Arrow function views it back as uint64 before deciding.
+# `device` is a 64-bit hash using the whole range: Spark carries it as the long with the
+# same bits, which is how the engine reads a signed `device` or `entity` column.
 
 
 def to_spark(table: pa.Table) -> pa.Table:
@@ -107,14 +106,6 @@ def to_spark(table: pa.Table) -> pa.Table:
             c = c.cast(pa.int32())
         cols.append(c)
     return pa.table(cols, names=table.column_names)
-
-
-def from_spark(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """A batch Spark hands to the Arrow function, `device` back to its uint64 bits."""
-    if "device" not in batch.schema.names:
-        return batch
-    i = batch.schema.get_field_index("device")
-    return batch.set_column(i, "device", batch.column(i).view(pa.uint64()))
 
 
 # The engine's output columns a Spark job keeps, as a Spark schema. The engine's
@@ -165,19 +156,16 @@ def local(out: pa.Table) -> pa.Table:
 
 
 def test_spark_types_are_read_as_the_originals():
-    # what the Spark conversion costs: nothing, once device has its bits back
+    # what the Spark conversion costs: nothing; a device hash past 2**63 is a negative
+    # long there, read back as the same bits
     frame = risk.synth(2_000, seed=2)
     with risk.Engine.from_toml(EXAMPLES / "risk.toml") as e:
         want = local(e.replay(frame))
         spark_typed = to_spark(frame)
-        assert [spark_typed.schema.field(c).type for c in ("id", "entity", "mcc")] == [
-            pa.int64(), pa.int64(), pa.int32()]
-        back = pa.Table.from_batches([from_spark(b) for b in spark_typed.to_batches()])
-        assert local(e.replay(back)).equals(want)
-        # the engine itself refuses a device hash as Spark's signed long holds it
+        assert [spark_typed.schema.field(c).type for c in ("id", "entity", "mcc", "device")] == [
+            pa.int64(), pa.int64(), pa.int32(), pa.int64()]
         assert pc.any(pc.less(spark_typed.column("device"), 0)).as_py()
-        with pytest.raises(risk.InputError, match='"device"'):
-            e.decide_batch(spark_typed)
+        assert local(e.replay(spark_typed)).equals(want)
 
 
 # decide_batch runs the fast tier under its wall-clock deadline (15 ms per chunk of 64
@@ -195,7 +183,7 @@ def test_map_in_arrow_scores_like_one_process(spark):
     def score(batches):
         for b in batches:  # any batch size, any partition: decisions are per row
             # one thread: Spark already runs a task per core
-            yield from for_spark(engine.decide_batch(from_spark(b), threads=1)).to_batches()
+            yield from for_spark(engine.decide_batch(b, threads=1)).to_batches()
 
     df = spark.createDataFrame(to_spark(frame)).repartition(PARTS)
     assert df.rdd.getNumPartitions() == PARTS
@@ -228,7 +216,7 @@ def test_map_in_arrow_replay_of_a_stateless_engine_is_exact(spark):
 
     def score(batches):
         for b in batches:  # stateless: a replay per batch is as good as one per partition
-            yield from for_spark(engine.replay(from_spark(b))).to_batches()
+            yield from for_spark(engine.replay(b)).to_batches()
 
     df = spark.createDataFrame(to_spark(frame)).repartition(PARTS).sortWithinPartitions("time", "id")
     got = collect(df.mapInArrow(score, OUT_PART))
@@ -257,7 +245,7 @@ def spark_replay(spark, engine, raw: pa.Table, **kw) -> pa.Table:
     def replay(batches):
         # One replay per partition over ALL its rows: entity state (and label feeding)
         # starts from nothing in every call, so the batches are one table first.
-        parts = [from_spark(b) for b in batches]
+        parts = list(batches)
         if not parts:
             return
         table = pa.Table.from_batches(parts)
