@@ -55,7 +55,7 @@ fn text(v: &Bound<'_, PyAny>, key: &str) -> PyResult<String> {
                     .unwrap_or_default()
             ))
         })
-        .and_then(|s| utf8(&s, key).map(str::to_owned))
+        .and_then(|s| utf8(s, key).map(str::to_owned))
 }
 
 /// `s` as UTF-8; a lone surrogate (text that is not Unicode) is an input error naming
@@ -91,7 +91,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
             }
             "id" => b.id(int(&v, key)?),
             "entity" => match v.cast::<PyString>() {
-                Ok(s) => b.entity(EntityKey::from_str_hash(utf8(&s, key)?).0),
+                Ok(s) => b.entity(EntityKey::from_str_hash(utf8(s, key)?).0),
                 Err(_) => b.entity(int(&v, key)?),
             },
             "timestamp_ms" | "time" => b.timestamp_ms(int(&v, key)?),
@@ -134,7 +134,7 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
                             "{key:?} is a numeric feature: give a number, not a str"
                         )));
                     }
-                    field.intern(utf8(&s, key)?) as f32
+                    field.intern(utf8(s, key)?) as f32
                 } else {
                     let x = number(&v, key)?;
                     if field.kind != FieldKind::Numeric {
