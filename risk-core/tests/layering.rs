@@ -29,8 +29,8 @@ const FLOORS: &[&[&str]] = &[
     &["scorer", "decision", "monitor"],
     // per-decision subsystems (the registry builds ensembles)
     &["state", "policy", "metrics", "ensemble", "scorer/registry"],
-    // around decisions: the audit trail, deploys, synthetic data
-    &["audit", "deploy", "synth"],
+    // around decisions: the audit trail, deploys, synthetic data, metrics as JSON
+    &["audit", "deploy", "synth", "metrics_json"],
     // risk.toml, which calls each subsystem's Raw*::to_config
     &["config"],
     // the engine: decide path, pools, control plane, replay

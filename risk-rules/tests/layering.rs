@@ -37,6 +37,8 @@ const FLOORS: &[&[&str]] = &[
     &["explain", "impact", "history"],
     // The engine's rule tier.
     &["scorer"],
+    // the rule tier's report (JSON) for the bindings
+    &["report"],
 ];
 
 #[test]
