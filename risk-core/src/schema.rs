@@ -38,7 +38,7 @@ impl Slot {
 }
 
 /// The kind of a field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FieldKind {
     /// A real-valued feature.
     Numeric,

@@ -50,6 +50,8 @@ pub struct PyEngine {
     pub(crate) rules: Option<Arc<RuleScorer>>,
     /// The last drill's report (JSON), read by `drill_report`.
     pub(crate) last_drill: Mutex<Option<String>>,
+    /// Mapping keys resolved once per key object (`decide`'s parse).
+    pub(crate) keys: crate::txn::KeyCache,
     source: Source,
     generation: u64,
     closed: AtomicBool,
@@ -98,6 +100,7 @@ impl PyEngine {
             engine: ManuallyDrop::new(engine),
             rules,
             last_drill: Mutex::new(None),
+            keys: crate::txn::KeyCache::default(),
             source,
             generation: FORK_GENERATION.load(Ordering::SeqCst),
             closed: AtomicBool::new(false),
@@ -242,7 +245,7 @@ impl PyEngine {
     /// >>> d.action, d.score, d.reasons
     fn decide(&self, py: Python<'_>, txn: &Bound<'_, PyDict>) -> PyResult<PyDecision> {
         let engine = self.live()?;
-        let t = crate::txn::from_mapping(engine.schema(), txn)?;
+        let t = crate::txn::from_mapping(engine.schema(), &self.keys, txn)?;
         py.detach(|| engine.decide(&t))
             .map(PyDecision)
             .map_err(|e| self.closed_or(errors::decide(&e, None)))
@@ -387,7 +390,7 @@ impl PyEngine {
     /// Builds the transaction of a mapping without deciding it (the benchmark's split
     /// of `decide`'s time into conversion and engine).
     fn _parse(&self, txn: &Bound<'_, PyDict>) -> PyResult<()> {
-        crate::txn::from_mapping(self.live()?.schema(), txn).map(|_| ())
+        crate::txn::from_mapping(self.live()?.schema(), &self.keys, txn).map(|_| ())
     }
 
     /// The Rust engine's own nanoseconds for every row of `data` (`mode`: `"decide"` row

@@ -91,7 +91,7 @@ impl PyEngine {
             let m = item.cast::<PyDict>().map_err(|_| {
                 errors::type_err(format!("transactions[{k}]: a mapping (dict) is needed"))
             })?;
-            let t = crate::txn::from_mapping(engine.schema(), m)
+            let t = crate::txn::from_mapping(engine.schema(), &self.keys, m)
                 .map_err(|e| prefix(py, e, &format!("transactions[{k}]: ")))?;
             txns.push(t);
         }

@@ -48,7 +48,7 @@ impl PyEngine {
         txn: &Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let r = self.rule_tier()?;
-        let t = crate::txn::from_mapping(self.live()?.schema(), txn)?;
+        let t = crate::txn::from_mapping(self.live()?.schema(), &self.keys, txn)?;
         let text = r.current().explain(&t.features).to_json();
         loads(py, &text)
     }

@@ -7,7 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use risk_core::schema::{FieldKind, Slot};
 use risk_core::{Channel, DecideError, EntityKey, FeatureSchema, Transaction};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// `v` as the `f32` features are stored in; a finite value outside its range is refused.
 pub fn to_f32(name: &str, v: f64) -> Result<f32, DecideError> {
@@ -21,7 +22,11 @@ pub fn to_f32(name: &str, v: f64) -> Result<f32, DecideError> {
     Ok(f)
 }
 
-fn int<T: for<'a, 'py> FromPyObject<'a, 'py>>(v: &Bound<'_, PyAny>, key: &str) -> PyResult<T> {
+/// `key` names the value in messages (built only for one).
+fn int<T: for<'a, 'py> FromPyObject<'a, 'py>>(
+    v: &Bound<'_, PyAny>,
+    key: impl Fn() -> String,
+) -> PyResult<T> {
     let type_name = || {
         v.get_type()
             .name()
@@ -30,122 +35,204 @@ fn int<T: for<'a, 'py> FromPyObject<'a, 'py>>(v: &Bound<'_, PyAny>, key: &str) -
     };
     if v.is_instance_of::<PyBool>() || v.is_instance_of::<PyFloat>() {
         return Err(type_err(format!(
-            "{key:?} must be an int, not {}",
+            "{:?} must be an int, not {}",
+            key(),
             type_name()
         )));
     }
     // An int, or an integer type with `__index__` (numpy's).
     v.extract::<T>().map_err(|_| {
         if v.is_instance_of::<PyInt>() || v.hasattr("__index__").unwrap_or(false) {
-            input(format!("{key:?}: {v} is out of range"))
+            input(format!("{:?}: {v} is out of range", key()))
         } else {
-            type_err(format!("{key:?} must be an int, not {}", type_name()))
+            type_err(format!("{:?} must be an int, not {}", key(), type_name()))
         }
     })
 }
 
-fn text(v: &Bound<'_, PyAny>, key: &str) -> PyResult<String> {
+fn text(v: &Bound<'_, PyAny>, key: impl Fn() -> String + Copy) -> PyResult<String> {
+    text_ref(v, key).map(str::to_owned)
+}
+
+/// `v`'s text, borrowed (no copy: the field setters take `&str`).
+fn text_ref<'a>(v: &'a Bound<'_, PyAny>, key: impl Fn() -> String + Copy) -> PyResult<&'a str> {
     v.cast::<PyString>()
         .map_err(|_| {
             type_err(format!(
-                "{key:?} must be a str, not {}",
+                "{:?} must be a str, not {}",
+                key(),
                 v.get_type()
                     .name()
                     .map(|n| n.to_string())
                     .unwrap_or_default()
             ))
         })
-        .and_then(|s| utf8(s, key).map(str::to_owned))
+        .and_then(|s| utf8(s, key))
 }
 
 /// `s` as UTF-8; a lone surrogate (text that is not Unicode) is an input error naming
 /// `key`.
-fn utf8<'a>(s: &'a Bound<'_, PyString>, key: &str) -> PyResult<&'a str> {
+fn utf8<'a>(s: &'a Bound<'_, PyString>, key: impl Fn() -> String) -> PyResult<&'a str> {
     s.to_str().map_err(|_| {
         input(format!(
-            "{key:?}: the text is not valid Unicode (a lone surrogate)"
+            "{:?}: the text is not valid Unicode (a lone surrogate)",
+            key()
         ))
     })
+}
+
+/// What a mapping key names: a transaction field, or a schema feature's slot and kind.
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    Id,
+    Entity,
+    Time,
+    Amount,
+    Currency,
+    Mcc,
+    Country,
+    Channel,
+    Device,
+    Merchant,
+    Ip,
+    Email,
+    Text,
+    Feature(Slot, FieldKind),
+}
+
+impl Key {
+    fn resolve(schema: &FeatureSchema, key: &str) -> PyResult<Key> {
+        Ok(match key {
+            "id" => Key::Id,
+            "entity" => Key::Entity,
+            "timestamp_ms" | "time" => Key::Time,
+            "amount" => Key::Amount,
+            "currency" => Key::Currency,
+            "mcc" => Key::Mcc,
+            "country" => Key::Country,
+            "channel" => Key::Channel,
+            "device" => Key::Device,
+            "merchant" => Key::Merchant,
+            "ip" => Key::Ip,
+            "email" => Key::Email,
+            "text" => Key::Text,
+            _ => {
+                let slot = schema
+                    .require(key)
+                    .map_err(|e| decide(&DecideError::Features(e), None))?;
+                Key::Feature(slot, schema.field(slot).kind)
+            }
+        })
+    }
+}
+
+/// Most key objects a [`KeyCache`] remembers (keys past it are resolved each time).
+const KEY_CACHE_MAX: usize = 1_024;
+
+/// Mapping keys resolved once per key object, for one engine's schema. A dict literal's
+/// keys (and most keys code builds its mappings from) are the same interned `str`
+/// objects call after call, so the key's address finds what it names without reading
+/// its text or hashing it (the parse of the example's 23-key mapping: 3.6 -> see
+/// BENCHMARKS [19]). Each entry holds its key object, so no other string takes its
+/// address while it is cached. Locked once per mapping, with the GIL held.
+#[derive(Debug, Default)]
+pub struct KeyCache {
+    map: Mutex<HashMap<usize, (Py<PyString>, Key), foldhash::fast::RandomState>>,
 }
 
 /// The transaction a mapping describes, over `schema`. Typed fields go through the
 /// builder's setters; features are resolved to slots here and set in one call, so a
 /// mapping of twenty keys moves the builder a dozen times, not forty.
-pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyResult<Transaction> {
+pub fn from_mapping(
+    schema: &Arc<FeatureSchema>,
+    cache: &KeyCache,
+    m: &Bound<'_, PyDict>,
+) -> PyResult<Transaction> {
     let mut b = Transaction::builder(schema);
     let mut amount: Option<f64> = None;
-    let mut currency: Option<String> = None;
+    let mut currency: Option<Bound<'_, PyAny>> = None;
     let mut feats: Vec<(Slot, f32)> = Vec::with_capacity(m.len());
+    let mut keys = cache.map.lock().unwrap_or_else(|e| e.into_inner());
     for (k, v) in m.iter() {
         let k = k
             .cast_into::<PyString>()
             .map_err(|_| type_err("transaction keys must be str"))?;
-        let key = utf8(&k, "a transaction key")?;
-        let none = v.is_none();
-        b = match key {
-            "id" | "entity" | "timestamp_ms" | "time" | "amount" | "currency" | "mcc"
-            | "country" | "channel" | "device" | "merchant" | "ip" | "email" | "text"
-                if none =>
-            {
-                b
+        let what = match keys.get(&(k.as_ptr() as usize)) {
+            Some((_, what)) => *what,
+            None => {
+                let what = Key::resolve(schema, utf8(&k, || "a transaction key".to_owned())?)?;
+                if keys.len() < KEY_CACHE_MAX {
+                    keys.insert(k.as_ptr() as usize, (k.clone().unbind(), what));
+                }
+                what
             }
-            "id" => b.id(int(&v, key)?),
-            "entity" => match v.cast::<PyString>() {
+        };
+        if v.is_none() && !matches!(what, Key::Feature(..)) {
+            continue;
+        }
+        // The key's text only for messages (cached keys are not read).
+        let key = || k.to_str().map(str::to_owned).unwrap_or_default();
+        let key = &key;
+        b = match what {
+            Key::Id => b.id(int(&v, key)?),
+            Key::Entity => match v.cast::<PyString>() {
                 Ok(s) => b.entity(EntityKey::from_str_hash(utf8(s, key)?).0),
                 Err(_) => b.entity(int(&v, key)?),
             },
-            "timestamp_ms" | "time" => b.timestamp_ms(int(&v, key)?),
-            "amount" => {
+            Key::Time => b.timestamp_ms(int(&v, key)?),
+            Key::Amount => {
                 amount = Some(number(&v, key)?);
                 b
             }
-            "currency" => {
-                currency = Some(text(&v, key)?);
+            Key::Currency => {
+                currency = Some(v.clone());
                 b
             }
-            "mcc" => b.mcc(int(&v, key)?),
-            "country" => b.country(&text(&v, key)?),
-            "channel" => b.channel(Channel::parse(&text(&v, key)?).map_err(|e| decide(&e, None))?),
-            "device" => b.device(int(&v, key)?),
-            "merchant" => b.merchant(&text(&v, key)?),
-            "ip" => b.ip(&text(&v, key)?),
-            "email" => b.email(&text(&v, key)?),
-            "text" => {
+            Key::Mcc => b.mcc(int(&v, key)?),
+            Key::Country => b.country(text_ref(&v, key)?),
+            Key::Channel => {
+                b.channel(Channel::parse(text_ref(&v, key)?).map_err(|e| decide(&e, None))?)
+            }
+            Key::Device => b.device(int(&v, key)?),
+            Key::Merchant => b.merchant(text_ref(&v, key)?),
+            Key::Ip => b.ip(text_ref(&v, key)?),
+            Key::Email => b.email(text_ref(&v, key)?),
+            Key::Text => {
                 let d = v
                     .cast::<PyDict>()
                     .map_err(|_| type_err("\"text\" must be a dict of str to str"))?;
                 for (tk, tv) in d.iter() {
-                    let name = text(&tk, "text")?;
-                    let value = text(&tv, &format!("text.{name}"))?;
+                    let name = text(&tk, || "text".to_owned())?;
+                    let value = text(&tv, || format!("text.{name}"))?;
                     b = b.text(&name, &value);
                 }
                 b
             }
-            _ => {
-                let slot = schema
-                    .require(key)
-                    .map_err(|e| decide(&DecideError::Features(e), None))?;
-                let field = schema.field(slot);
-                let x = if none {
+            Key::Feature(slot, kind) => {
+                let x = if v.is_none() {
                     f32::NAN
                 } else if let Ok(s) = v.cast::<PyString>() {
-                    if field.kind != FieldKind::Categorical {
+                    if kind != FieldKind::Categorical {
                         return Err(type_err(format!(
-                            "{key:?} is a numeric feature: give a number, not a str"
+                            "{:?} is a numeric feature: give a number, not a str",
+                            key()
                         )));
                     }
-                    field.intern(utf8(s, key)?) as f32
+                    schema.field(slot).intern(utf8(s, key)?) as f32
                 } else {
                     let x = number(&v, key)?;
-                    if field.kind != FieldKind::Numeric {
+                    if kind != FieldKind::Numeric {
                         return Err(type_err(format!(
-                            "{key:?} is a categorical feature: give a str, not a number"
+                            "{:?} is a categorical feature: give a str, not a number",
+                            key()
                         )));
                     }
                     if x.is_nan() {
                         f32::NAN
                     } else {
-                        to_f32(key, x).map_err(|e| decide(&e, None))?
+                        to_f32("", x)
+                            .or_else(|_| to_f32(&key(), x))
+                            .map_err(|e| decide(&e, None))?
                     }
                 };
                 feats.push((slot, x));
@@ -153,14 +240,19 @@ pub fn from_mapping(schema: &Arc<FeatureSchema>, m: &Bound<'_, PyDict>) -> PyRes
             }
         };
     }
+    drop(keys);
     let amount = amount.ok_or_else(|| input("the transaction has no \"amount\""))?;
-    b.amount(amount, currency.as_deref().unwrap_or("USD"))
+    let currency = match &currency {
+        Some(c) => text_ref(c, || "currency".to_owned())?,
+        None => "USD",
+    };
+    b.amount(amount, currency)
         .slot_values(feats)
         .build()
         .map_err(|e| decide(&e, None))
 }
 
-fn number(v: &Bound<'_, PyAny>, key: &str) -> PyResult<f64> {
+fn number(v: &Bound<'_, PyAny>, key: impl Fn() -> String) -> PyResult<f64> {
     if v.is_instance_of::<PyFloat>()
         || (v.is_instance_of::<PyInt>() && !v.is_instance_of::<PyBool>())
     {
@@ -174,7 +266,8 @@ fn number(v: &Bound<'_, PyAny>, key: &str) -> PyResult<f64> {
         .and_then(|f| f.extract::<f64>())
         .map_err(|_| {
             type_err(format!(
-                "{key:?} must be a number, not {}",
+                "{:?} must be a number, not {}",
+                key(),
                 v.get_type()
                     .name()
                     .map(|n| n.to_string())
