@@ -148,9 +148,16 @@ pub fn from_mapping(
     cache: &KeyCache,
     m: &Bound<'_, PyDict>,
 ) -> PyResult<Transaction> {
-    let mut b = Transaction::builder(schema);
+    // Values first, the builder once at the end: a by-value builder moved in a loop is
+    // copied at every setter (`perf`: 3% of a Python `decide` in memcpy).
+    let mut id: Option<u64> = None;
+    let mut entity: Option<u64> = None;
+    let mut time: Option<i64> = None;
+    let mut mcc: Option<u16> = None;
+    let mut device: Option<u64> = None;
     let mut amount: Option<f64> = None;
-    let mut currency: Option<Bound<'_, PyAny>> = None;
+    let mut texts: [Option<(Key, Bound<'_, PyAny>)>; 6] = Default::default();
+    let mut free_text: Option<Bound<'_, PyAny>> = None;
     let mut feats: Vec<(Slot, f32)> = Vec::with_capacity(m.len());
     let mut keys = cache.map.lock().unwrap_or_else(|e| e.into_inner());
     for (k, v) in m.iter() {
@@ -173,41 +180,25 @@ pub fn from_mapping(
         // The key's text only for messages (cached keys are not read).
         let key = || k.to_str().map(str::to_owned).unwrap_or_default();
         let key = &key;
-        b = match what {
-            Key::Id => b.id(int(&v, key)?),
-            Key::Entity => match v.cast::<PyString>() {
-                Ok(s) => b.entity(EntityKey::from_str_hash(utf8(s, key)?).0),
-                Err(_) => b.entity(int(&v, key)?),
-            },
-            Key::Time => b.timestamp_ms(int(&v, key)?),
-            Key::Amount => {
-                amount = Some(number(&v, key)?);
-                b
+        match what {
+            Key::Id => id = Some(int(&v, key)?),
+            Key::Entity => {
+                entity = Some(match v.cast::<PyString>() {
+                    Ok(s) => EntityKey::from_str_hash(utf8(s, key)?).0,
+                    Err(_) => int(&v, key)?,
+                })
             }
-            Key::Currency => {
-                currency = Some(v.clone());
-                b
-            }
-            Key::Mcc => b.mcc(int(&v, key)?),
-            Key::Country => b.country(text_ref(&v, key)?),
-            Key::Channel => {
-                b.channel(Channel::parse(text_ref(&v, key)?).map_err(|e| decide(&e, None))?)
-            }
-            Key::Device => b.device(int(&v, key)?),
-            Key::Merchant => b.merchant(text_ref(&v, key)?),
-            Key::Ip => b.ip(text_ref(&v, key)?),
-            Key::Email => b.email(text_ref(&v, key)?),
-            Key::Text => {
-                let d = v
-                    .cast::<PyDict>()
-                    .map_err(|_| type_err("\"text\" must be a dict of str to str"))?;
-                for (tk, tv) in d.iter() {
-                    let name = text(&tk, || "text".to_owned())?;
-                    let value = text(&tv, || format!("text.{name}"))?;
-                    b = b.text(&name, &value);
-                }
-                b
-            }
+            Key::Time => time = Some(int(&v, key)?),
+            Key::Amount => amount = Some(number(&v, key)?),
+            Key::Mcc => mcc = Some(int(&v, key)?),
+            Key::Device => device = Some(int(&v, key)?),
+            Key::Currency => texts[0] = Some((what, v)),
+            Key::Country => texts[1] = Some((what, v)),
+            Key::Channel => texts[2] = Some((what, v)),
+            Key::Merchant => texts[3] = Some((what, v)),
+            Key::Ip => texts[4] = Some((what, v)),
+            Key::Email => texts[5] = Some((what, v)),
+            Key::Text => free_text = Some(v),
             Key::Feature(slot, kind) => {
                 let x = if v.is_none() {
                     f32::NAN
@@ -236,20 +227,71 @@ pub fn from_mapping(
                     }
                 };
                 feats.push((slot, x));
-                b
             }
-        };
+        }
     }
     drop(keys);
     let amount = amount.ok_or_else(|| input("the transaction has no \"amount\""))?;
-    let currency = match &currency {
-        Some(c) => text_ref(c, || "currency".to_owned())?,
-        None => "USD",
+    let name = |k: Key| -> &'static str {
+        match k {
+            Key::Currency => "currency",
+            Key::Country => "country",
+            Key::Channel => "channel",
+            Key::Merchant => "merchant",
+            Key::Ip => "ip",
+            Key::Email => "email",
+            _ => "",
+        }
     };
-    b.amount(amount, currency)
-        .slot_values(feats)
-        .build()
-        .map_err(|e| decide(&e, None))
+    let mut text_of = [None::<&str>; 6];
+    for (slot, t) in text_of.iter_mut().zip(&texts) {
+        if let Some((k, v)) = t {
+            *slot = Some(text_ref(v, || name(*k).to_owned())?);
+        }
+    }
+    let [currency, country, channel, merchant, ip, email] = text_of;
+    let mut b = Transaction::builder(schema).amount(amount, currency.unwrap_or("USD"));
+    if let Some(x) = id {
+        b = b.id(x);
+    }
+    if let Some(x) = entity {
+        b = b.entity(x);
+    }
+    if let Some(x) = time {
+        b = b.timestamp_ms(x);
+    }
+    if let Some(x) = mcc {
+        b = b.mcc(x);
+    }
+    if let Some(x) = device {
+        b = b.device(x);
+    }
+    if let Some(x) = country {
+        b = b.country(x);
+    }
+    if let Some(x) = channel {
+        b = b.channel(Channel::parse(x).map_err(|e| decide(&e, None))?);
+    }
+    if let Some(x) = merchant {
+        b = b.merchant(x);
+    }
+    if let Some(x) = ip {
+        b = b.ip(x);
+    }
+    if let Some(x) = email {
+        b = b.email(x);
+    }
+    if let Some(v) = free_text {
+        let d = v
+            .cast::<PyDict>()
+            .map_err(|_| type_err("\"text\" must be a dict of str to str"))?;
+        for (tk, tv) in d.iter() {
+            let name = text(&tk, || "text".to_owned())?;
+            let value = text(&tv, || format!("text.{name}"))?;
+            b = b.text(&name, &value);
+        }
+    }
+    b.slot_values(feats).build().map_err(|e| decide(&e, None))
 }
 
 fn number(v: &Bound<'_, PyAny>, key: impl Fn() -> String) -> PyResult<f64> {
