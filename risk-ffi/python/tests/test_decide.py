@@ -329,3 +329,26 @@ def test_a_batch_longer_than_a_chunk_keeps_order(shared_engine):
     assert f"row {bad}" in errors[bad]
     txns = out.column("txn").to_pylist()
     assert [t for i, t in enumerate(txns) if i != bad] == [10_000 + i for i in range(n) if i != bad]
+
+
+class _Reentrant:
+    """A number whose conversion decides on the same engine (Python code run while a
+    mapping is being read)."""
+
+    def __init__(self, engine, value):
+        self.engine, self.value, self.inner = engine, value, None
+
+    def __float__(self):
+        self.inner = self.engine.decide({"id": 99, "amount": 1.0, "currency": "USD"})
+        return self.value
+
+
+def test_a_value_that_decides_on_the_same_engine_while_read(engine):
+    r = _Reentrant(engine, 3.0)
+    d = engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r})
+    assert r.inner is not None and r.inner.txn == 99
+    assert d.txn == 1
+    # the same mapping again decides the same (the key cache is intact)
+    r2 = _Reentrant(engine, 3.0)
+    again = engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r2})
+    assert again.score == d.score
