@@ -47,22 +47,8 @@ fn query(text: &str) -> Result<(Query, u64), risk_result> {
         ..Query::default()
     };
     if let Some(kinds) = q.kinds {
-        out.decisions = false;
-        out.verdicts = false;
-        for k in kinds {
-            match k.as_str() {
-                "decision" => out.decisions = true,
-                "verdict" => out.verdicts = true,
-                "schema" => out.schemas = true,
-                "alert" => out.alerts = true,
-                other => {
-                    return Err(fail(
-                        RISK_ERR_INVALID,
-                        format!("query kinds: {other:?} is not decision, verdict, schema or alert"),
-                    ))
-                }
-            }
-        }
+        out.only_kinds(kinds.iter().map(String::as_str))
+            .map_err(|e| fail(RISK_ERR_INVALID, format!("query kinds: {e}")))?;
     }
     Ok((out, q.limit.unwrap_or(MAX_RECORDS).min(MAX_RECORDS)))
 }

@@ -76,6 +76,32 @@ impl Default for Query {
 }
 
 impl Query {
+    /// Only the kinds named: `"decision"`, `"verdict"`, `"schema"`, `"alert"` (the
+    /// names the bindings' queries take); the error names a kind it does not know.
+    pub fn only_kinds<'a>(
+        &mut self,
+        kinds: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), String> {
+        self.decisions = false;
+        self.verdicts = false;
+        self.schemas = false;
+        self.alerts = false;
+        for k in kinds {
+            match k {
+                "decision" => self.decisions = true,
+                "verdict" => self.verdicts = true,
+                "schema" => self.schemas = true,
+                "alert" => self.alerts = true,
+                other => {
+                    return Err(format!(
+                        "{other:?} is not decision, verdict, schema or alert"
+                    ))
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Every record, schema records included (what a forwarder ships).
     pub fn everything() -> Self {
         Self {

@@ -257,7 +257,9 @@ impl EngineBuilder {
     /// decisions were never made). Entity state is the replay's own: computed in process
     /// (never on `[state.redis]`, whose keys serve live traffic), list changes not
     /// journalled, and `state.snapshot` only read: the replay starts from it when the file
-    /// exists and never writes it (the live engine's restart state stays as it was).
+    /// exists and never writes it (the live engine's restart state stays as it was). From
+    /// a `risk.toml`, use [`Engine::replay_builder_from_toml_str`](crate::Engine::replay_builder_from_toml_str),
+    /// which also leaves out what opens before this is called (the audit log, rule history).
     pub fn for_replay(mut self, clock: Arc<dyn Clock>) -> Self {
         self.replay = true;
         self.clock = clock;

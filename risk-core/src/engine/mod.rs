@@ -20,6 +20,7 @@ mod entity;
 mod gray;
 mod health;
 mod monitor;
+mod offline;
 pub(crate) mod pool;
 mod prom;
 pub mod replay;

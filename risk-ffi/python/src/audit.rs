@@ -47,21 +47,8 @@ pub fn read_audit_records<'py>(
         ..Query::default()
     };
     if let Some(kinds) = kinds {
-        q.decisions = false;
-        q.verdicts = false;
-        for k in kinds {
-            match k.as_str() {
-                "decision" => q.decisions = true,
-                "verdict" => q.verdicts = true,
-                "schema" => q.schemas = true,
-                "alert" => q.alerts = true,
-                other => {
-                    return Err(errors::input(format!(
-                        "kinds: {other:?} is not decision, verdict, schema or alert"
-                    )))
-                }
-            }
-        }
+        q.only_kinds(kinds.iter().map(String::as_str))
+            .map_err(|e| errors::input(format!("kinds: {e}")))?;
     }
     let limit = limit.unwrap_or(MAX_RECORDS).min(MAX_RECORDS);
     let text = py.detach(|| {

@@ -23,22 +23,8 @@ use risk_core::{Channel, DecideError, EntityKey, FeatureSchema, Transaction};
 use std::collections::HashSet;
 use std::sync::Arc;
 
-/// The transaction fields a column may fill, by name.
-pub const TXN_FIELDS: [&str; 13] = [
-    "id",
-    "entity",
-    "timestamp_ms",
-    "time",
-    "amount",
-    "currency",
-    "mcc",
-    "country",
-    "channel",
-    "device",
-    "merchant",
-    "ip",
-    "email",
-];
+use crate::fields::Field;
+pub use crate::fields::TXN_FIELDS;
 
 /// How a column's values are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,18 +44,7 @@ enum Want {
 /// Where a column goes.
 #[derive(Debug, Clone)]
 enum Target {
-    Id,
-    Entity,
-    Time,
-    Amount,
-    Currency,
-    Mcc,
-    Country,
-    Channel,
-    Device,
-    Merchant,
-    Ip,
-    Email,
+    F(Field),
     Numeric(Slot),
     Categorical(Slot),
     Text(String),
@@ -100,9 +75,11 @@ fn want_of(name: &str, target: &Target, dt: &DataType) -> PyResult<Want> {
     ) || matches!(dt, DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View));
     let integer = dt.is_integer() || matches!(dt, DataType::Null);
     let (want, ok, expect) = match target {
-        Target::Id | Target::Device | Target::Mcc => (Want::U64, integer, "integers"),
-        Target::Entity => (Want::Entity, integer || text, "integers or strings"),
-        Target::Time => (
+        Target::F(Field::Id) | Target::F(Field::Device) | Target::F(Field::Mcc) => {
+            (Want::U64, integer, "integers")
+        }
+        Target::F(Field::Entity) => (Want::Entity, integer || text, "integers or strings"),
+        Target::F(Field::Time) => (
             Want::Millis,
             integer
                 || matches!(
@@ -111,13 +88,13 @@ fn want_of(name: &str, target: &Target, dt: &DataType) -> PyResult<Want> {
                 ),
             "a timestamp or integer milliseconds since the epoch",
         ),
-        Target::Amount | Target::Numeric(_) => (Want::F64, numeric, "numbers"),
-        Target::Currency
-        | Target::Country
-        | Target::Channel
-        | Target::Merchant
-        | Target::Ip
-        | Target::Email
+        Target::F(Field::Amount) | Target::Numeric(_) => (Want::F64, numeric, "numbers"),
+        Target::F(Field::Currency)
+        | Target::F(Field::Country)
+        | Target::F(Field::Channel)
+        | Target::F(Field::Merchant)
+        | Target::F(Field::Ip)
+        | Target::F(Field::Email)
         | Target::Categorical(_)
         | Target::Text(_) => (Want::Str, text, "strings"),
     };
@@ -148,26 +125,18 @@ impl Plan {
                 return Err(input(format!("column {name:?} appears twice")));
             }
             let target = match name {
-                "id" => Target::Id,
-                "entity" => Target::Entity,
-                "timestamp_ms" | "time" => {
-                    if has_time {
-                        return Err(input(
-                            "both \"time\" and \"timestamp_ms\" columns: give one event time",
-                        ));
+                _ if Field::parse(name).is_some() => {
+                    let field = Field::parse(name).unwrap_or(Field::Id);
+                    if field == Field::Time {
+                        if has_time {
+                            return Err(input(
+                                "both \"time\" and \"timestamp_ms\" columns: give one event time",
+                            ));
+                        }
+                        has_time = true;
                     }
-                    has_time = true;
-                    Target::Time
+                    Target::F(field)
                 }
-                "amount" => Target::Amount,
-                "currency" => Target::Currency,
-                "mcc" => Target::Mcc,
-                "country" => Target::Country,
-                "channel" => Target::Channel,
-                "device" => Target::Device,
-                "merchant" => Target::Merchant,
-                "ip" => Target::Ip,
-                "email" => Target::Email,
                 _ => {
                     if let Some(t) = name.strip_prefix("text.") {
                         risk_core::TextFields::check_name(t)
@@ -187,7 +156,10 @@ impl Plan {
             let want = want_of(name, &target, f.data_type())?;
             cols.push((i, target, want));
         }
-        if !cols.iter().any(|(_, t, _)| matches!(t, Target::Amount)) {
+        if !cols
+            .iter()
+            .any(|(_, t, _)| matches!(t, Target::F(Field::Amount)))
+        {
             return Err(input(
                 "missing column \"amount\" (every transaction has one)",
             ));
@@ -197,11 +169,11 @@ impl Plan {
         let typed: HashSet<&str> = ["amount", "currency"]
             .into_iter()
             .chain(cols.iter().filter_map(|(i, t, _)| match t {
-                Target::Amount
-                | Target::Currency
-                | Target::Mcc
-                | Target::Country
-                | Target::Channel => Some(arrow.field(*i).name().as_str()),
+                Target::F(Field::Amount)
+                | Target::F(Field::Currency)
+                | Target::F(Field::Mcc)
+                | Target::F(Field::Country)
+                | Target::F(Field::Channel) => Some(arrow.field(*i).name().as_str()),
                 _ => None,
             }))
             .collect();
@@ -238,10 +210,13 @@ impl Plan {
             let fail = |e: arrow_schema::ArrowError| input(format!("column {name:?}: {e}"));
             let u64s = |a: &ArrayRef| -> PyResult<Col> {
                 // Keys and hashes only: a negative transaction id is a mistake, refused.
-                let bits = matches!(target, Target::Entity | Target::Device);
-                if let (true, Some(i)) = (bits, a.as_primitive_opt::<Int64Type>()) {
-                    // A signed 64-bit column holds the key's bits: Spark and the JVM have
-                    // no unsigned type, so a uint64 hash travels as a long.
+                let bits = matches!(target, Target::F(Field::Entity) | Target::F(Field::Device));
+                if bits && a.data_type().is_signed_integer() {
+                    // A signed column holds the key's 64-bit two's complement bits: Spark
+                    // and the JVM have no unsigned type, so a uint64 hash travels as a
+                    // long (as `decide` reads a negative int for these keys).
+                    let c = cast_checked(a, &DataType::Int64).map_err(fail)?;
+                    let i = c.as_primitive::<Int64Type>();
                     return Ok(Col::U64(i.unary::<_, UInt64Type>(|x| x as u64)));
                 }
                 let c = cast_checked(a, &DataType::UInt64).map_err(fail)?;
@@ -310,29 +285,29 @@ impl Columns<'_> {
         let mut text: Vec<(&str, &str)> = Vec::new();
         for (target, col) in &self.cols {
             match (target, col) {
-                (Target::Id, Col::U64(a)) => {
+                (Target::F(Field::Id), Col::U64(a)) => {
                     if let Some(v) = u64_at(a, r) {
                         b = b.id(v);
                     }
                 }
-                (Target::Entity, Col::U64(a)) => {
+                (Target::F(Field::Entity), Col::U64(a)) => {
                     if let Some(v) = u64_at(a, r) {
                         b = b.entity(v);
                     }
                 }
-                (Target::Entity, Col::Str(a)) => {
+                (Target::F(Field::Entity), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.entity(EntityKey::from_str_hash(s).0);
                     }
                 }
-                (Target::Time, Col::I64(a)) => {
+                (Target::F(Field::Time), Col::I64(a)) => {
                     if let Some(v) = i64_at(a, r) {
                         b = b.timestamp_ms(v);
                     }
                 }
-                (Target::Amount, Col::F64(a)) => amount = f64_at(a, r),
-                (Target::Currency, Col::Str(a)) => currency = str_at(a, r),
-                (Target::Mcc, Col::U64(a)) => {
+                (Target::F(Field::Amount), Col::F64(a)) => amount = f64_at(a, r),
+                (Target::F(Field::Currency), Col::Str(a)) => currency = str_at(a, r),
+                (Target::F(Field::Mcc), Col::U64(a)) => {
                     if let Some(v) = u64_at(a, r) {
                         let mcc = u16::try_from(v).map_err(|_| DecideError::InvalidField {
                             field: "mcc",
@@ -341,32 +316,32 @@ impl Columns<'_> {
                         b = b.mcc(mcc);
                     }
                 }
-                (Target::Country, Col::Str(a)) => {
+                (Target::F(Field::Country), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.country(s);
                     }
                 }
-                (Target::Channel, Col::Str(a)) => {
+                (Target::F(Field::Channel), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.channel(Channel::parse(s)?);
                     }
                 }
-                (Target::Device, Col::U64(a)) => {
+                (Target::F(Field::Device), Col::U64(a)) => {
                     if let Some(v) = u64_at(a, r) {
                         b = b.device(v);
                     }
                 }
-                (Target::Merchant, Col::Str(a)) => {
+                (Target::F(Field::Merchant), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.merchant(s);
                     }
                 }
-                (Target::Ip, Col::Str(a)) => {
+                (Target::F(Field::Ip), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.ip(s);
                     }
                 }
-                (Target::Email, Col::Str(a)) => {
+                (Target::F(Field::Email), Col::Str(a)) => {
                     if let Some(s) = str_at(a, r) {
                         b = b.email(s);
                     }

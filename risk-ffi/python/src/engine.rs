@@ -27,15 +27,15 @@ pub fn _after_fork_in_child() {
 
 /// Where an engine's configuration came from: enough to build it again (pickling).
 #[derive(Debug, Clone)]
-struct Source {
-    text: String,
-    base_dir: PathBuf,
-    origin: PathBuf,
+pub(crate) struct Source {
+    pub(crate) text: String,
+    pub(crate) base_dir: PathBuf,
+    pub(crate) origin: PathBuf,
 }
 
 /// Every scorer kind, with the rule tier's scorer kept in `rules` for `reload_rules`
 /// (see [`risk_rules::register_keeping`]).
-fn registry(rules: &risk_rules::RuleSlot) -> ScorerRegistry {
+pub(crate) fn registry(rules: &risk_rules::RuleSlot) -> ScorerRegistry {
     let mut reg = ScorerRegistry::default();
     risk_gpu::register(&mut reg);
     risk_rules::register_keeping(&mut reg, rules);
@@ -85,17 +85,7 @@ impl PyEngine {
             .detach(|| Engine::from_toml_str(&source.text, &source.base_dir, &source.origin, &reg))
             .map_err(errors::config)?;
         let rules = rules.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let computed = engine
-            .state()
-            .map(|st| {
-                let c = st.config();
-                c.features
-                    .iter()
-                    .map(|f| f.name.clone())
-                    .chain(c.lists.iter().map(|l| l.field_name()))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let computed = computed_of(&engine);
         Ok(PyEngine {
             engine: ManuallyDrop::new(engine),
             rules,
@@ -135,6 +125,47 @@ impl PyEngine {
     }
 }
 
+/// Features entity state computes (no column or key needed for them).
+pub(crate) fn computed_of(engine: &Engine) -> HashSet<String> {
+    engine
+        .state()
+        .map(|st| {
+            let c = st.config();
+            c.features
+                .iter()
+                .map(|f| f.name.clone())
+                .chain(c.lists.iter().map(|l| l.field_name()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `source` (a path, or TOML text: a `str` holding a newline or an `=` that is no file)
+/// with `base_dir` for text (default: the current directory).
+pub(crate) fn source_of(source: &Bound<'_, PyAny>, base_dir: Option<PathBuf>) -> PyResult<Source> {
+    match source.cast::<PyString>() {
+        Ok(s) => {
+            let s = s.to_str()?;
+            if !Path::new(s).is_file() && (s.contains('\n') || s.contains('=')) {
+                let dir = base_dir.unwrap_or_else(|| PathBuf::from("."));
+                Ok(Source {
+                    text: s.to_owned(),
+                    base_dir: std::path::absolute(&dir).unwrap_or(dir),
+                    origin: PathBuf::from("<risk.toml text>"),
+                })
+            } else {
+                read_config(Path::new(s))
+            }
+        }
+        Err(_) => {
+            let p: PathBuf = source.extract().map_err(|_| {
+                errors::type_err("from_toml takes a path (str or os.PathLike) or TOML text")
+            })?;
+            read_config(&p)
+        }
+    }
+}
+
 fn read_config(path: &Path) -> PyResult<Source> {
     let text = std::fs::read_to_string(path).map_err(|source| {
         errors::config(risk_core::ConfigError::Io {
@@ -170,27 +201,7 @@ impl PyEngine {
         source: &Bound<'_, PyAny>,
         base_dir: Option<PathBuf>,
     ) -> PyResult<PyEngine> {
-        let src = match source.cast::<PyString>() {
-            Ok(s) => {
-                let s = s.to_str()?;
-                if !Path::new(s).is_file() && (s.contains('\n') || s.contains('=')) {
-                    let dir = base_dir.unwrap_or_else(|| PathBuf::from("."));
-                    Source {
-                        text: s.to_owned(),
-                        base_dir: std::path::absolute(&dir).unwrap_or(dir),
-                        origin: PathBuf::from("<risk.toml text>"),
-                    }
-                } else {
-                    read_config(Path::new(s))?
-                }
-            }
-            Err(_) => {
-                let p: PathBuf = source.extract().map_err(|_| {
-                    errors::type_err("from_toml takes a path (str or os.PathLike) or TOML text")
-                })?;
-                read_config(&p)?
-            }
-        };
+        let src = source_of(source, base_dir)?;
         PyEngine::build(src, py)
     }
 
@@ -311,80 +322,15 @@ impl PyEngine {
         errors: &str,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.live()?;
-        let errors = crate::batch::Errors::parse(errors)?;
-        let data = crate::batch::record_batches(data)?;
-        let (times, ids) = crate::replay::times_and_ids(&data.1, true)?;
-        let feed: Vec<crate::replay::Label> =
-            match (labels, label_delay_ms) {
-                (Some(_), Some(_)) => {
-                    return Err(errors::input("give labels or label_delay_ms, not both"))
-                }
-                (Some(l), None) => {
-                    let (_, lb) = crate::batch::record_batches(l)?;
-                    let (lt, lid) = crate::replay::times_and_ids(&lb, false)?;
-                    let fraud = crate::replay::label_column(&lb, "fraud")?;
-                    lt.into_iter()
-                        .zip(lid)
-                        .zip(fraud)
-                        .enumerate()
-                        .filter_map(|(k, ((t, id), f))| f.map(|f| (t, k, id, f)))
-                        .collect()
-                }
-                // A label known at its own transaction's time would reach the store before
-                // the transaction does: the shortest delay is 1 ms.
-                (None, Some(d)) if d < 1 => return Err(errors::input(
-                    "label_delay_ms must be at least 1 (a label is known after its transaction)",
-                )),
-                (None, Some(d)) => {
-                    let fraud = crate::replay::label_column(&data.1, label)?;
-                    times
-                        .iter()
-                        .zip(&ids)
-                        .zip(fraud)
-                        .enumerate()
-                        .filter(|(_, (_, f))| *f == Some(true))
-                        .map(|(k, ((t, id), _))| (t.saturating_add(d), k, *id, true))
-                        .collect()
-                }
-                (None, None) => Vec::new(),
-            };
-        let source = self.source.clone();
-        let build = move |clock: Arc<risk_core::ManualClock>| -> PyResult<Engine> {
-            let rules = Arc::new(Mutex::new(None));
-            let reg = registry(&rules);
-            Engine::builder_from_toml_str(&source.text, &source.base_dir, &source.origin, &reg)
-                .and_then(|b| b.for_replay(clock).build())
-                .map_err(errors::config)
-        };
-        let (batches, stats) =
-            crate::replay::replay(py, build, &self.computed, data, times, feed, errors)?;
-        let keep = errors == crate::batch::Errors::Keep;
-        let meta: std::collections::HashMap<String, String> = [
-            ("risk.replay.labels_fed", stats.labels_fed),
-            ("risk.replay.labels_after_end", stats.labels_after_end),
-            ("risk.replay.labels_refused", stats.labels_refused),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_owned(), v.to_string()))
-        .chain([("risk.replay.deep".to_owned(), "skipped".to_owned())])
-        .chain(
-            stats
-                .first_refusal
-                .map(|r| ("risk.replay.labels_refused_reason".to_owned(), r)),
+        crate::replay_call::replay_source(
+            py,
+            self.source.clone(),
+            data,
+            label,
+            label_delay_ms,
+            labels,
+            errors,
         )
-        .collect();
-        let schema = Arc::new(
-            crate::output::schema(keep)
-                .as_ref()
-                .clone()
-                .with_metadata(meta),
-        );
-        let batches = batches
-            .into_iter()
-            .map(|b| b.with_schema(Arc::clone(&schema)))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| errors::input(e.to_string()))?;
-        pyo3_arrow::PyTable::try_new(batches, schema)?.into_pyarrow(py)
     }
 
     /// Builds the transaction of a mapping without deciding it (the benchmark's split

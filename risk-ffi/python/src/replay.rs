@@ -19,7 +19,7 @@ use arrow_schema::DataType;
 use pyo3::prelude::*;
 use risk_core::{Engine, ManualClock, TxnId};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 /// Labels to feed: `(known at ms, input order, txn id, fraud)`: the heap pops them by
@@ -130,7 +130,6 @@ pub fn times_and_ids(batches: &[RecordBatch], ordered: bool) -> PyResult<(Vec<i6
 pub fn replay(
     py: Python<'_>,
     build: impl FnOnce(Arc<ManualClock>) -> PyResult<Engine> + Send,
-    computed: &HashSet<String>,
     (schema, batches): (arrow_schema::SchemaRef, Vec<RecordBatch>),
     times: Vec<i64>,
     labels: Vec<Label>,
@@ -145,7 +144,11 @@ pub fn replay(
         let clock = Arc::clone(&clock);
         py.detach(move || build(clock))?
     };
-    let plan = Plan::new(engine.schema(), &schema, computed)?;
+    let plan = Plan::new(
+        engine.schema(),
+        &schema,
+        &crate::engine::computed_of(&engine),
+    )?;
     let keep = errors == Errors::Keep;
     let mut heap: BinaryHeap<Reverse<Label>> = labels.into_iter().map(Reverse).collect();
     let out = py.detach(|| -> PyResult<(Vec<RecordBatch>, ReplayStats)> {

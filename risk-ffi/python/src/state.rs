@@ -41,30 +41,39 @@ impl PyEngine {
     /// that time (ms since the Unix epoch). Raises `risk.StateError` for an unknown list
     /// or a list full to its `max_entries`.
     #[pyo3(signature = (list, value, expires_at_ms=0))]
-    fn list_add(&self, list: &str, value: &Bound<'_, PyAny>, expires_at_ms: i64) -> PyResult<()> {
+    fn list_add(
+        &self,
+        py: Python<'_>,
+        list: &str,
+        value: &Bound<'_, PyAny>,
+        expires_at_ms: i64,
+    ) -> PyResult<()> {
         let v = value_text(value)?;
         let exp = (expires_at_ms > 0).then_some(expires_at_ms);
-        state_of(self.live()?)?
-            .lists()
-            .add(list, &v, exp)
+        let st = state_of(self.live()?)?;
+        // A journal append (fsync) or a Redis round trip: without the GIL.
+        py.detach(|| st.lists().add(list, &v, exp))
             .map_err(state_err)
     }
 
     /// Removes `value` from `list`; returns whether it was there.
-    fn list_remove(&self, list: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn list_remove(&self, py: Python<'_>, list: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
         let v = value_text(value)?;
-        state_of(self.live()?)?
-            .lists()
-            .remove(list, &v)
-            .map_err(state_err)
+        let st = state_of(self.live()?)?;
+        py.detach(|| st.lists().remove(list, &v)).map_err(state_err)
     }
 
     /// Whether `list` holds `value` (and it has not expired).
-    fn list_contains(&self, list: &str, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    fn list_contains(
+        &self,
+        py: Python<'_>,
+        list: &str,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<bool> {
         let v = value_text(value)?;
-        state_of(self.live()?)?
-            .lists()
-            .contains(list, &v)
+        let st = state_of(self.live()?)?;
+        // Shared lists live on Redis: a round trip without the GIL.
+        py.detach(|| st.lists().contains(list, &v))
             .map_err(state_err)
     }
 

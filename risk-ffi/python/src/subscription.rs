@@ -6,9 +6,10 @@ use crate::errors::{err, Kind};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use risk_core::{DeepFailure, DeepVerdict};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A deep-tier verdict: `ticket` (the decision's), `txn`, `entity`, `score`,
 /// `fast_score` (the score that escalated it), `source` (`model`, `cached_average`,
@@ -61,42 +62,63 @@ impl PyVerdict {
 }
 
 /// Deep-tier verdicts delivered after `Engine.subscribe()`. Pollers of one subscription
-/// take turns (a poll waiting holds it).
+/// take turns; `close` ends every poll within a slice (100 ms) and never holds the GIL
+/// while it waits for one.
 #[pyclass(module = "risk", name = "Subscription", frozen)]
 #[derive(Debug)]
 pub struct PySubscription {
     rx: Mutex<Option<Receiver<DeepVerdict>>>,
+    closed: AtomicBool,
+}
+
+/// The longest a poll waits on the channel before it looks at `closed` again.
+const POLL_SLICE: Duration = Duration::from_millis(100);
+
+fn closed_err() -> PyErr {
+    err(
+        Kind::Closed,
+        "no more verdicts: the engine has no deep tier, was shut down, or the \
+         subscription was closed",
+        0,
+    )
 }
 
 #[pymethods]
 impl PySubscription {
     /// The next verdict, waiting at most `timeout_ms` (GIL released); None when none came.
     /// Raises `risk.ClosedError` when no more can come (the engine has no deep tier, was
-    /// shut down, or the subscription was closed).
+    /// shut down, or the subscription was closed, also while this poll waited).
     #[pyo3(signature = (timeout_ms=0))]
     fn poll(&self, py: Python<'_>, timeout_ms: u64) -> PyResult<Option<PyVerdict>> {
-        let r = py.detach(|| {
+        let deadline = Instant::now().checked_add(Duration::from_millis(timeout_ms));
+        let r = py.detach(|| loop {
+            if self.closed.load(Ordering::SeqCst) {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            let left = deadline.map_or(Duration::MAX, |d| {
+                d.saturating_duration_since(Instant::now())
+            });
             let slot = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-            match slot.as_ref() {
-                None => Err(RecvTimeoutError::Disconnected),
-                Some(rx) => rx.recv_timeout(Duration::from_millis(timeout_ms)),
+            let Some(rx) = slot.as_ref() else {
+                return Err(RecvTimeoutError::Disconnected);
+            };
+            match rx.recv_timeout(left.min(POLL_SLICE)) {
+                Err(RecvTimeoutError::Timeout) if left > POLL_SLICE => continue,
+                other => return other,
             }
         });
         match r {
             Ok(v) => Ok(Some(v.into())),
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(err(
-                Kind::Closed,
-                "no more verdicts: the engine has no deep tier, was shut down, or the \
-                 subscription was closed",
-                0,
-            )),
+            Err(RecvTimeoutError::Disconnected) => Err(closed_err()),
         }
     }
 
-    /// Stops receiving (verdicts are no longer queued for this subscription).
-    fn close(&self) {
-        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
+    /// Stops receiving (verdicts are no longer queued for this subscription); a poll in
+    /// progress raises `risk.ClosedError` within 100 ms.
+    fn close(&self, py: Python<'_>) {
+        self.closed.store(true, Ordering::SeqCst);
+        py.detach(|| self.rx.lock().unwrap_or_else(|e| e.into_inner()).take());
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -104,8 +126,8 @@ impl PySubscription {
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, _exc: &Bound<'_, PyTuple>) -> bool {
-        self.close();
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, PyTuple>) -> bool {
+        self.close(py);
         false
     }
 }
@@ -119,6 +141,7 @@ impl PyEngine {
     fn subscribe(&self) -> PyResult<PySubscription> {
         Ok(PySubscription {
             rx: Mutex::new(Some(self.live()?.subscribe())),
+            closed: AtomicBool::new(false),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! and `text`, a mapping of free-text fields.
 
 use crate::errors::{decide, input, type_err};
+use crate::fields::Field;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use risk_core::schema::{FieldKind, Slot};
@@ -81,52 +82,31 @@ fn utf8<'a>(s: &'a Bound<'_, PyString>, key: impl Fn() -> String) -> PyResult<&'
     })
 }
 
-/// What a mapping key names: a transaction field, or a schema feature's slot and kind.
+/// What a mapping key names: a transaction field, the free-text dict, or a schema
+/// feature's slot and kind.
 #[derive(Debug, Clone, Copy)]
 enum Key {
-    Id,
-    Entity,
-    Time,
-    Amount,
-    Currency,
-    Mcc,
-    Country,
-    Channel,
-    Device,
-    Merchant,
-    Ip,
-    Email,
+    F(Field),
     Text,
     Feature(Slot, FieldKind),
 }
 
 impl Key {
     fn resolve(schema: &FeatureSchema, key: &str) -> PyResult<Key> {
-        Ok(match key {
-            "id" => Key::Id,
-            "entity" => Key::Entity,
-            "timestamp_ms" | "time" => Key::Time,
-            "amount" => Key::Amount,
-            "currency" => Key::Currency,
-            "mcc" => Key::Mcc,
-            "country" => Key::Country,
-            "channel" => Key::Channel,
-            "device" => Key::Device,
-            "merchant" => Key::Merchant,
-            "ip" => Key::Ip,
-            "email" => Key::Email,
-            "text" => Key::Text,
-            _ => {
-                let slot = schema
-                    .require(key)
-                    .map_err(|e| decide(&DecideError::Features(e), None))?;
-                Key::Feature(slot, schema.field(slot).kind)
-            }
-        })
+        if let Some(f) = Field::parse(key) {
+            return Ok(Key::F(f));
+        }
+        if key == "text" {
+            return Ok(Key::Text);
+        }
+        let slot = schema
+            .require(key)
+            .map_err(|e| decide(&DecideError::Features(e), None))?;
+        Ok(Key::Feature(slot, schema.field(slot).kind))
     }
 }
 
-/// Most key objects a [`KeyCache`] remembers (keys past it are resolved each time).
+/// Most key objects a [`KeyCache`] remembers (full, it is emptied and fills again).
 const KEY_CACHE_MAX: usize = 1_024;
 
 /// Mapping keys resolved once per key object, for one engine's schema. A dict literal's
@@ -176,7 +156,16 @@ pub fn from_mapping(
             Some((_, what)) => *what,
             None => {
                 let what = Key::resolve(schema, utf8(&k, || "a transaction key".to_owned())?)?;
-                if let Some(m) = keys.as_mut().filter(|m| m.len() < KEY_CACHE_MAX) {
+                // Exact `str` only: a subclass instance could carry a reference cycle the
+                // cache would keep alive. Full (keys made afresh per call, e.g. by
+                // `json.loads`): start again, so the keys used now are cached.
+                if let Some(m) = keys
+                    .as_mut()
+                    .filter(|_| k.is_exact_instance_of::<PyString>())
+                {
+                    if m.len() >= KEY_CACHE_MAX {
+                        m.clear();
+                    }
                     m.insert(addr, (k.clone().unbind(), what));
                 }
                 what
@@ -189,23 +178,23 @@ pub fn from_mapping(
         let key = || k.to_str().map(str::to_owned).unwrap_or_default();
         let key = &key;
         match what {
-            Key::Id => id = Some(int(&v, key)?),
-            Key::Entity => {
+            Key::F(Field::Id) => id = Some(int(&v, key)?),
+            Key::F(Field::Entity) => {
                 entity = Some(match v.cast::<PyString>() {
                     Ok(s) => EntityKey::from_str_hash(utf8(s, key)?).0,
-                    Err(_) => int(&v, key)?,
+                    Err(_) => key_bits(&v, key)?,
                 })
             }
-            Key::Time => time = Some(int(&v, key)?),
-            Key::Amount => amount = Some(number(&v, key)?),
-            Key::Mcc => mcc = Some(int(&v, key)?),
-            Key::Device => device = Some(int(&v, key)?),
-            Key::Currency => texts[0] = Some((what, v)),
-            Key::Country => texts[1] = Some((what, v)),
-            Key::Channel => texts[2] = Some((what, v)),
-            Key::Merchant => texts[3] = Some((what, v)),
-            Key::Ip => texts[4] = Some((what, v)),
-            Key::Email => texts[5] = Some((what, v)),
+            Key::F(Field::Time) => time = Some(int(&v, key)?),
+            Key::F(Field::Amount) => amount = Some(number(&v, key)?),
+            Key::F(Field::Mcc) => mcc = Some(int(&v, key)?),
+            Key::F(Field::Device) => device = Some(key_bits(&v, key)?),
+            Key::F(Field::Currency) => texts[0] = Some((what, v)),
+            Key::F(Field::Country) => texts[1] = Some((what, v)),
+            Key::F(Field::Channel) => texts[2] = Some((what, v)),
+            Key::F(Field::Merchant) => texts[3] = Some((what, v)),
+            Key::F(Field::Ip) => texts[4] = Some((what, v)),
+            Key::F(Field::Email) => texts[5] = Some((what, v)),
             Key::Text => free_text = Some(v),
             Key::Feature(slot, kind) => {
                 let x = if v.is_none() {
@@ -242,12 +231,12 @@ pub fn from_mapping(
     let amount = amount.ok_or_else(|| input("the transaction has no \"amount\""))?;
     let name = |k: Key| -> &'static str {
         match k {
-            Key::Currency => "currency",
-            Key::Country => "country",
-            Key::Channel => "channel",
-            Key::Merchant => "merchant",
-            Key::Ip => "ip",
-            Key::Email => "email",
+            Key::F(Field::Currency) => "currency",
+            Key::F(Field::Country) => "country",
+            Key::F(Field::Channel) => "channel",
+            Key::F(Field::Merchant) => "merchant",
+            Key::F(Field::Ip) => "ip",
+            Key::F(Field::Email) => "email",
             _ => "",
         }
     };
@@ -300,6 +289,16 @@ pub fn from_mapping(
         }
     }
     b.slot_values(feats).build().map_err(|e| decide(&e, None))
+}
+
+/// A key (`entity`, `device`): an unsigned 64-bit int, or a negative one read as its
+/// 64-bit two's complement bits (Spark's and the JVM's longs carry uint64 hashes so; the
+/// columns of `decide_batch` read the same way).
+fn key_bits(v: &Bound<'_, PyAny>, key: impl Fn() -> String) -> PyResult<u64> {
+    match int::<u64>(v, &key) {
+        Ok(x) => Ok(x),
+        Err(e) => v.extract::<i64>().map(|i| i as u64).map_err(|_| e),
+    }
 }
 
 fn number(v: &Bound<'_, PyAny>, key: impl Fn() -> String) -> PyResult<f64> {

@@ -261,3 +261,36 @@ def test_backtest_of_toml_text_resolves_paths_against_base_dir(frame):
     a = risk.backtest(text, rows, base_dir=EXAMPLES)
     b = risk.backtest(EXAMPLES / "risk.toml", rows)
     assert a.decisions.column("score").equals(b.decisions.column("score"))
+
+
+def _live_only_toml(tmp_path) -> str:
+    """The example engine with an audit log and a rule history under ``tmp_path``."""
+    text = (EXAMPLES / "risk.toml").read_text()
+    text = text.replace(
+        'path = "../risk-rules/rules/default.rules"\n',
+        f'path = "../risk-rules/rules/default.rules"\nhistory_dir = "{tmp_path / "history"}"\n',
+    )
+    assert "history_dir" in text
+    return text + f'\n[audit]\ndir = "{tmp_path / "audit"}"\n'
+
+
+def _tree(d):
+    return {p.relative_to(d): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_a_replay_opens_no_audit_log_and_records_no_rule_history(tmp_path, frame):
+    text = _live_only_toml(tmp_path)
+    rows = frame.slice(0, 300)
+    # a backtest of the configuration builds no live engine: nothing is created
+    bt = risk.backtest(text, rows, base_dir=EXAMPLES)
+    assert bt.report["rows"] == 300
+    assert not (tmp_path / "audit").exists() and not (tmp_path / "history").exists()
+    # a live engine writes both; its replay leaves them byte for byte as they were
+    with risk.Engine.from_toml(text, base_dir=EXAMPLES) as live:
+        live.decide_batch(rows.slice(0, 20))
+        live.audit_flush()
+        before = _tree(tmp_path)
+        assert any(p.parts[0] == "audit" for p in before) and any(p.parts[0] == "history" for p in before)
+        out = live.replay(rows)
+        assert out.num_rows == 300
+        assert _tree(tmp_path) == before

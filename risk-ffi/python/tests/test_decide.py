@@ -5,13 +5,14 @@ from __future__ import annotations
 import collections
 import json
 import math
+import threading
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import risk
-from _util import EXAMPLES, base_txn, load_config, no_deadline_toml
+from _util import EXAMPLES, base_txn, join_or_hang, load_config, no_deadline_toml, no_hang
 
 TXN = {"id": 7, "entity": 42, "amount": 25.0, "currency": "USD", "country": "GB",
        "channel": "ecom", "mcc": 5411, "txn_count_1h": 3, "hour": 23}
@@ -333,22 +334,51 @@ def test_a_batch_longer_than_a_chunk_keeps_order(shared_engine):
 
 class _Reentrant:
     """A number whose conversion decides on the same engine (Python code run while a
-    mapping is being read)."""
+    mapping is being read), on this thread or on another one it waits for."""
 
-    def __init__(self, engine, value):
-        self.engine, self.value, self.inner = engine, value, None
+    def __init__(self, engine, value, threaded=False):
+        self.engine, self.value, self.threaded, self.inner = engine, value, threaded, None
+
+    def _decide(self):
+        self.inner = self.engine.decide({"id": 99, "amount": 1.0, "currency": "USD"})
 
     def __float__(self):
-        self.inner = self.engine.decide({"id": 99, "amount": 1.0, "currency": "USD"})
+        if self.threaded:
+            t = threading.Thread(target=self._decide)
+            t.start()
+            t.join()
+        else:
+            self._decide()
         return self.value
 
 
-def test_a_value_that_decides_on_the_same_engine_while_read(engine):
-    r = _Reentrant(engine, 3.0)
-    d = engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r})
-    assert r.inner is not None and r.inner.txn == 99
-    assert d.txn == 1
-    # the same mapping again decides the same (the key cache is intact)
-    r2 = _Reentrant(engine, 3.0)
-    again = engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r2})
-    assert again.score == d.score
+@pytest.mark.parametrize("threaded", [False, True])
+def test_a_value_that_decides_on_the_same_engine_while_read(shared_engine, threaded):
+    def run():
+        r = _Reentrant(shared_engine, 3.0, threaded)
+        d = shared_engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r})
+        assert r.inner is not None and r.inner.txn == 99
+        r2 = _Reentrant(shared_engine, 3.0, threaded)
+        again = shared_engine.decide({"id": 1, "amount": 10.0, "currency": "USD", "txn_count_1h": r2})
+        return d, again
+
+    d, again = no_hang(run, "a decide inside a value's __float__")
+    assert d.txn == 1 and again.score == d.score
+
+
+def test_refused_mappings_from_threads_do_not_deadlock(shared_engine):
+    # a refusal builds its exception (Python code) while the mapping is read
+    refused = []
+
+    def worker():
+        for i in range(300):
+            try:
+                shared_engine.decide({"id": i, "amount": 1.0, "no_such_feature": 1.0})
+            except risk.DecideError:
+                refused.append(i)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    join_or_hang(threads, "refused mappings decided from 4 threads")
+    assert len(refused) == 4 * 300

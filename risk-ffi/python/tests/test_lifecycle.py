@@ -407,3 +407,27 @@ def test_long_poll_blocks_nothing():
     join_or_hang([t], "the long poll after its engine was closed")
     assert len(result) == 1 and isinstance(result[0], risk.ClosedError), result
     s.close()
+
+
+def test_closing_a_subscription_ends_a_waiting_poll():
+    """A poll waiting an hour on a deep tier that has nothing to say ends with ClosedError
+    when another thread closes the subscription (whether close lands while it waits or
+    just before it starts, the outcome is the same), and the close itself returns."""
+    with risk.Engine.from_toml(DEEP_TOML) as e:
+        s = e.subscribe()
+        started = threading.Event()
+        box = {}
+
+        def poll():
+            started.set()
+            try:
+                box["v"] = s.poll(HOUR_MS)
+            except risk.ClosedError as err:
+                box["closed"] = err
+
+        t = threading.Thread(target=poll)
+        t.start()
+        started.wait()
+        no_hang(s.close, "closing a subscription a poll waits on")
+        join_or_hang([t], "the poll after its subscription closed")
+        assert "closed" in box, box

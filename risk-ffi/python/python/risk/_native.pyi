@@ -12,6 +12,7 @@ __all__ = [
     "_after_fork_in_child",
     "synth",
     "read_audit_records",
+    "replay_toml",
     "__version__",
     "DECIDE_CHUNK",
     "TXN_FIELDS",
@@ -34,6 +35,17 @@ def read_audit_records(
     kinds: list[str] | None = None,
     limit: int | None = None,
 ) -> list[dict[str, Any]]: ...
+
+def replay_toml(
+    source: str | os.PathLike[str],
+    data: Any,
+    *,
+    base_dir: str | os.PathLike[str] | None = None,
+    label: str = "is_fraud",
+    label_delay_ms: int | None = None,
+    labels: Any = None,
+    errors: Literal["raise", "keep"] = "raise",
+) -> Any: ...
 
 @final
 class Verdict:

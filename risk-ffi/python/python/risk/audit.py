@@ -46,7 +46,7 @@ def read_audit(
     from_ms: int | None = None,
     to_ms: int | None = None,
     rule: str | None = None,
-    kinds: Iterable[str] | None = None,
+    kinds: str | Iterable[str] | None = None,
     limit: int | None = None,
 ) -> Any:
     """:func:`read_audit_records` as a pandas DataFrame, one row per record (decisions,
@@ -64,7 +64,7 @@ def read_audit(
         from_ms=from_ms,
         to_ms=to_ms,
         rule=rule,
-        kinds=None if kinds is None else list(kinds),
+        kinds=None if kinds is None else [kinds] if isinstance(kinds, str) else list(kinds),
         limit=limit,
     )
     if not records:

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 
 from . import _metrics
 from ._errors import InputError, RiskTypeError
+from . import _native
 from ._native import Engine
 
 #: Cost of a decision by action: (cost when the row is a fraud, cost when legitimate); a
@@ -46,11 +47,13 @@ def _table(data: Any) -> pa.Table:
     raise RiskTypeError(f"a backtest takes Arrow data or a dict of arrays, not {type(data).__name__}")
 
 
-def _engine(e: Any, base_dir: Any = None) -> Engine:
+def _replay(e: Any, data: Any, base_dir: Any = None, **kw: Any) -> Any:
+    """``e.replay`` for an engine; for a path or TOML text, the replay engine alone (no
+    live engine is built: its audit log, state stores and deep tier never open)."""
     if isinstance(e, Engine):
-        return e
+        return e.replay(data, **kw)
     if isinstance(e, (str, os.PathLike)):
-        return Engine.from_toml(e, base_dir=base_dir)
+        return _native.replay_toml(e, data, base_dir=base_dir, **kw)
     raise RiskTypeError(f"an engine is a risk.Engine, a path or TOML text, not {type(e).__name__}")
 
 
@@ -196,8 +199,8 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     files (rules, models) as they are on disk now."""
     t = _table(data)
     y = _labels(t, label)
-    e = _engine(engine, base_dir)
-    decisions = e.replay(t, label=label, label_delay_ms=_delay_ms(label_delay), labels=labels)
+    decisions = _replay(engine, t, base_dir, label=label, label_delay_ms=_delay_ms(label_delay),
+                        labels=labels)
     amount = _f(t.column("amount")) if "amount" in t.column_names else None
     rep = report(decisions, y, amount, costs=costs, fpr=fpr)
     meta = {k.decode(): v.decode() for k, v in (decisions.schema.metadata or {}).items()}
