@@ -9,9 +9,8 @@
 
 use super::{Engine, EngineBuilder};
 use crate::clock::Clock;
-use crate::config::raw::RawFile;
+use crate::config::{RawFile, ScorerRegistry};
 use crate::error::ConfigError;
-use crate::ScorerRegistry;
 use std::path::Path;
 use std::sync::Arc;
 
