@@ -14,6 +14,7 @@ pub(crate) mod candidate;
 pub(crate) mod config;
 pub(crate) mod directory;
 pub(crate) mod gate;
+pub mod judge;
 mod plan;
 pub(crate) mod recent;
 pub(crate) mod shadow;
@@ -238,6 +239,8 @@ pub struct ActiveDeploy {
     pub serving_stats: StatsSnap,
     /// Shadow copies shed because its queue was full.
     pub shadow_shed: u64,
+    /// Looks the guards have judged so far ([`judge`]); the next one spends less.
+    pub guard_looks: u32,
 }
 
 /// What happened to a target.

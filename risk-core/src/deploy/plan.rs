@@ -110,6 +110,9 @@ impl RolloutPlan {
         if !(k.max_action_ratio >= 1.0 && k.max_action_ratio.is_finite()) {
             return bad("guards.max_action_ratio must be at least 1".into());
         }
+        if !(k.false_rollback > 0.0 && k.false_rollback <= 0.5) {
+            return bad("guards.false_rollback must be in (0, 0.5]".into());
+        }
         if k.min_decisions == 0 {
             return bad("guards.min_decisions must be at least 1".into());
         }
@@ -211,27 +214,38 @@ fn default_stage_decisions() -> u64 {
 }
 
 /// Automatic rollback: any broken guard ends a shadow or canary and restores the serving
-/// version. Judged on the candidate's decisions since its stage began against the serving
-/// version's over the same time.
+/// version. Judged on the candidate's decisions since its phase began against the serving
+/// version's over the same time, with statistics ([`judge`](super::judge)): a guard breaks
+/// when its limit is exceeded beyond what sampling explains, at levels spent over the
+/// deploy's looks so that a candidate within every limit is rolled back with probability
+/// at most [`false_rollback`](Self::false_rollback). Scores are compared on one scale: when
+/// only one of the two versions brings a calibration, the other's scores pass through it
+/// before the score-shift guard compares them.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Guards {
     /// Candidate decisions (or shadow scores) before the guards judge.
     pub min_decisions: u64,
-    /// Largest share of errors, timeouts, panics and invalid scores.
+    /// Largest share of errors, timeouts, panics and invalid scores (broken when the
+    /// failures are more than `Binomial(n, max_error_rate)` explains).
     pub max_error_rate: f64,
-    /// Latency p99 ceiling; `None`: the tier's budget.
+    /// Latency p99 ceiling; `None`: the tier's budget (judged on the observed p99).
     #[serde(default, rename = "max_p99_ms", with = "opt_ms")]
     pub max_p99: Option<Duration>,
-    /// Largest population stability index between candidate and serving scores (10 bins).
+    /// Largest population stability index between candidate and serving scores (10 bins),
+    /// beyond its sampling noise.
     pub max_score_psi: f64,
-    /// Largest ratio (either way) between candidate and serving decline and review rates...
+    /// Largest ratio (either way) between candidate and serving decline and review rates,
+    /// tested on the counts...
     pub max_action_ratio: f64,
-    /// ...when the rates also differ by more than this (small rates are noisy).
+    /// ...when the observed rates also differ by more than this (a practical floor).
     pub min_action_delta: f64,
     /// Largest drop in agreement with the rules tier (the share of decisions where the
-    /// model's threshold action equals the rules').
+    /// model's threshold action equals the rules'), tested one-sided.
     pub max_agreement_drop: f64,
+    /// The most probability, over the whole deploy, of rolling back a candidate that
+    /// keeps within every limit above; in `(0, 0.5]`.
+    pub false_rollback: f64,
 }
 
 impl Default for Guards {
@@ -244,6 +258,7 @@ impl Default for Guards {
             max_action_ratio: 2.0,
             min_action_delta: 0.02,
             max_agreement_drop: 0.15,
+            false_rollback: 0.01,
         }
     }
 }
@@ -313,6 +328,8 @@ mod tests {
             "[shadow]\nsample = 0",
             "[guards]\nmax_action_ratio = 0.5",
             "[shadow]\nbudget_ms = -1",
+            "[guards]\nfalse_rollback = 0",
+            "[guards]\nfalse_rollback = 0.9",
         ] {
             assert!(
                 matches!(RolloutPlan::from_toml(bad), Err(DeployError::Plan(_))),

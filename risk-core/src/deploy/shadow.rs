@@ -126,8 +126,14 @@ pub(crate) struct Shadow {
 
 impl Shadow {
     /// Starts the worker. `sample` is the share of decisions copied, `capacity` the
-    /// most copies waiting (rounded up to whole batches).
-    pub(crate) fn start(sample: f64, capacity: usize, eval: Eval) -> std::io::Result<Arc<Self>> {
+    /// most copies waiting (rounded up to whole batches); `stats` the candidate's and the
+    /// serving side's counters.
+    pub(crate) fn start(
+        sample: f64,
+        capacity: usize,
+        eval: Eval,
+        stats: (VersionStats, VersionStats),
+    ) -> std::io::Result<Arc<Self>> {
         let batches = capacity.div_ceil(BATCH).max(2);
         let s = Arc::new(Self {
             id: NEXT_ID.fetch_add(1, Relaxed),
@@ -136,8 +142,8 @@ impl Shadow {
             allocated: AtomicUsize::new(0),
             batches,
             sample: (sample * SHARE_SCALE as f64).round() as u32,
-            cand: VersionStats::default(),
-            serving: VersionStats::default(),
+            cand: stats.0,
+            serving: stats.1,
             shed: AtomicU64::new(0),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),

@@ -1,11 +1,14 @@
 //! What a version did while a deploy watched it: lock-free counters on the decide path
 //! (only while a deploy is active), snapshots, windows, and the guards' judgement.
 
+use super::judge;
 use super::plan::Guards;
+use crate::calibrate::Calibration;
 use crate::decision::Action;
 use crate::metrics::Histogram;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Score histogram bins (equal width over `[0, 1]`), for the PSI.
@@ -21,6 +24,9 @@ pub(crate) struct VersionStats {
     agree: AtomicU64,
     compared: AtomicU64,
     latency: Histogram,
+    /// Applied to scores before they are binned: the other version's calibration, when
+    /// only that one brings one (so that both histograms are on one scale).
+    score_map: Option<Arc<Calibration>>,
 }
 
 /// One decision as a version saw it.
@@ -44,6 +50,14 @@ pub(crate) fn bin(p: f32) -> usize {
 }
 
 impl VersionStats {
+    /// Counters whose scores pass through `map` before they are binned.
+    pub(crate) fn mapped(map: Option<Arc<Calibration>>) -> Self {
+        Self {
+            score_map: map,
+            ..Self::default()
+        }
+    }
+
     /// Records one outcome; returns how many this version has recorded (for the
     /// supervisor's poke).
     #[inline]
@@ -52,6 +66,7 @@ impl VersionStats {
             self.failed.fetch_add(1, Relaxed);
         }
         if let Some(p) = o.score {
+            let p = self.score_map.as_ref().map_or(p, |c| c.apply(p));
             self.scores[bin(p)].fetch_add(1, Relaxed);
         }
         if let Some(l) = o.latency_ns {
@@ -131,18 +146,19 @@ impl StatsSnap {
     }
 }
 
-/// Population stability index of two histograms (proportions smoothed by 1e-4).
+/// Population stability index of two histograms, each bin's proportion smoothed by half a
+/// count (so that a bin empty on one side by chance adds a bounded term).
 pub fn psi(a: &[u64; SCORE_BINS], b: &[u64; SCORE_BINS]) -> f64 {
     let (na, nb) = (a.iter().sum::<u64>(), b.iter().sum::<u64>());
     if na == 0 || nb == 0 {
         return 0.0;
     }
-    let eps = 1e-4;
+    let half = SCORE_BINS as f64 / 2.0;
     a.iter()
         .zip(b)
         .map(|(&x, &y)| {
-            let p = (x as f64 / na as f64).max(eps);
-            let q = (y as f64 / nb as f64).max(eps);
+            let p = (x as f64 + 0.5) / (na as f64 + half);
+            let q = (y as f64 + 0.5) / (nb as f64 + half);
             (p - q) * (p / q).ln()
         })
         .sum()
@@ -150,25 +166,30 @@ pub fn psi(a: &[u64; SCORE_BINS], b: &[u64; SCORE_BINS]) -> f64 {
 
 /// The first guard `cand` breaks against `base` (the serving version over the same
 /// window, when it has enough decisions to compare), or `None`. `budget` is the latency
-/// ceiling when the guards name none; `latency` says whether latency is judged.
+/// ceiling when the guards name none; `latency` says whether latency is judged; `level`
+/// is each statistical test's significance level at this look ([`judge::level`]).
 pub(crate) fn broken_guard(
     g: &Guards,
     cand: &StatsSnap,
     base: Option<&StatsSnap>,
     budget: Duration,
     latency: bool,
+    level: f64,
 ) -> Option<String> {
     if cand.n < g.min_decisions {
         return None;
     }
     if cand.error_rate() > g.max_error_rate {
-        return Some(format!(
-            "error/timeout rate {:.4} above {:.4} ({} of {})",
-            cand.error_rate(),
-            g.max_error_rate,
-            cand.failed,
-            cand.n
-        ));
+        let p = judge::binomial_upper(cand.failed, cand.n, g.max_error_rate);
+        if p <= level {
+            return Some(format!(
+                "error/timeout rate {:.4} above {:.4} ({} of {}; p = {p:.1e} at level {level:.1e})",
+                cand.error_rate(),
+                g.max_error_rate,
+                cand.failed,
+                cand.n
+            ));
+        }
     }
     let ceiling = g.max_p99.unwrap_or(budget);
     if latency && cand.p99_ns > 0 && Duration::from_nanos(cand.p99_ns) > ceiling {
@@ -179,33 +200,55 @@ pub(crate) fn broken_guard(
         ));
     }
     let base = base.filter(|b| b.n >= g.min_decisions)?;
+    let (hc, hs) = (cand.scores.iter().sum(), base.scores.iter().sum());
     let psi = psi(&cand.scores, &base.scores);
     if psi > g.max_score_psi {
-        return Some(format!(
-            "score distribution shift: PSI {psi:.3} above {:.3}",
-            g.max_score_psi
-        ));
+        let noise = judge::psi_noise(SCORE_BINS, hc, hs, level);
+        if psi - noise > g.max_score_psi {
+            return Some(format!(
+                "score distribution shift: PSI {psi:.3} above {:.3} by more than its sampling noise ({noise:.3} at level {level:.1e}; {hc} vs {hs} scores)",
+                g.max_score_psi
+            ));
+        }
     }
     for a in [Action::Decline, Action::Review] {
         let (c, s) = (cand.rate(a), base.rate(a));
-        // Additive smoothing keeps a zero rate from making an infinite ratio.
-        let ratio = (c + 1e-3) / (s + 1e-3);
-        if (ratio > g.max_action_ratio || ratio < 1.0 / g.max_action_ratio)
-            && (c - s).abs() > g.min_action_delta
-        {
+        if (c - s).abs() <= g.min_action_delta {
+            continue;
+        }
+        let (xc, xs) = (cand.actions[a as usize], base.actions[a as usize]);
+        let r = g.max_action_ratio;
+        let (p, dir) = if c > s {
+            (judge::ratio_above(xc, cand.n, xs, base.n, r), "above")
+        } else {
+            (judge::ratio_below(xc, cand.n, xs, base.n, r), "below")
+        };
+        // Two one-sided tests share the test's level.
+        if p <= level / 2.0 {
             return Some(format!(
-                "{} rate {c:.4} vs {s:.4} serving ({ratio:.2}x, limit {:.2}x)",
+                "{} rate {c:.4} vs {s:.4} serving ({xc} of {} vs {xs} of {}): ratio {dir} the {r:.2}x limit, p = {p:.1e} at level {:.1e}",
                 a.as_str(),
-                g.max_action_ratio
+                cand.n,
+                base.n,
+                level / 2.0
             ));
         }
     }
     if let (Some(c), Some(s)) = (cand.agreement(), base.agreement()) {
         if s - c > g.max_agreement_drop {
-            return Some(format!(
-                "agreement with the rules {c:.3} vs {s:.3} serving (drop limit {:.3})",
-                g.max_agreement_drop
-            ));
+            let p = judge::drop_above(
+                cand.agree,
+                cand.compared,
+                base.agree,
+                base.compared,
+                g.max_agreement_drop,
+            );
+            if p <= level {
+                return Some(format!(
+                    "agreement with the rules {c:.3} vs {s:.3} serving (drop limit {:.3}; p = {p:.1e} at level {level:.1e})",
+                    g.max_agreement_drop
+                ));
+            }
         }
     }
     None
@@ -231,25 +274,39 @@ mod tests {
     fn guards_judge_rates_shift_and_counts() {
         let g = Guards::default();
         let b = Duration::from_millis(15);
+        let l = judge::level(g.false_rollback, 1);
         let base = snap(1000, 20, 0);
-        assert_eq!(
-            broken_guard(&g, &snap(100, 50, 50), Some(&base), b, true),
-            None
-        );
-        assert_eq!(
-            broken_guard(&g, &snap(1000, 22, 0), Some(&base), b, true),
-            None
-        );
-        let r = broken_guard(&g, &snap(1000, 100, 0), Some(&base), b, true).unwrap();
+        let judge = |c: &StatsSnap, lat: bool| broken_guard(&g, c, Some(&base), b, lat, l);
+        assert_eq!(judge(&snap(100, 50, 50), true), None);
+        assert_eq!(judge(&snap(1000, 22, 0), true), None);
+        let r = judge(&snap(1000, 100, 0), true).unwrap();
         assert!(r.contains("PSI") || r.contains("decline"), "{r}");
-        let r = broken_guard(&g, &snap(1000, 20, 100), Some(&base), b, true).unwrap();
+        let r = judge(&snap(1000, 20, 100), true).unwrap();
         assert!(r.contains("error"), "{r}");
         let mut slow = snap(1000, 20, 0);
         slow.p99_ns = 20_000_000;
-        assert!(broken_guard(&g, &slow, Some(&base), b, true)
-            .unwrap()
-            .contains("p99"));
-        assert_eq!(broken_guard(&g, &slow, Some(&base), b, false), None);
+        assert!(judge(&slow, true).unwrap().contains("p99"));
+        assert_eq!(judge(&slow, false), None);
+    }
+
+    #[test]
+    fn a_crossing_on_few_decisions_is_not_evidence() {
+        // The quickstart's false rollback: 2.09x the serving decline rate after 258
+        // candidate decisions (a handful of declines), and 25 failures of 1,000 where 2%
+        // are allowed.
+        let g = Guards::default();
+        let b = Duration::from_millis(15);
+        let l = judge::level(g.false_rollback, 1);
+        let base = snap(2580, 40, 0);
+        // 10 declines of 258 against 40 of 2,580: 2.5x observed.
+        let c = snap(258, 10, 0);
+        assert_eq!(broken_guard(&g, &c, Some(&base), b, true, l), None);
+        assert_eq!(broken_guard(&g, &snap(1000, 20, 25), Some(&base), b, true, l), None);
+        // A 3x shift over 100 times the decisions is.
+        let big = snap(25_800, 1200, 0);
+        let big_base = snap(258_000, 4000, 0);
+        let r = broken_guard(&g, &big, Some(&big_base), b, true, l).unwrap();
+        assert!(r.contains("decline") || r.contains("PSI"), "{r}");
     }
 
     #[test]
@@ -259,5 +316,11 @@ mod tests {
         let mut b = a;
         b[0] = 100;
         assert!(psi(&a, &b) > 0.1);
+        // A bin empty on one side by chance adds a bounded term.
+        let mut c = [1000; SCORE_BINS];
+        c[9] = 0;
+        let mut d = c;
+        d[9] = 1;
+        assert!(psi(&c, &d) < 1e-3);
     }
 }

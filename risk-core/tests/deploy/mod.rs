@@ -5,6 +5,7 @@ mod calibrate;
 mod canary;
 mod directory;
 mod gate;
+mod guards;
 mod load;
 
 use parking_lot::Mutex;

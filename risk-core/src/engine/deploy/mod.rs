@@ -16,6 +16,8 @@ use crate::clock::Nanos;
 use crate::deploy::recent::Recent;
 use crate::deploy::shadow::Shadow;
 use crate::deploy::slot::Routing;
+use crate::calibrate::Calibration;
+use crate::deploy::judge::Looks;
 use crate::deploy::stats::VersionStats;
 use crate::deploy::{
     ActiveDeploy, Candidate, DeployConfig, DeployError, DeployEvent, DeployStatus, EventKind,
@@ -73,7 +75,19 @@ pub(super) struct Active {
     pub shadow: Option<Arc<Shadow>>,
     pub cand_stats: Arc<VersionStats>,
     pub serving_stats: Arc<VersionStats>,
+    /// The guards' looks (their significance spent over the deploy).
+    pub looks: Looks,
+    /// Calibrations the candidate's and the serving version's scores pass through
+    /// before the score guard compares them (one scale for both).
+    pub maps: ScoreMaps,
     pub salt: u64,
+}
+
+/// Calibrations applied to each side's scores before the score guard bins them.
+#[derive(Clone, Default)]
+pub(super) struct ScoreMaps {
+    pub cand: Option<Arc<Calibration>>,
+    pub serving: Option<Arc<Calibration>>,
 }
 
 impl DeployCtl {
@@ -220,6 +234,8 @@ impl Engine {
         if i.shut.load(Relaxed) {
             return Err(DeployError::ShutDown);
         }
+        let maps = i.score_maps(target, &built.ver);
+        let looks = Looks::new(plan.guards.false_rollback);
         let a = Active {
             id,
             cand: built.ver,
@@ -233,8 +249,10 @@ impl Engine {
             started_ms: i.clock.unix_ms(),
             gate,
             shadow: None,
-            cand_stats: Arc::new(VersionStats::default()),
-            serving_stats: Arc::new(VersionStats::default()),
+            cand_stats: Arc::new(VersionStats::mapped(maps.cand.clone())),
+            serving_stats: Arc::new(VersionStats::mapped(maps.serving.clone())),
+            looks,
+            maps,
             salt: crate::hash::splitmix_finalize(id ^ 0xca11),
         };
         let t = &mut st.targets[target.index()];
@@ -382,6 +400,7 @@ impl Engine {
                 candidate_stats: cand,
                 serving_stats: serv,
                 shadow_shed: shed,
+                guard_looks: a.looks.count(),
             }
         });
         DeployStatus {

@@ -2,7 +2,7 @@
 //! rollback), the routing changes each makes, events, and what `decide` records while a
 //! deploy watches its versions.
 
-use super::{Active, AnyVer, TargetCtl};
+use super::{Active, AnyVer, ScoreMaps, TargetCtl};
 use crate::clock::Nanos;
 use crate::decision::{Action, Decision, FallbackCause};
 use crate::deploy::shadow::Shadow;
@@ -143,10 +143,10 @@ impl Inner {
         let mut st = self.deploy.state.lock();
         for target in Target::ALL {
             let t = &mut st.targets[target.index()];
-            let Some(a) = &t.active else { continue };
-            let guards = &a.plan.guards;
+            let Some(a) = &mut t.active else { continue };
             let budget = self.budget(target);
-            let verdict = match (a.phase, &a.shadow) {
+            // What each phase compares, and whether its stage has done enough to end.
+            let (c, v, b, latency, ready) = match (a.phase, &a.shadow) {
                 (Phase::Shadow, Some(s)) => {
                     let stage = a
                         .plan
@@ -155,30 +155,57 @@ impl Inner {
                         .map(|s| (s.min_scored, s.min_duration, s.budget));
                     let (min, dur, b) = stage.unwrap_or((0, Duration::ZERO, budget));
                     let (c, v) = (s.cand.snapshot(), s.serving.snapshot());
-                    match broken_guard(guards, &c, Some(&v), b, true) {
-                        Some(why) => Err(why),
-                        None => Ok(c.n >= min && elapsed(now, a.phase_started) >= dur),
-                    }
+                    let ready = c.n >= min && elapsed(now, a.phase_started) >= dur;
+                    (c, v, b, true, ready)
                 }
                 _ => {
                     let (c, v) = (a.cand_stats.snapshot(), a.serving_stats.snapshot());
                     let stage = &a.plan.canary[a.stage];
-                    match broken_guard(guards, &c, Some(&v), budget, target == Target::Fast) {
-                        Some(why) => Err(why),
-                        None => Ok(c.n - a.stage_base.min(c.n) >= stage.min_decisions
-                            && elapsed(now, a.stage_started) >= stage.min_duration),
-                    }
+                    let ready = c.n - a.stage_base.min(c.n) >= stage.min_decisions
+                        && elapsed(now, a.stage_started) >= stage.min_duration;
+                    (c, v, budget, target == Target::Fast, ready)
                 }
             };
-            match verdict {
-                Err(why) => events.push(self.abort_locked(target, t, true, &why)),
-                Ok(false) => {}
-                Ok(true) => events.extend(self.advance_locked(target, t, now)),
+            // The guards judge at looks spaced by growth (and before any stage ends), so
+            // their significance is spent over O(log n) looks, not over every tick.
+            let judged = c.n >= a.plan.guards.min_decisions && (ready || a.looks.due(c.n));
+            let broken = judged
+                .then(|| {
+                    let level = a.looks.take(c.n);
+                    broken_guard(&a.plan.guards, &c, Some(&v), b, latency, level)
+                })
+                .flatten();
+            match broken {
+                Some(why) => events.push(self.abort_locked(target, t, true, &why)),
+                None if ready => events.extend(self.advance_locked(target, t, now)),
+                None => {}
             }
         }
         drop(st);
         for e in events {
             self.emit(e);
+        }
+    }
+
+    /// The calibrations that put the candidate's and the serving version's scores on one
+    /// scale for the score guard: when only one of the two fast models brings a
+    /// calibration, the other's scores pass through it; otherwise none.
+    pub(in crate::engine) fn score_maps(&self, target: Target, cand: &AnyVer) -> ScoreMaps {
+        let (AnyVer::Fast(c), Target::Fast) = (cand, target) else {
+            return ScoreMaps::default();
+        };
+        let r = self.routing.load();
+        let serving = r.fast.as_ref().and_then(|f| f.serving.body.calibration.clone());
+        match (c.body.calibration.clone(), serving) {
+            (Some(cc), None) => ScoreMaps {
+                cand: None,
+                serving: Some(cc),
+            },
+            (None, Some(sc)) => ScoreMaps {
+                cand: Some(sc),
+                serving: None,
+            },
+            _ => ScoreMaps::default(),
         }
     }
 
@@ -245,7 +272,11 @@ impl Inner {
     ) -> Result<(), DeployError> {
         let stage = a.plan.shadow.clone().unwrap_or_default();
         let eval = self.shadow_eval(target, &a.cand, stage.budget);
-        let s = Shadow::start(stage.sample, stage.queue, eval)
+        let stats = (
+            VersionStats::mapped(a.maps.cand.clone()),
+            VersionStats::mapped(a.maps.serving.clone()),
+        );
+        let s = Shadow::start(stage.sample, stage.queue, eval, stats)
             .map_err(|e| DeployError::Load(format!("cannot start the shadow thread: {e}")))?;
         a.shadow = Some(Arc::clone(&s));
         self.swap(|r| match target {
@@ -278,8 +309,9 @@ impl Inner {
         a.phase_started = now;
         a.stage_started = now;
         a.stage_base = 0;
-        a.cand_stats = Arc::new(VersionStats::default());
-        a.serving_stats = Arc::new(VersionStats::default());
+        a.cand_stats = Arc::new(VersionStats::mapped(a.maps.cand.clone()));
+        a.serving_stats = Arc::new(VersionStats::mapped(a.maps.serving.clone()));
+        a.looks.restart();
         let share = a.plan.canary[0].share;
         let bp = share_bp(share);
         let (cs, ss, salt) = (
