@@ -1,7 +1,8 @@
 //! Model lifecycle's cost on `decide` (one thread, median): no deploy (the versioned
 //! slots alone: one `ArcSwap` load per call) against a canary at 50% (per-version
-//! counters), a running shadow (a copy handed to the shadow thread), and a calibrated
-//! model; plus the slot mechanism itself, an `ArcSwap` load against a plain `Arc` read.
+//! counters; and with a recalibrated candidate, whose calibration the serving side's
+//! scores pass through), a running shadow (a copy handed to the shadow thread), and a
+//! calibrated model; plus the slot mechanism itself, an `ArcSwap` load against a plain `Arc` read.
 
 use arc_swap::ArcSwap;
 use criterion::{black_box, Criterion};
@@ -81,6 +82,19 @@ pub fn decide(c: &mut Criterion) {
         .deploy(Target::Fast, Candidate::scorer(Arc::clone(&fast)), p)
         .unwrap();
     bench(&mut g, "decide_canary_50pct", &canary);
+    // The candidate brings a calibration the serving model lacks: the serving side's
+    // scores pass through it before they are binned (one scale for the score guard).
+    let (recal, fast) = engine(&txns, false);
+    let mut p = plan();
+    p.canary = vec![CanaryStage {
+        share: 0.5,
+        min_decisions: u64::MAX,
+        min_duration: Duration::ZERO,
+    }];
+    p.guards.min_decisions = u64::MAX;
+    let cand = Candidate::scorer(fast).with_calibration(Calibration::Platt { a: 1.1, b: -0.2 });
+    recal.deploy(Target::Fast, cand, p).unwrap();
+    bench(&mut g, "decide_canary_50pct_recalibrated", &recal);
     let (shadow, fast) = engine(&txns, false);
     let mut p = plan();
     p.shadow = Some(ShadowStage {
