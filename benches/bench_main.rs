@@ -9,6 +9,7 @@ mod deadline;
 mod deploy;
 mod engine;
 mod ffi;
+mod gray_band;
 mod kafka;
 mod lean;
 mod lists;
@@ -43,7 +44,7 @@ criterion_group!(
 criterion_group!(
     name = lifecycle;
     config = engine::config();
-    targets = deploy::decide, observe::decide, observe::throughput
+    targets = deploy::decide, observe::decide, observe::throughput, gray_band::decide
 );
 criterion_group!(
     name = state;

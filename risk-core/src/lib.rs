@@ -92,8 +92,8 @@ pub mod version;
 
 pub use clock::{Clock, ManualClock, Nanos, Notify, SystemClock};
 pub use config::{
-    ConstantScorer, DeepConfig, EngineConfig, FeedbackConfig, PoolConfig, ScorerRegistry,
-    ScorerSpec,
+    ConstantScorer, DeepConfig, EngineConfig, FeedbackConfig, GrayBudget, PoolConfig,
+    ScorerRegistry, ScorerSpec,
 };
 pub use decision::{
     Action, Decision, DeepFailure, DeepSource, DeepVerdict, EntityFeedback, Escalation,
@@ -103,7 +103,8 @@ pub use decision::{
 pub use engine::replay;
 pub use engine::{
     CircuitConfig, CircuitState, DecisionFuture, DrillPlan, DrillReport, Engine, EngineBuilder,
-    Fault, Health, HealthStatus, Quality, SwitchTime, Switchable, TierHealth, VerdictCallback,
+    Fault, GrayBandView, Health, HealthStatus, Quality, SwitchTime, Switchable, TierHealth,
+    VerdictCallback,
 };
 pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
 pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};

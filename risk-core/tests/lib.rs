@@ -7,6 +7,7 @@ mod deploy;
 mod drill;
 mod engine;
 mod gray;
+mod gray_budget;
 mod health;
 mod layering;
 mod monitor;

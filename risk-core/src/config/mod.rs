@@ -27,6 +27,11 @@
 //! [gray]
 //! band = [0.3, 0.7]
 //! queue_capacity = 4096
+//! # budget = 0.02           # instead of the fixed band: the 2% of scored traffic scored
+//! #                         # highest below thresholds.decline_at (the fixed band serves
+//! #                         # until 1,000 scores are seen)
+//! # budget_half_life = 100000   # the window's half-life, in scores
+//! # budget_refresh_ms = 1000    # how often the band is recomputed (off the decide path)
 //!
 //! [deep]
 //! budget_ms = 500
@@ -149,6 +154,30 @@ impl Default for PoolConfig {
     }
 }
 
+/// The gray band set by a traffic budget (`gray.budget`, `gray.budget_half_life`,
+/// `gray.budget_refresh_ms`): the `share` of scored traffic whose fast scores are highest
+/// below the decline threshold escalates, read off a window of recent scores.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GrayBudget {
+    /// Share of scored traffic in the band, in `(0, 0.5]`.
+    pub share: f64,
+    /// The window's half-life in scores (at least 1,000).
+    pub half_life: u64,
+    /// How often the band is recomputed.
+    pub refresh: Duration,
+}
+
+impl GrayBudget {
+    /// A budget with the default half-life (100,000 scores) and refresh (1 s).
+    pub fn new(share: f64) -> Self {
+        Self {
+            share,
+            half_life: 100_000,
+            refresh: Duration::from_secs(1),
+        }
+    }
+}
+
 /// Deep-verdict feedback into later decisions (`[feedback]`); see [`crate::policy`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FeedbackConfig {
@@ -196,6 +225,9 @@ pub struct EngineConfig {
     pub policy: Policy,
     /// Fast scores in `[lo, hi]` escalate to the deep tier (`gray.band`).
     pub gray_band: (f32, f32),
+    /// The band set by a traffic budget instead (`gray.budget`); the fixed band serves
+    /// until its window is warm.
+    pub gray_budget: Option<GrayBudget>,
     /// Bound of the deep queue (`gray.queue_capacity`).
     pub gray_queue_capacity: usize,
     /// `[deep]`.
@@ -214,6 +246,7 @@ impl Default for EngineConfig {
             fast_deadline: Duration::from_millis(15),
             policy: Policy::default(),
             gray_band: (0.3, 0.7),
+            gray_budget: None,
             gray_queue_capacity: 4096,
             deep: DeepConfig::default(),
             pool: PoolConfig::default(),
@@ -255,6 +288,26 @@ impl EngineConfig {
                 "gray.band",
                 format!("[{lo}, {hi}] is empty or inverted (need lo < hi)"),
             ));
+        }
+        if let Some(b) = &self.gray_budget {
+            if !(b.share > 0.0 && b.share <= 0.5) {
+                return Err(ConfigError::invalid(
+                    "gray.budget",
+                    format!("{} is not a share of traffic in (0, 0.5]", b.share),
+                ));
+            }
+            if b.half_life < 1000 {
+                return Err(ConfigError::invalid(
+                    "gray.budget_half_life",
+                    "must be at least 1000 scores",
+                ));
+            }
+            if b.refresh < Duration::from_millis(10) || b.refresh > Duration::from_secs(3600) {
+                return Err(ConfigError::invalid(
+                    "gray.budget_refresh_ms",
+                    "must be between 10 and 3600000",
+                ));
+            }
         }
         at_least_one("gray.queue_capacity", self.gray_queue_capacity)?;
         let d = &self.deep;

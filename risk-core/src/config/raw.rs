@@ -94,6 +94,9 @@ pub(crate) struct RawThresholds {
 pub(crate) struct RawGray {
     pub band: Option<Vec<f32>>,
     pub queue_capacity: Option<i64>,
+    pub budget: Option<f64>,
+    pub budget_half_life: Option<i64>,
+    pub budget_refresh_ms: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -231,6 +234,7 @@ impl RawFile {
                 static_action,
             },
             gray_band,
+            gray_budget: self.gray.budget()?,
             gray_queue_capacity: count(
                 "gray.queue_capacity",
                 self.gray.queue_capacity,
@@ -344,5 +348,31 @@ impl RawFile {
         c.validate()
             .map_err(|e| ConfigError::invalid("fast.calibration", e.to_string()))?;
         Ok(Some(c))
+    }
+}
+
+impl RawGray {
+    /// `gray.budget` and its window settings; `None` without `budget` (the other two keys
+    /// alone are refused: they would do nothing).
+    fn budget(&self) -> Result<Option<super::GrayBudget>, ConfigError> {
+        let Some(share) = self.budget else {
+            if self.budget_half_life.is_some() || self.budget_refresh_ms.is_some() {
+                return Err(ConfigError::invalid(
+                    "gray.budget",
+                    "budget_half_life and budget_refresh_ms need gray.budget",
+                ));
+            }
+            return Ok(None);
+        };
+        let d = super::GrayBudget::new(share);
+        Ok(Some(super::GrayBudget {
+            share,
+            half_life: count(
+                "gray.budget_half_life",
+                self.budget_half_life,
+                d.half_life as usize,
+            )? as u64,
+            refresh: ms("gray.budget_refresh_ms", self.budget_refresh_ms, d.refresh)?,
+        }))
     }
 }

@@ -301,7 +301,10 @@ mod tests {
         // 10 declines of 258 against 40 of 2,580: 2.5x observed.
         let c = snap(258, 10, 0);
         assert_eq!(broken_guard(&g, &c, Some(&base), b, true, l), None);
-        assert_eq!(broken_guard(&g, &snap(1000, 20, 25), Some(&base), b, true, l), None);
+        assert_eq!(
+            broken_guard(&g, &snap(1000, 20, 25), Some(&base), b, true, l),
+            None
+        );
         // A 3x shift over 100 times the decisions is.
         let big = snap(25_800, 1200, 0);
         let big_base = snap(258_000, 4000, 0);

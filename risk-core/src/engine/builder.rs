@@ -213,6 +213,14 @@ impl EngineBuilder {
         self
     }
 
+    /// The gray band set by a traffic budget (`gray.budget`): with a deep tier, the
+    /// `budget.share` of scored traffic scored highest below the decline threshold
+    /// escalates (the fixed band until 1,000 scores are seen).
+    pub fn gray_budget(mut self, budget: crate::config::GrayBudget) -> Self {
+        self.cfg.gray_budget = Some(budget);
+        self
+    }
+
     /// Deep queue bound (`gray.queue_capacity`).
     pub fn gray_queue_capacity(mut self, n: usize) -> Self {
         self.cfg.gray_queue_capacity = n;
@@ -517,6 +525,10 @@ impl EngineBuilder {
                 "identifiers written or sent (audit trail, Redis, list journals) are not pseudonymised: set [privacy] key (see SECURITY.md)"
             );
         }
+        let gray_band = cfg
+            .gray_budget
+            .filter(|_| gray.is_some())
+            .map(|b| Arc::new(super::gray_band::BudgetBand::new(b)));
         let inner = Arc::new(Inner {
             pseudonymised,
             state,
@@ -530,6 +542,7 @@ impl EngineBuilder {
             #[cfg(feature = "kafka")]
             kafka,
             fast,
+            gray_band,
             gray,
             entities,
             metrics,
@@ -541,6 +554,7 @@ impl EngineBuilder {
                 .map(|m| super::monitor::MonitorCtl::new(m, self.on_alert)),
         });
         Inner::start_monitor(&inner).map_err(io("monitor.interval_ms"))?;
+        Inner::start_gray_band(&inner).map_err(io("gray.budget"))?;
         Ok(Engine { inner })
     }
 }

@@ -240,7 +240,15 @@ impl Inner {
     /// tier's queue.
     #[inline]
     fn escalate(&self, txn: &Transaction, model: Option<&Score>, c: &Combined) -> Escalation {
-        let (lo, hi) = self.cfg.gray_band;
+        let (lo, hi) = match &self.gray_band {
+            Some(b) => {
+                if let Some(m) = model {
+                    b.record(m.probability);
+                }
+                b.band().unwrap_or(self.cfg.gray_band)
+            }
+            None => self.cfg.gray_band,
+        };
         let Some(m) = model.filter(|m| !c.hard_rule && m.probability >= lo && m.probability <= hi)
         else {
             return Escalation::None;

@@ -80,6 +80,8 @@ pub struct Health {
     /// read the last known entries (and say so, `Decision::lists_stale`); the status is
     /// degraded until the lists are reloaded from Redis.
     pub lists_stale: bool,
+    /// The gray band serving (fixed, or set by `gray.budget` from recent scores).
+    pub gray_band: super::GrayBandView,
 }
 
 impl Health {
@@ -174,6 +176,7 @@ impl Engine {
             deploying,
             pseudonymised: i.pseudonymised,
             lists_stale,
+            gray_band: i.gray_band_view(),
         }
     }
 }

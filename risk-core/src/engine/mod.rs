@@ -18,6 +18,7 @@ mod deploy;
 mod drill;
 mod entity;
 mod gray;
+mod gray_band;
 mod health;
 mod monitor;
 mod offline;
@@ -32,6 +33,7 @@ pub use async_decide::DecisionFuture;
 pub use builder::EngineBuilder;
 pub use drill::{DrillPlan, DrillReport, Fault, Quality, SwitchTime};
 pub use gray::VerdictCallback;
+pub use gray_band::GrayBandView;
 pub use health::{Health, HealthStatus, Switchable, TierHealth};
 
 use crate::audit::AuditSink;
@@ -79,6 +81,8 @@ struct Inner {
     kafka: Option<crate::audit::KafkaForwarder>,
     fast: FastTier,
     gray: Option<GrayZone>,
+    /// The band set by `gray.budget` (with a deep tier only).
+    gray_band: Option<Arc<gray_band::BudgetBand>>,
     entities: Arc<EntityStore>,
     /// Entity state (`[state]`): velocity features, lists, labels.
     state: Option<Arc<crate::state::StateEngine>>,

@@ -220,6 +220,14 @@ impl Collector for EngineCollector {
             "Gray-zone transactions waiting for the deep tier.",
             g.queue_len as i64,
         )?;
+        let band = i.gray_band_view();
+        gauge(
+            e,
+            "gray_band",
+            "The gray band's fast-score edges (source: fixed, or budget when gray.budget set it).",
+            [("lo", band.lo), ("hi", band.hi)]
+                .map(|(edge, v)| ([("edge", edge), ("source", band.source)], f64::from(v))),
+        )?;
         gauge1(
             e,
             "fast_workers_busy",

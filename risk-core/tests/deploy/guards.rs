@@ -43,7 +43,7 @@ impl Scorer for Power {
     }
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
         let live = self.calls.fetch_add(1, Ordering::Relaxed) >= self.after;
-        if live && self.fail_every > 0 && mix(t.id.0) % self.fail_every == 0 {
+        if live && self.fail_every > 0 && mix(t.id.0).is_multiple_of(self.fail_every) {
             return Err(ScoreError::Failed("injected".into()));
         }
         let u = (t.amount as f32 / 1000.0).clamp(0.0, 1.0);

@@ -12,12 +12,12 @@ mod stage;
 pub(in crate::engine) use build::policy_id;
 
 use super::Engine;
+use crate::calibrate::Calibration;
 use crate::clock::Nanos;
+use crate::deploy::judge::Looks;
 use crate::deploy::recent::Recent;
 use crate::deploy::shadow::Shadow;
 use crate::deploy::slot::Routing;
-use crate::calibrate::Calibration;
-use crate::deploy::judge::Looks;
 use crate::deploy::stats::VersionStats;
 use crate::deploy::{
     ActiveDeploy, Candidate, DeployConfig, DeployError, DeployEvent, DeployStatus, EventKind,

@@ -195,7 +195,10 @@ impl Inner {
             return ScoreMaps::default();
         };
         let r = self.routing.load();
-        let serving = r.fast.as_ref().and_then(|f| f.serving.body.calibration.clone());
+        let serving = r
+            .fast
+            .as_ref()
+            .and_then(|f| f.serving.body.calibration.clone());
         match (c.body.calibration.clone(), serving) {
             (Some(cc), None) => ScoreMaps {
                 cand: None,

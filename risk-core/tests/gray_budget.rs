@@ -1,0 +1,190 @@
+//! The gray band set by a traffic budget (`gray.budget`, issue [20] part 2): the share of
+//! scored traffic that escalates follows the budget whatever the score distribution, where
+//! a fixed band's share follows the distribution.
+
+use crate::common::*;
+use risk_core::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Score `u^exp` of a uniform `u` carried in the amount.
+struct Power(f32);
+
+impl Scorer for Power {
+    fn info(&self) -> ScorerInfo {
+        ScorerInfo::new("power", format!("{}", self.0), Latency::Bounded)
+    }
+    fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
+        Ok(Score::new(
+            (t.amount as f32 / 1000.0).clamp(0.0, 1.0).powf(self.0),
+        ))
+    }
+}
+
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Transaction `id` with a uniform amount in [0, 1000) drawn from its hash.
+fn draw(s: &Arc<FeatureSchema>, id: u64) -> Transaction {
+    let amount = (mix(id) >> 11) as f64 / (1u64 << 53) as f64 * 1000.0;
+    Transaction::builder(s)
+        .id(id)
+        .entity(1 + id % 5000)
+        .amount(amount, "USD")
+        .numeric("amount", amount as f32)
+        .build()
+        .unwrap()
+}
+
+fn engine(fast: Arc<dyn Scorer>, budget: Option<GrayBudget>) -> Engine {
+    let mut b = Engine::builder(schema())
+        .clock(ManualClock::new())
+        .rules(rules(0.2))
+        .fast(fast)
+        .deep(Scripted::new(Act::Value(0.5), Latency::Bounded))
+        .gray_queue_capacity(1_000_000)
+        .deep_config(deep_cfg(500))
+        .circuit(lenient_circuit());
+    if let Some(g) = budget {
+        b = b.gray_budget(g);
+    }
+    b.build().unwrap()
+}
+
+/// The share of `n` decisions from `*next` on that escalated (queued or shed).
+fn escalated(e: &Engine, next: &mut u64, n: u64) -> f64 {
+    let s = e.schema().clone();
+    let mut k = 0;
+    for _ in 0..n {
+        *next += 1;
+        let d = e.decide(&draw(&s, *next)).unwrap();
+        k += u64::from(!matches!(d.escalation, Escalation::None));
+    }
+    k as f64 / n as f64
+}
+
+fn budget(share: f64) -> GrayBudget {
+    GrayBudget {
+        share,
+        half_life: 20_000,
+        // The test refreshes at its own points (gray_band_tick).
+        refresh: Duration::from_secs(3600),
+    }
+}
+
+#[test]
+fn the_budget_sets_the_share_that_escalates_whatever_the_scores() {
+    let e = engine(Arc::new(Power(8.0)), Some(budget(0.02)));
+    let mut next = 0;
+    // Until the window is warm the fixed band [0.3, 0.7] serves: u^8 in it is ~9.6%.
+    let cold = escalated(&e, &mut next, 5_000);
+    assert!((cold - 0.096).abs() < 0.015, "{cold}");
+    assert_eq!(e.gray_band().source, "fixed");
+    e.gray_band_tick();
+    let band = e.gray_band();
+    assert_eq!(
+        (band.source, band.hi, band.budget),
+        ("budget", 0.7, Some(0.02))
+    );
+    // The top 2% of scores below 0.7: u in [0.956 - 0.02, 0.956), u^8 from ~0.58.
+    assert!((band.lo - 0.937f32.powf(8.0)).abs() < 0.02, "{band:?}");
+    let warm = escalated(&e, &mut next, 50_000);
+    assert!((warm - 0.02).abs() < 0.003, "{warm}");
+    assert_eq!(e.health().gray_band, e.gray_band());
+    let text = e.metrics_text();
+    assert!(
+        text.contains("risk_gray_band{edge=\"lo\",source=\"budget\"}"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_shifted_score_distribution_moves_the_band_not_the_share() {
+    // A model scoring far higher (u^2): a fixed [0.3, 0.7] band would take 29% of
+    // traffic; the budget band keeps 3% once the window has turned over.
+    let fixed = engine(Arc::new(Power(2.0)), None);
+    let mut next = 0;
+    let share_fixed = escalated(&fixed, &mut next, 20_000);
+    assert!((share_fixed - 0.289).abs() < 0.02, "{share_fixed}");
+    assert_eq!(fixed.gray_band().source, "fixed");
+
+    let e = engine(Arc::new(Power(8.0)), Some(budget(0.03)));
+    escalated(&e, &mut next, 20_000);
+    e.gray_band_tick();
+    let before = e.gray_band();
+    // Five half-lives of the new model's scores (the deploy of a new fast model, say).
+    let shifted = engine(Arc::new(Power(2.0)), Some(budget(0.03)));
+    for _ in 0..5 {
+        escalated(&shifted, &mut next, 20_000);
+        shifted.gray_band_tick();
+    }
+    // The band follows the scores: u in [0.807, 0.837) now, u^2 from ~0.65 (it was from
+    // ~0.54 under u^8).
+    let after = shifted.gray_band();
+    assert!(
+        (after.lo - 0.807f32.powi(2)).abs() < 0.02,
+        "{before:?} -> {after:?}"
+    );
+    assert!((before.lo - 0.926f32.powi(8)).abs() < 0.02, "{before:?}");
+    let share = escalated(&shifted, &mut next, 30_000);
+    assert!((share - 0.03).abs() < 0.004, "{share}");
+}
+
+#[test]
+fn gray_budget_in_risk_toml_and_its_refusals() {
+    let base = r#"
+[schema]
+fields = [{ name = "amount", kind = "numeric", required = true }]
+[rules.scorer]
+kind = "constant"
+probability = 0.1
+[fast.scorer]
+kind = "constant"
+probability = 0.6
+[deep.scorer]
+kind = "constant"
+probability = 0.9
+"#;
+    let load = |gray: &str| {
+        Engine::from_toml_str(
+            &format!("{base}\n[gray]\n{gray}"),
+            Path::new("."),
+            Path::new("risk.toml"),
+            &ScorerRegistry::default(),
+        )
+    };
+    let e = load("budget = 0.02\nbudget_half_life = 50000\nbudget_refresh_ms = 250").unwrap();
+    assert_eq!(
+        e.config().gray_budget,
+        Some(GrayBudget {
+            share: 0.02,
+            half_life: 50_000,
+            refresh: Duration::from_millis(250)
+        })
+    );
+    assert_eq!(e.gray_band().source, "fixed");
+    e.shutdown(Shutdown::Abandon);
+    for (bad, key) in [
+        ("budget = 0.9", "gray.budget"),
+        ("budget = 0", "gray.budget"),
+        (
+            "budget = 0.02\nbudget_half_life = 10",
+            "gray.budget_half_life",
+        ),
+        (
+            "budget = 0.02\nbudget_refresh_ms = 1",
+            "gray.budget_refresh_ms",
+        ),
+        ("budget_half_life = 50000", "gray.budget"),
+    ] {
+        match load(bad) {
+            Err(ConfigError::Invalid { key: k, .. }) => assert_eq!(k, key, "{bad}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+}
