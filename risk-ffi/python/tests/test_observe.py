@@ -41,6 +41,10 @@ def test_health_ready_with_a_constant_fast_tier(eng):
     assert h["fast"]["serving"]["name"] == "constant" and h["fast"]["serving"]["version"] == "0.9"
     assert h["deep"] == {"present": False, "state": "absent", "serving": None}
     assert h["deploying"] == []
+    # The gray band serving: the fixed one (no gray.budget).
+    assert h["gray_band"] == {
+        "lo": 0.3, "hi": 0.7, "source": "fixed", "budget": None, "window_scores": 0.0
+    }
 
 
 def test_force_open_fast_hands_decisions_to_the_rules_and_back(eng):
