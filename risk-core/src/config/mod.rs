@@ -163,7 +163,7 @@ pub struct GrayBudget {
     pub share: f64,
     /// The window's half-life in scores (at least 1,000).
     pub half_life: u64,
-    /// How often the band is recomputed.
+    /// How often the band is recomputed (10 ms to 60 s).
     pub refresh: Duration,
 }
 
@@ -302,10 +302,10 @@ impl EngineConfig {
                     "must be at least 1000 scores",
                 ));
             }
-            if b.refresh < Duration::from_millis(10) || b.refresh > Duration::from_secs(3600) {
+            if b.refresh < Duration::from_millis(10) || b.refresh > Duration::from_secs(60) {
                 return Err(ConfigError::invalid(
                     "gray.budget_refresh_ms",
-                    "must be between 10 and 3600000",
+                    "must be between 10 and 60000",
                 ));
             }
         }

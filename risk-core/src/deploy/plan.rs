@@ -215,12 +215,17 @@ fn default_stage_decisions() -> u64 {
 
 /// Automatic rollback: any broken guard ends a shadow or canary and restores the serving
 /// version. Judged on the candidate's decisions since its phase began against the serving
-/// version's over the same time, with statistics ([`judge`](super::judge)): a guard breaks
-/// when its limit is exceeded beyond what sampling explains, at levels spent over the
-/// deploy's looks so that a candidate within every limit is rolled back with probability
-/// at most [`false_rollback`](Self::false_rollback). Scores are compared on one scale: when
-/// only one of the two versions brings a calibration, the other's scores pass through it
-/// before the score-shift guard compares them.
+/// version's over the same time, with statistics ([`judge`](super::judge)): the error-rate,
+/// action-ratio, score-shift and agreement guards break when their limit is exceeded beyond
+/// what sampling explains, at levels spent over the deploy's looks, so that a candidate
+/// within those limits is rolled back by them with probability at most
+/// [`false_rollback`](Self::false_rollback) (the PSI test through a normal approximation of
+/// its distribution). Latency is compared with its ceiling at every tick, outside that
+/// bound. A stage does not end before the guards have judged [`min_decisions`](Self::min_decisions)
+/// candidate decisions. When the candidate is the serving model recalibrated (same scorer
+/// name and content hash) and only one of the two brings a calibration, the other's scores
+/// pass through it before the score guard compares them (one scale; a calibration that is
+/// itself wrong then shows only in the action and agreement guards).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Guards {

@@ -165,31 +165,19 @@ pub fn psi(a: &[u64; SCORE_BINS], b: &[u64; SCORE_BINS]) -> f64 {
 }
 
 /// The first guard `cand` breaks against `base` (the serving version over the same
-/// window, when it has enough decisions to compare), or `None`. `budget` is the latency
-/// ceiling when the guards name none; `latency` says whether latency is judged; `level`
-/// is each statistical test's significance level at this look ([`judge::level`]).
+/// window), or `None`. `budget` is the latency ceiling when the guards name none; `latency`
+/// says whether latency is judged (at every call); `levels` are the tests' significance
+/// levels when this call is a look ([`judge::Looks`]), `None` between looks (latency only).
 pub(crate) fn broken_guard(
     g: &Guards,
     cand: &StatsSnap,
     base: Option<&StatsSnap>,
     budget: Duration,
     latency: bool,
-    level: f64,
+    levels: Option<judge::Levels>,
 ) -> Option<String> {
     if cand.n < g.min_decisions {
         return None;
-    }
-    if cand.error_rate() > g.max_error_rate {
-        let p = judge::binomial_upper(cand.failed, cand.n, g.max_error_rate);
-        if p <= level {
-            return Some(format!(
-                "error/timeout rate {:.4} above {:.4} ({} of {}; p = {p:.1e} at level {level:.1e})",
-                cand.error_rate(),
-                g.max_error_rate,
-                cand.failed,
-                cand.n
-            ));
-        }
     }
     let ceiling = g.max_p99.unwrap_or(budget);
     if latency && cand.p99_ns > 0 && Duration::from_nanos(cand.p99_ns) > ceiling {
@@ -199,14 +187,29 @@ pub(crate) fn broken_guard(
             ceiling
         ));
     }
+    let levels = levels?;
+    if cand.error_rate() > g.max_error_rate {
+        let p = judge::binomial_upper(cand.failed, cand.n, g.max_error_rate);
+        if p <= levels.error {
+            return Some(format!(
+                "error/timeout rate {:.4} above {:.4} ({} of {}; p = {p:.1e} at level {:.1e})",
+                cand.error_rate(),
+                g.max_error_rate,
+                cand.failed,
+                cand.n,
+                levels.error
+            ));
+        }
+    }
+    let level = levels.compare?;
     let base = base.filter(|b| b.n >= g.min_decisions)?;
     let (hc, hs) = (cand.scores.iter().sum(), base.scores.iter().sum());
     let psi = psi(&cand.scores, &base.scores);
     if psi > g.max_score_psi {
-        let noise = judge::psi_noise(SCORE_BINS, hc, hs, level);
-        if psi - noise > g.max_score_psi {
+        let bound = judge::psi_bound(SCORE_BINS, hc, hs, g.max_score_psi, level);
+        if psi > bound {
             return Some(format!(
-                "score distribution shift: PSI {psi:.3} above {:.3} by more than its sampling noise ({noise:.3} at level {level:.1e}; {hc} vs {hs} scores)",
+                "score distribution shift: PSI {psi:.3} above {:.3} beyond sampling noise (bound {bound:.3} at level {level:.1e}; {hc} vs {hs} scores)",
                 g.max_score_psi
             ));
         }
@@ -274,7 +277,7 @@ mod tests {
     fn guards_judge_rates_shift_and_counts() {
         let g = Guards::default();
         let b = Duration::from_millis(15);
-        let l = judge::level(g.false_rollback, 1);
+        let l = Some(judge::first_levels(g.false_rollback));
         let base = snap(1000, 20, 0);
         let judge = |c: &StatsSnap, lat: bool| broken_guard(&g, c, Some(&base), b, lat, l);
         assert_eq!(judge(&snap(100, 50, 50), true), None);
@@ -287,6 +290,14 @@ mod tests {
         slow.p99_ns = 20_000_000;
         assert!(judge(&slow, true).unwrap().contains("p99"));
         assert_eq!(judge(&slow, false), None);
+        // Between looks only latency is judged.
+        assert!(broken_guard(&g, &slow, Some(&base), b, true, None)
+            .unwrap()
+            .contains("p99"));
+        assert_eq!(
+            broken_guard(&g, &snap(1000, 20, 100), Some(&base), b, true, None),
+            None
+        );
     }
 
     #[test]
@@ -296,7 +307,7 @@ mod tests {
         // are allowed.
         let g = Guards::default();
         let b = Duration::from_millis(15);
-        let l = judge::level(g.false_rollback, 1);
+        let l = Some(judge::first_levels(g.false_rollback));
         let base = snap(2580, 40, 0);
         // 10 declines of 258 against 40 of 2,580: 2.5x observed.
         let c = snap(258, 10, 0);

@@ -525,6 +525,12 @@ impl EngineBuilder {
                 "identifiers written or sent (audit trail, Redis, list journals) are not pseudonymised: set [privacy] key (see SECURITY.md)"
             );
         }
+        if cfg.gray_budget.is_some() && gray.is_none() && !self.replay {
+            tracing::warn!(
+                target: "risk::gray",
+                "gray.budget is set but there is no deep tier: nothing escalates, the budget does nothing"
+            );
+        }
         let gray_band = cfg
             .gray_budget
             .filter(|_| gray.is_some())

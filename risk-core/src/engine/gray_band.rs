@@ -7,8 +7,11 @@
 //! stripe; no lock, no allocation). A background thread (`risk-gray-band`, every
 //! `gray.budget_refresh_ms`) takes the counts, decays the window by its half-life in
 //! scores, and stores the new band in one atomic word that `decide` reads. Until the
-//! window holds [`WARM`] scores the fixed band (`gray.band`) serves. Memory is fixed:
-//! [`BINS`] counters a stripe.
+//! window holds [`WARM`] scores (decayed) at a refresh the fixed band (`gray.band`)
+//! serves. Memory is fixed: [`BINS`] 32-bit counters a stripe (a refresh every 60 s at most
+//! keeps them from wrapping at any decision rate a core reaches). The share that escalates
+//! is at most the budget: hard-rule decisions in the band do not escalate, and a full deep
+//! queue sheds, but their scores count in the window.
 //!
 //! Hand-written rather than a quantile-sketch crate: the recording side must be a relaxed
 //! atomic add from many threads (the sketch crates of the field take `&mut self`, so a lock
@@ -24,8 +27,8 @@ use serde::Serialize;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
 
-/// The float bits (shifted right by 16: sign, exponent, 7 mantissa bits) of 2^-20, the
-/// lowest bin's upper edge; scores below it share bin 0.
+/// The float bits (shifted right by 16: sign, exponent, 7 mantissa bits) of 2^-20: bin 0
+/// holds every score below 2^-20 · (1 + 1/128), bin `b` scores from [`lower_edge`]`(b)`.
 const BASE: u32 = 107 << 7;
 /// Bins: 20 octaves of 128, and one for 1.0.
 pub(crate) const BINS: usize = 20 * 128 + 1;
@@ -35,7 +38,8 @@ pub const WARM: f64 = 1000.0;
 /// The bin of score `p` (clamped to [0, 1]; NaN to 0).
 #[inline]
 pub(crate) fn bin(p: f32) -> usize {
-    let p = if p.is_nan() { 0.0 } else { p.clamp(0.0, 1.0) };
+    // NaN, -0.0 and negatives to 0 (-0.0's sign bit would read as the top bin).
+    let p = if p > 0.0 { p.min(1.0) } else { 0.0 };
     ((p.to_bits() >> 16).saturating_sub(BASE) as usize).min(BINS - 1)
 }
 
@@ -259,6 +263,8 @@ mod tests {
     fn bins_cover_the_unit_interval_in_order() {
         assert_eq!(bin(0.0), 0);
         assert_eq!(bin(f32::NAN), 0);
+        assert_eq!(bin(-0.0), 0);
+        assert_eq!(bin(-1.0), 0);
         assert_eq!(bin(1.0), BINS - 1);
         assert_eq!(bin(7.0), BINS - 1);
         let mut last = 0;

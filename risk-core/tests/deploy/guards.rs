@@ -207,12 +207,16 @@ fn stretch_low() -> Calibration {
 #[test]
 fn two_hundred_healthy_candidates_are_promoted() {
     let t = simulate(200, |i| {
-        let m = Power::new(format!("healthy-{i}"), 20.0);
+        // The serving model itself (same name and version, so the same content hash)
+        // recalibrated, or another version of it.
+        let same = || Power::new("serving".into(), 20.0);
         match i % 3 {
-            0 => Candidate::scorer(m),
+            0 => Candidate::scorer(Power::new(format!("healthy-{i}"), 20.0)),
             // Platt close to the identity at 0.7 (declines ~1x, reviews ~1.25x).
-            1 => Candidate::scorer(m).with_calibration(Calibration::Platt { a: 0.85, b: 0.13 }),
-            _ => Candidate::scorer(m).with_calibration(stretch_low()),
+            1 => {
+                Candidate::scorer(same()).with_calibration(Calibration::Platt { a: 0.85, b: 0.13 })
+            }
+            _ => Candidate::scorer(same()).with_calibration(stretch_low()),
         }
     });
     println!(
@@ -255,10 +259,17 @@ fn every_harmful_candidate_is_rolled_back_fast() {
 fn a_recalibrated_model_is_compared_on_one_scale() {
     // The serving scores mapped through the candidate's calibration equal the
     // candidate's: same trees, new scale, the score guard sees no shift.
-    let t = simulate(3, |i| {
-        Candidate::scorer(Power::new(format!("cal-{i}"), 20.0)).with_calibration(stretch_low())
+    let t = simulate(3, |_| {
+        Candidate::scorer(Power::new("serving".into(), 20.0)).with_calibration(stretch_low())
     });
     assert_eq!(t.promoted, 3, "{t:?}");
+    // Another model bringing the same calibration is compared as it scores: here the
+    // shift is real (its scores are lifted), and the guard sees it.
+    let t = simulate(3, |i| {
+        Candidate::scorer(Power::new(format!("other-{i}"), 20.0)).with_calibration(stretch_low())
+    });
+    assert_eq!(t.rolled_back, 3, "{t:?}");
+    assert!(t.details.iter().all(|d| d.contains("PSI")), "{t:?}");
     // Unmapped, the two histograms differ by twice the limit and more: compared across
     // scales, the score guard would roll back every one of them.
     let mut raw = [0u64; 10];

@@ -235,7 +235,8 @@ impl Engine {
             return Err(DeployError::ShutDown);
         }
         let maps = i.score_maps(target, &built.ver);
-        let looks = Looks::new(plan.guards.false_rollback);
+        let phases = u32::from(plan.shadow.is_some()) + u32::from(!plan.canary.is_empty());
+        let looks = Looks::new(plan.guards.false_rollback, phases);
         let a = Active {
             id,
             cand: built.ver,

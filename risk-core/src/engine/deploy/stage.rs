@@ -166,15 +166,14 @@ impl Inner {
                     (c, v, budget, target == Target::Fast, ready)
                 }
             };
-            // The guards judge at looks spaced by growth (and before any stage ends), so
-            // their significance is spent over O(log n) looks, not over every tick.
-            let judged = c.n >= a.plan.guards.min_decisions && (ready || a.looks.due(c.n));
-            let broken = judged
-                .then(|| {
-                    let level = a.looks.take(c.n);
-                    broken_guard(&a.plan.guards, &c, Some(&v), b, latency, level)
-                })
-                .flatten();
+            // A stage never ends before the guards could judge it; they judge at looks
+            // spaced by growth and before a stage ends, so their significance is spent over
+            // O(log n) looks, not over every tick (latency alone is checked at every tick).
+            let g = &a.plan.guards;
+            let ready = ready && c.n >= g.min_decisions;
+            let look = c.n >= g.min_decisions && (ready || a.looks.due(c.n));
+            let levels = look.then(|| a.looks.take(c.n, v.n >= g.min_decisions));
+            let broken = broken_guard(g, &c, Some(&v), b, latency, levels);
             match broken {
                 Some(why) => events.push(self.abort_locked(target, t, true, &why)),
                 None if ready => events.extend(self.advance_locked(target, t, now)),
@@ -188,18 +187,25 @@ impl Inner {
     }
 
     /// The calibrations that put the candidate's and the serving version's scores on one
-    /// scale for the score guard: when only one of the two fast models brings a
-    /// calibration, the other's scores pass through it; otherwise none.
+    /// scale for the score guard: when the candidate is the serving model itself (same
+    /// scorer name and content hash) and only one of the two brings a calibration, the
+    /// other's scores pass through it. A different model is compared as it scores.
     pub(in crate::engine) fn score_maps(&self, target: Target, cand: &AnyVer) -> ScoreMaps {
         let (AnyVer::Fast(c), Target::Fast) = (cand, target) else {
             return ScoreMaps::default();
         };
         let r = self.routing.load();
-        let serving = r
-            .fast
-            .as_ref()
-            .and_then(|f| f.serving.body.calibration.clone());
-        match (c.body.calibration.clone(), serving) {
+        let Some(f) = r.fast.as_ref() else {
+            return ScoreMaps::default();
+        };
+        let (ci, si) = (c.body.scorer.info(), f.serving.body.scorer.info());
+        if (ci.name.as_str(), ci.content_hash()) != (si.name.as_str(), si.content_hash()) {
+            return ScoreMaps::default();
+        }
+        match (
+            c.body.calibration.clone(),
+            f.serving.body.calibration.clone(),
+        ) {
             (Some(cc), None) => ScoreMaps {
                 cand: None,
                 serving: Some(cc),
