@@ -234,6 +234,26 @@ pub fn psi_bound(bins: usize, nc: u64, ns: u64, limit: f64, level: f64) -> f64 {
     (k + lambda + z * (2.0 * (k + 2.0 * lambda)).sqrt()) / n_eff
 }
 
+/// Population stability index of two histograms over the same bins (`a.len() ==
+/// b.len()`), each bin's proportion smoothed by half a count (so that a bin empty on one
+/// side by chance adds a bounded term).
+pub fn psi(a: &[u64], b: &[u64]) -> f64 {
+    debug_assert_eq!(a.len(), b.len());
+    let (na, nb) = (a.iter().sum::<u64>(), b.iter().sum::<u64>());
+    if na == 0 || nb == 0 {
+        return 0.0;
+    }
+    let half = a.len() as f64 / 2.0;
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| {
+            let p = (x as f64 + 0.5) / (na as f64 + half);
+            let q = (y as f64 + 0.5) / (nb as f64 + half);
+            (p - q) * (p / q).ln()
+        })
+        .sum()
+}
+
 /// One-sided p-value that the serving version's agreement (`as_` of `ns`) exceeds the
 /// candidate's (`ac` of `nc`) by more than `limit` (normal approximation; proportions
 /// smoothed by half a count so that 0 and 1 keep a variance).
@@ -364,7 +384,6 @@ mod tests {
 
     #[test]
     fn the_psi_test_holds_its_level_just_inside_the_limit() {
-        use crate::deploy::stats::psi;
         // The tilt whose population PSI is 0.225 (0.9x the default limit 0.25).
         let psi_of = |t: f64| {
             let b: Vec<f64> = (0..10).map(|i| 1.0 + i as f64).collect();

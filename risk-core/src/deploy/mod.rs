@@ -24,8 +24,9 @@ pub(crate) mod stats;
 pub use candidate::Candidate;
 pub use directory::{ArtifactMeta, ModelDirectory, StateChange, VersionMeta};
 pub use gate::{auprc, GateReport};
+pub use judge::psi;
 pub use plan::{CanaryStage, Gate, Guards, RolloutPlan, ShadowStage, MAX_SAMPLE};
-pub use stats::{psi, StatsSnap, SCORE_BINS};
+pub use stats::{StatsSnap, SCORE_BINS};
 
 use crate::version::VersionId;
 use serde::Serialize;

@@ -146,24 +146,6 @@ impl StatsSnap {
     }
 }
 
-/// Population stability index of two histograms, each bin's proportion smoothed by half a
-/// count (so that a bin empty on one side by chance adds a bounded term).
-pub fn psi(a: &[u64; SCORE_BINS], b: &[u64; SCORE_BINS]) -> f64 {
-    let (na, nb) = (a.iter().sum::<u64>(), b.iter().sum::<u64>());
-    if na == 0 || nb == 0 {
-        return 0.0;
-    }
-    let half = SCORE_BINS as f64 / 2.0;
-    a.iter()
-        .zip(b)
-        .map(|(&x, &y)| {
-            let p = (x as f64 + 0.5) / (na as f64 + half);
-            let q = (y as f64 + 0.5) / (nb as f64 + half);
-            (p - q) * (p / q).ln()
-        })
-        .sum()
-}
-
 /// The first guard `cand` breaks against `base` (the serving version over the same
 /// window), or `None`. `budget` is the latency ceiling when the guards name none; `latency`
 /// says whether latency is judged (at every call); `levels` are the tests' significance
@@ -204,7 +186,7 @@ pub(crate) fn broken_guard(
     let level = levels.compare?;
     let base = base.filter(|b| b.n >= g.min_decisions)?;
     let (hc, hs) = (cand.scores.iter().sum(), base.scores.iter().sum());
-    let psi = psi(&cand.scores, &base.scores);
+    let psi = judge::psi(&cand.scores, &base.scores);
     if psi > g.max_score_psi {
         let bound = judge::psi_bound(SCORE_BINS, hc, hs, g.max_score_psi, level);
         if psi > bound {
@@ -259,6 +241,7 @@ pub(crate) fn broken_guard(
 
 #[cfg(test)]
 mod tests {
+    use super::judge::psi;
     use super::*;
 
     fn snap(n: u64, declines: u64, failed: u64) -> StatsSnap {
