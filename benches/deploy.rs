@@ -55,6 +55,18 @@ fn plan() -> RolloutPlan {
     }
 }
 
+/// A canary at 50% that never ends (no stage end, no guard judgement while measuring).
+fn canary_half() -> RolloutPlan {
+    let mut p = plan();
+    p.canary = vec![CanaryStage {
+        share: 0.5,
+        min_decisions: u64::MAX,
+        min_duration: Duration::ZERO,
+    }];
+    p.guards.min_decisions = u64::MAX;
+    p
+}
+
 /// `decide` with and without a deploy in progress.
 pub fn decide(c: &mut Criterion) {
     let txns = rows();
@@ -71,29 +83,19 @@ pub fn decide(c: &mut Criterion) {
     let (idle, _) = engine(&txns, false);
     bench(&mut g, "decide_no_deploy", &idle);
     let (canary, fast) = engine(&txns, false);
-    let mut p = plan();
-    p.canary = vec![CanaryStage {
-        share: 0.5,
-        min_decisions: u64::MAX,
-        min_duration: Duration::ZERO,
-    }];
-    p.guards.min_decisions = u64::MAX;
     canary
-        .deploy(Target::Fast, Candidate::scorer(Arc::clone(&fast)), p)
+        .deploy(
+            Target::Fast,
+            Candidate::scorer(Arc::clone(&fast)),
+            canary_half(),
+        )
         .unwrap();
     bench(&mut g, "decide_canary_50pct", &canary);
     // The candidate brings a calibration the serving model lacks: the serving side's
     // scores pass through it before they are binned (one scale for the score guard).
     let (recal, fast) = engine(&txns, false);
-    let mut p = plan();
-    p.canary = vec![CanaryStage {
-        share: 0.5,
-        min_decisions: u64::MAX,
-        min_duration: Duration::ZERO,
-    }];
-    p.guards.min_decisions = u64::MAX;
     let cand = Candidate::scorer(fast).with_calibration(Calibration::Platt { a: 1.1, b: -0.2 });
-    recal.deploy(Target::Fast, cand, p).unwrap();
+    recal.deploy(Target::Fast, cand, canary_half()).unwrap();
     bench(&mut g, "decide_canary_50pct_recalibrated", &recal);
     let (shadow, fast) = engine(&txns, false);
     let mut p = plan();

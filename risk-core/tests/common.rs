@@ -173,3 +173,12 @@ pub fn deep_cfg(budget_ms: u64) -> DeepConfig {
         subscriber_capacity: 100_000,
     }
 }
+
+/// SplitMix64's finaliser: a hash of `x` whose bits look uniform (draws from a
+/// transaction id in simulations).
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

@@ -34,13 +34,6 @@ impl Scorer for Power {
     }
 }
 
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Transaction `id` with a uniform amount in [0, 1000) drawn from its hash.
 fn draw(s: &Arc<FeatureSchema>, id: u64) -> Transaction {
     let amount = (mix(id) >> 11) as f64 / (1u64 << 53) as f64 * 1000.0;

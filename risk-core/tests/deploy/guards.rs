@@ -5,6 +5,7 @@
 //! of before (every tick, no sample size) are replayed on the same counters for contrast.
 
 use super::*;
+use crate::common::mix;
 use risk_core::calibrate::Calibration;
 use risk_core::deploy::{psi, CanaryStage, Candidate, Guards, StatsSnap, Target};
 
@@ -50,13 +51,6 @@ impl Scorer for Power {
         let add = if live { self.add } else { 0.0 };
         Ok(Score::new((u.powf(self.exp) + add).min(1.0)))
     }
-}
-
-fn mix(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// Transaction `id`: a uniform amount in [0, 1000) and one of 20,000 entities, both
