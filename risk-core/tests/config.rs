@@ -58,6 +58,7 @@ half_open_probes = 1
 
 [feedback]
 gain = 1.0
+centre = 0.2
 max_shift = 0.1
 ttl_ms = 3600000
 max_entities = 1000
@@ -123,12 +124,18 @@ fn every_option_maps_onto_the_config() {
         c.feedback,
         FeedbackConfig {
             gain: 1.0,
+            centre: 0.2,
             max_shift: 0.1,
             ttl: Duration::from_secs(3600),
             max_entities: 1000,
             max_future: Some(Duration::from_secs(60)),
         }
     );
+    // A verdict at the centre shifts nothing; above it tightens, capped at max_shift.
+    assert_eq!(c.feedback.shift(0.2), 0.0);
+    assert!((c.feedback.shift(0.25) - 0.05).abs() < 1e-6);
+    assert_eq!(c.feedback.shift(0.9), 0.1);
+    assert_eq!(c.feedback.shift(0.0), -0.1);
     assert_eq!(e.schema().len(), 3);
     let t = Transaction::builder(e.schema())
         .amount(10.0, "USD")
@@ -194,6 +201,7 @@ fn invalid_values_name_their_key() {
             "thresholds.static_action",
         ),
         ("decline_at = 0.8", "decline_at = 0.1", "thresholds"),
+        ("centre = 0.2", "centre = 1.5", "feedback.centre"),
         (
             "kind = \"numeric\" }",
             "kind = \"number\" }",

@@ -57,6 +57,7 @@
 //!
 //! [feedback]
 //! gain = 0.5
+//! centre = 0.5              # the deep score that shifts nothing
 //! max_shift = 0.2
 //! ttl_ms = 86400000
 //! max_entities = 1000000
@@ -181,8 +182,13 @@ impl GrayBudget {
 /// Deep-verdict feedback into later decisions (`[feedback]`); see [`crate::policy`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct FeedbackConfig {
-    /// Threshold shift per unit of `deep_score - 0.5`.
+    /// Threshold shift per unit of `deep_score - centre`.
     pub gain: f32,
+    /// The deep score that shifts nothing (`feedback.centre`, default 0.5): a deep tier
+    /// whose verdicts run low (a probe fitted at a low fraud rate) sets it where its
+    /// verdicts separate fraud from the rest on validation data, so that a typical
+    /// legitimate verdict does not loosen the thresholds.
+    pub centre: f32,
     /// Largest shift either way.
     pub max_shift: f32,
     /// How long (event time) a verdict keeps affecting the entity.
@@ -201,6 +207,7 @@ impl Default for FeedbackConfig {
     fn default() -> Self {
         Self {
             gain: 0.5,
+            centre: 0.5,
             max_shift: 0.2,
             ttl: Duration::from_secs(24 * 3600),
             max_entities: 1_000_000,
@@ -210,9 +217,10 @@ impl Default for FeedbackConfig {
 }
 
 impl FeedbackConfig {
-    /// The threshold shift for a deep score.
+    /// The threshold shift for a deep score: `gain · (deep_score − centre)`, at most
+    /// `max_shift` either way.
     pub fn shift(&self, deep_score: f32) -> f32 {
-        (self.gain * (deep_score - 0.5)).clamp(-self.max_shift, self.max_shift)
+        (self.gain * (deep_score - self.centre)).clamp(-self.max_shift, self.max_shift)
     }
 }
 
@@ -344,6 +352,7 @@ impl EngineConfig {
             ));
         }
         unit("feedback.max_shift", f.max_shift)?;
+        unit("feedback.centre", f.centre)?;
         if f.ttl.is_zero() {
             return Err(ConfigError::invalid("feedback.ttl_ms", "must be positive"));
         }

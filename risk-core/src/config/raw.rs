@@ -135,6 +135,7 @@ pub(crate) struct RawCircuit {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawFeedback {
     pub gain: Option<f32>,
+    pub centre: Option<f32>,
     pub max_shift: Option<f32>,
     pub ttl_ms: Option<f64>,
     pub max_entities: Option<i64>,
@@ -285,6 +286,7 @@ impl RawFile {
             },
             feedback: FeedbackConfig {
                 gain: f.gain.unwrap_or(d.feedback.gain),
+                centre: f.centre.unwrap_or(d.feedback.centre),
                 max_shift: f.max_shift.unwrap_or(d.feedback.max_shift),
                 ttl: ms("feedback.ttl_ms", f.ttl_ms, d.feedback.ttl)?,
                 max_entities: count(

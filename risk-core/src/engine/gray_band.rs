@@ -91,6 +91,8 @@ pub(crate) struct BudgetBand {
     band: AtomicU64,
     /// The window's total, as f64 bits (for the view).
     total: AtomicU64,
+    /// The refresh thread, woken at shutdown.
+    thread: Mutex<Option<std::thread::Thread>>,
 }
 
 impl BudgetBand {
@@ -104,12 +106,20 @@ impl BudgetBand {
             }),
             band: AtomicU64::new(0),
             total: AtomicU64::new(0),
+            thread: Mutex::new(None),
         }
     }
 
     /// The refresh interval.
     pub(crate) fn refresh_every(&self) -> std::time::Duration {
         self.cfg.refresh
+    }
+
+    /// Wakes the refresh thread (at shutdown, so that it ends now, not an interval later).
+    pub(crate) fn wake(&self) {
+        if let Some(t) = self.thread.lock().as_ref() {
+            t.unpark();
+        }
     }
 
     /// Counts one fast score (decide path).
@@ -172,23 +182,25 @@ impl BudgetBand {
 
 impl Inner {
     /// Starts the thread that refreshes the budget band (with `gray.budget` and a deep
-    /// tier); it ends when the engine shuts down or is dropped.
+    /// tier); it ends at shutdown (woken), or within an interval of the engine's drop.
     pub(super) fn start_gray_band(me: &Arc<Inner>) -> std::io::Result<()> {
         let Some(b) = &me.gray_band else {
             return Ok(());
         };
         let every = b.refresh_every();
         let weak: Weak<Inner> = Arc::downgrade(me);
-        std::thread::Builder::new()
+        let h = std::thread::Builder::new()
             .name("risk-gray-band".into())
             .spawn(move || loop {
-                std::thread::sleep(every);
+                // Woken early at shutdown (or spuriously: then it refreshes early).
+                std::thread::park_timeout(every);
                 let Some(inner) = weak.upgrade() else { return };
                 if inner.shut.load(Relaxed) {
                     return;
                 }
                 inner.refresh_gray_band();
             })?;
+        *b.thread.lock() = Some(h.thread().clone());
         Ok(())
     }
 

@@ -317,6 +317,9 @@ impl Engine {
             }),
         };
         i.deploy.shutdown(&i.routing);
+        if let Some(b) = &i.gray_band {
+            b.wake();
+        }
         if let Some(p) = i.fast.pool.get() {
             p.shutdown();
         }
