@@ -9,6 +9,7 @@
 //! `--raw`: one column per schema slot holding the exact `f32` a model sees (category ids,
 //! empty = missing), then `is_fraud`: what the training scripts read, so a model trained
 //! on it sees the very values the engine passes at serving time.
+//! `--realistic`: the realistic preset (`SynthConfig::realistic`) instead of the easy one.
 //! `--sequences` (with `--raw`): also the `card_seq` sequence of every row
 //! (`synth::sequence_def()`, computed by entity state with the features) as
 //! `OUT.seq.f32` (rows × N × F little-endian f32, padding 0) and `OUT.seqlen.u32` (rows
@@ -21,9 +22,16 @@ use std::io::{BufWriter, Write};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 4 {
-        return Err("usage: export_synth OUT.csv ROWS SEED [--raw]".into());
+        return Err(
+            "usage: export_synth OUT.csv ROWS SEED [--raw] [--realistic] [--sequences]".into(),
+        );
     }
-    let cfg = SynthConfig::new(args[3].parse()?, args[2].parse()?);
+    let (seed, n) = (args[3].parse()?, args[2].parse()?);
+    let cfg = if args.iter().any(|a| a == "--realistic") {
+        SynthConfig::realistic(seed, n)
+    } else {
+        SynthConfig::new(seed, n)
+    };
     let sequences = args.iter().any(|a| a == "--sequences");
     let rows = if sequences {
         let mut rows = generate_raw(&cfg);

@@ -5,7 +5,7 @@
 use super::rng::Rng;
 use super::{
     mcc_index, merchant_for, Card, Event, Scenario, SynthConfig, COUNTRIES, DAY_MS,
-    HIGH_RISK_COUNTRIES, MCCS,
+    HIGH_RISK_COUNTRIES, MCCS, NO_LABEL,
 };
 use crate::txn::Channel;
 
@@ -45,6 +45,8 @@ fn card_testing(rng: &mut Rng, c: &Card, card: usize, t0: i64, events: &mut Vec<
             device,
             merchant: merchant_for(rng, mcc),
             scenario: Scenario::CardTesting,
+            label_at: NO_LABEL,
+            email: 0,
         });
     }
     if rng.chance(0.6) {
@@ -59,6 +61,8 @@ fn card_testing(rng: &mut Rng, c: &Card, card: usize, t0: i64, events: &mut Vec<
             device,
             merchant: merchant_for(rng, mcc),
             scenario: Scenario::CardTesting,
+            label_at: NO_LABEL,
+            email: 0,
         });
     }
 }
@@ -91,6 +95,8 @@ fn account_takeover(rng: &mut Rng, c: &Card, card: usize, t0: i64, events: &mut 
             device,
             merchant: merchant_for(rng, mcc),
             scenario: Scenario::AccountTakeover,
+            label_at: NO_LABEL,
+            email: 0,
         });
         t += rng.range(60_000.0, 1_200_000.0) as i64;
     }
@@ -120,6 +126,8 @@ fn compromised_terminal(
             device: 0,
             merchant,
             scenario: Scenario::CompromisedTerminal,
+            label_at: NO_LABEL,
+            email: 0,
         });
     }
 }
@@ -150,6 +158,8 @@ fn velocity_spike(rng: &mut Rng, c: &Card, card: usize, t0: i64, events: &mut Ve
             device: 0,
             merchant: merchant_for(rng, mcc),
             scenario: Scenario::VelocitySpike,
+            label_at: NO_LABEL,
+            email: 0,
         });
     }
 }

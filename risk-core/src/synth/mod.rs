@@ -49,7 +49,9 @@
 //! `NaN`.
 
 mod csv;
+mod featurize;
 mod fraud;
+pub mod realistic;
 mod rng;
 mod text;
 mod traffic;
@@ -65,7 +67,6 @@ use crate::state::{
     Agg, Current, FeatureDef, Filter, KeySource, SequenceDef, StateConfig, StateEngine,
 };
 use crate::txn::{Channel, Transaction};
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -264,6 +265,20 @@ pub enum Scenario {
     CompromisedTerminal,
     /// Cloned-card spree.
     VelocitySpike,
+    /// Realistic preset: a compromised card used over days (see [`realistic`]).
+    CompromisedCard,
+    /// Realistic preset: a terminal charging cloned cards over weeks.
+    TerminalSkim,
+    /// Realistic preset: scripted in-app enumeration, only after the drift start.
+    AppEnumeration,
+    /// Realistic preset, history only: a taken-over account shopping low and slow.
+    LowSlowTakeover,
+    /// Realistic preset, history only: transfers to a new beneficiary, escalating.
+    MuleChain,
+    /// Realistic preset, history only: cash-out merchants known by their descriptor.
+    CashOut,
+    /// Realistic preset, history only: a device and e-mail seen in confirmed fraud.
+    SharedIdentity,
 }
 
 impl Scenario {
@@ -275,6 +290,57 @@ impl Scenario {
             Scenario::AccountTakeover => "account_takeover",
             Scenario::CompromisedTerminal => "compromised_terminal",
             Scenario::VelocitySpike => "velocity_spike",
+            Scenario::CompromisedCard => "compromised_card",
+            Scenario::TerminalSkim => "terminal_skim",
+            Scenario::AppEnumeration => "app_enumeration",
+            Scenario::LowSlowTakeover => "low_slow_takeover",
+            Scenario::MuleChain => "mule_chain",
+            Scenario::CashOut => "cash_out",
+            Scenario::SharedIdentity => "shared_identity",
+        }
+    }
+
+    /// Whether the scenario is one the fast features cannot see on one row: only the
+    /// entity's history (merchant mix, hours, beneficiaries), text meaning or a link to
+    /// confirmed fraud reveals it.
+    pub fn history_only(self) -> bool {
+        matches!(
+            self,
+            Scenario::LowSlowTakeover
+                | Scenario::MuleChain
+                | Scenario::CashOut
+                | Scenario::SharedIdentity
+        )
+    }
+}
+
+/// Which generator [`generate`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Preset {
+    /// Short bursts the velocity features catch directly; labels known at once
+    /// (tests, benchmarks and the committed models are trained on it).
+    #[default]
+    Easy,
+    /// Fraud a fast model only partly sees, look-alikes, label delay and drift
+    /// ([`realistic`]).
+    Realistic,
+}
+
+impl Preset {
+    /// Parses `easy` or `realistic`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "easy" => Some(Preset::Easy),
+            "realistic" => Some(Preset::Realistic),
+            _ => None,
+        }
+    }
+
+    /// `easy` or `realistic`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preset::Easy => "easy",
+            Preset::Realistic => "realistic",
         }
     }
 }
@@ -294,6 +360,8 @@ pub struct SynthConfig {
     pub start_ms: i64,
     /// Target share of fraudulent transactions.
     pub fraud_rate: f64,
+    /// Which generator runs.
+    pub preset: Preset,
 }
 
 impl SynthConfig {
@@ -306,6 +374,19 @@ impl SynthConfig {
             days: 30,
             start_ms: 1_767_571_200_000,
             fraud_rate: 0.02,
+            preset: Preset::Easy,
+        }
+    }
+
+    /// Defaults of the [`realistic`] preset for `n` transactions: 120 days, a card per
+    /// 40 transactions (about one every three days), fraud 0.3% of transactions.
+    pub fn realistic(seed: u64, n: usize) -> Self {
+        Self {
+            cards: (n / 40).max(50),
+            days: 120,
+            fraud_rate: 0.003,
+            preset: Preset::Realistic,
+            ..Self::new(seed, n)
         }
     }
 }
@@ -321,6 +402,10 @@ pub struct Labeled {
     pub scenario: Scenario,
     /// Merchant terminal id.
     pub merchant: u32,
+    /// When the fraud label arrives (a chargeback or the cardholder's report), ms since
+    /// the epoch: at the transaction itself in the easy preset, after a delay in the
+    /// realistic one; `None` for legitimate rows and for fraud never reported.
+    pub label_time_ms: Option<i64>,
 }
 
 struct Card {
@@ -343,7 +428,14 @@ struct Event {
     device: u64,
     merchant: u32,
     scenario: Scenario,
+    /// When the label arrives; [`NO_LABEL`] for none.
+    label_at: i64,
+    /// Account e-mail key (realistic preset); 0 = the card's own.
+    email: u64,
 }
+
+/// `Event::label_at` of a row whose label never arrives.
+const NO_LABEL: i64 = i64::MIN;
 
 const HOUR_MS: i64 = 3_600_000;
 const DAY_MS: i64 = 24 * HOUR_MS;
@@ -403,76 +495,16 @@ pub fn generate_raw(cfg: &SynthConfig) -> Vec<Labeled> {
         })
         .collect();
     let mut events: Vec<Event> = Vec::with_capacity(cfg.transactions + 32);
-    fraud::inject(&mut rng, cfg, &cards, &mut events);
-    traffic::normal(&mut rng, cfg, &cards, &mut events);
+    match cfg.preset {
+        Preset::Easy => {
+            fraud::inject(&mut rng, cfg, &cards, &mut events);
+            traffic::normal(&mut rng, cfg, &cards, &mut events);
+        }
+        Preset::Realistic => realistic::events(&mut rng, cfg, &cards, &mut events),
+    }
     events.truncate(cfg.transactions);
     events.sort_by_key(|e| (e.t, e.card));
-    featurize(cfg, &cards, &events)
-}
-
-fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> Vec<Labeled> {
-    let schema = schema();
-    // Devices each card has used so far (the caller's device-binding knowledge).
-    let mut devices: HashMap<usize, HashSet<u64>> = HashMap::new();
-    let mut out = Vec::with_capacity(events.len());
-    for (i, e) in events.iter().enumerate() {
-        let c = &cards[e.card];
-        let known = devices
-            .entry(e.card)
-            .or_insert_with(|| c.devices.iter().copied().collect());
-        let device_new = match e.channel {
-            Channel::Ecom | Channel::App => (!known.contains(&e.device)) as u8 as f32,
-            _ => f32::NAN,
-        };
-        let country = COUNTRIES[e.country];
-        let b = Transaction::builder(&schema)
-            .id(i as u64 + 1)
-            .entity(e.card as u64 + 1)
-            .timestamp_ms(e.t)
-            .amount(e.amount, currency_of(country))
-            .mcc(MCCS[e.mcc].0)
-            .country(country)
-            .channel(e.channel)
-            .device(e.device)
-            .merchant(&terminal_id(e.merchant))
-            .numeric("hour", ((e.t.rem_euclid(DAY_MS)) / HOUR_MS) as f32)
-            .numeric("is_foreign", (e.country != c.home) as u8 as f32)
-            .numeric(
-                "card_age_days",
-                (c.opened_days_ago + (e.t - cfg.start_ms) as f64 / DAY_MS as f64) as f32,
-            )
-            .numeric(
-                "high_risk_country",
-                HIGH_RISK_COUNTRIES.contains(&country) as u8 as f32,
-            );
-        let mut b = if device_new.is_nan() {
-            b
-        } else {
-            b.numeric("device_new", device_new)
-        };
-        for (name, value) in text::text_fields(&text::TextInput {
-            seed: cfg.seed,
-            row: i as u64,
-            card: e.card as u64,
-            merchant: e.merchant,
-            mcc: e.mcc,
-            channel: e.channel,
-            scenario: e.scenario,
-        }) {
-            b = b.text(name, &value);
-        }
-        let txn = b.build().expect("generated transactions are valid");
-        out.push(Labeled {
-            txn,
-            is_fraud: e.scenario != Scenario::Normal,
-            scenario: e.scenario,
-            merchant: e.merchant,
-        });
-        if e.device != 0 {
-            known.insert(e.device);
-        }
-    }
-    out
+    featurize::featurize(cfg, &cards, &events)
 }
 
 #[cfg(test)]

@@ -119,6 +119,8 @@ pub(super) struct TextInput {
     pub mcc: usize,
     pub channel: Channel,
     pub scenario: Scenario,
+    /// The realistic preset's fields ([`realistic_fields`]).
+    pub realistic: bool,
 }
 
 /// The text fields of one transaction: `(name, value)`; online channels carry all
@@ -126,8 +128,11 @@ pub(super) struct TextInput {
 /// (seeded by the row), so adding them left every other generated value unchanged.
 pub(super) fn text_fields(i: &TextInput) -> Vec<(&'static str, String)> {
     let mut rng = Rng::new(mix(i.seed ^ 0x007E_57F1_E1D5, i.row));
-    let fraud = i.scenario != Scenario::Normal;
     let m = mix(i.merchant as u64, 0x4D45_5243);
+    if i.realistic {
+        return realistic_fields(i, &mut rng, m);
+    }
+    let fraud = i.scenario != Scenario::Normal;
     let descriptor = if rng.chance(if fraud { 0.35 } else { 0.006 }) {
         RISKY[rng.below(RISKY.len() as u64) as usize].to_owned()
     } else {
@@ -143,14 +148,27 @@ pub(super) fn text_fields(i: &TextInput) -> Vec<(&'static str, String)> {
         )
     };
     let mut out = vec![(MERCHANT_DESCRIPTOR, descriptor)];
+    online_fields(i, &mut rng, fraud, fraud, &mut out);
+    out
+}
+
+/// User agent and e-mail domain of online channels: automation / stale agents and
+/// disposable domains with probability 0.4 where `bot` (0.01 / 0.015 otherwise).
+fn online_fields(
+    i: &TextInput,
+    rng: &mut Rng,
+    bot_agent: bool,
+    disposable: bool,
+    out: &mut Vec<(&'static str, String)>,
+) {
     if matches!(i.channel, Channel::Ecom | Channel::App) {
         let c = mix(i.card, 0x5541);
-        let agent = if rng.chance(if fraud { 0.4 } else { 0.01 }) {
+        let agent = if rng.chance(if bot_agent { 0.4 } else { 0.01 }) {
             BOT_AGENTS[rng.below(BOT_AGENTS.len() as u64) as usize]
         } else {
             AGENTS[(c >> 8) as usize % AGENTS.len()]
         };
-        let domain = if rng.chance(if fraud { 0.4 } else { 0.015 }) {
+        let domain = if rng.chance(if disposable { 0.4 } else { 0.015 }) {
             DISPOSABLE[rng.below(DISPOSABLE.len() as u64) as usize]
         } else {
             DOMAINS[(c >> 20) as usize % DOMAINS.len()]
@@ -158,5 +176,80 @@ pub(super) fn text_fields(i: &TextInput) -> Vec<(&'static str, String)> {
         out.push((USER_AGENT, agent.to_owned()));
         out.push((EMAIL_DOMAIN, domain.to_owned()));
     }
+}
+
+/// Descriptors of cash-out merchants in the realistic preset: gift cards, prepaid
+/// reloads, crypto on-ramps, remittance and resale, in words that mostly share nothing
+/// with each other. Their meaning carries the signal; legitimate cardholders buy there
+/// too (more in the gift-card season).
+const CASH_OUT: [&str; 16] = [
+    "GIFTCARDMALL*CARDS",
+    "RAISE.COM MARKETPLACE",
+    "CARDCASH EXCHANGE",
+    "BTC*XCHANGE TOPUP",
+    "COINFLIP*BITCOIN",
+    "MOONPAY *ONRAMP",
+    "PAXFUL*PURCHASE",
+    "NETSPEND RELOAD",
+    "GREEN DOT*RELOADIT",
+    "VANILLA PREPAID ONLINE",
+    "MOBILE RELOAD*VOUCHER",
+    "REMITLY*SEND",
+    "WU *MONEY TRANSFER",
+    "SQ *ELECTRONICS RESALE",
+    "GAMEFLIP*MARKET",
+    "G2A.COM KEYS",
+];
+/// Peer-to-peer transfer services (the realistic preset's beneficiaries).
+const P2P: [&str; 5] = [
+    "ZELLE TO",
+    "VENMO *",
+    "CASH APP*",
+    "PAYPAL *P2P",
+    "REVOLUT*TO",
+];
+const PAYEES: [&str; 12] = [
+    "J SMITH",
+    "M GARCIA",
+    "A KOWALSKI",
+    "L CHEN",
+    "R PATEL",
+    "S MUELLER",
+    "K OKAFOR",
+    "D IVANOV",
+    "P ROSSI",
+    "T NGUYEN",
+    "E DUBOIS",
+    "H TANAKA",
+];
+
+/// The realistic preset's text: cash-out and transfer merchants by their terminal
+/// range (the signal lives in what the descriptor means, not in the scenario), bots
+/// and disposable e-mail mostly in scripted attacks (card testing, enumeration).
+fn realistic_fields(i: &TextInput, rng: &mut Rng, m: u64) -> Vec<(&'static str, String)> {
+    use super::realistic::{is_cash_out, is_p2p};
+    let descriptor = if is_cash_out(i.merchant) {
+        CASH_OUT[(m >> 12) as usize % CASH_OUT.len()].to_owned()
+    } else if is_p2p(i.merchant) {
+        format!(
+            "{} {}",
+            P2P[(m >> 8) as usize % P2P.len()],
+            PAYEES[(m >> 20) as usize % PAYEES.len()]
+        )
+    } else {
+        let names = NAMES[i.mcc.min(MCCS.len() - 1)];
+        let (city, st) = CITIES[(m >> 8) as usize % CITIES.len()];
+        format!(
+            "{}{} {:04} {} {}",
+            PREFIXES[(m >> 16) as usize % PREFIXES.len()],
+            names[(m >> 24) as usize % names.len()],
+            i.merchant % 10_000,
+            city,
+            st
+        )
+    };
+    let mut out = vec![(MERCHANT_DESCRIPTOR, descriptor)];
+    let scripted = matches!(i.scenario, Scenario::CardTesting | Scenario::AppEnumeration);
+    online_fields(i, rng, scripted, scripted, &mut out);
     out
 }

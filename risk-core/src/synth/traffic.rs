@@ -4,6 +4,7 @@
 use super::rng::Rng;
 use super::{
     diurnal, merchant_for, Card, Event, Scenario, SynthConfig, COUNTRIES, DAY_MS, HOUR_MS, MCCS,
+    NO_LABEL,
 };
 use crate::txn::Channel;
 
@@ -76,6 +77,8 @@ pub(super) fn normal(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
             device,
             merchant: merchant_for(rng, mcc),
             scenario: Scenario::Normal,
+            label_at: NO_LABEL,
+            email: 0,
         };
         if MCCS[mcc].0 == 4111 && rng.chance(0.3) {
             transit_burst = 2 + rng.below(4);
