@@ -1,6 +1,6 @@
 //! `risk.synth`: the SDK's synthetic transaction stream (`risk_core::synth`: cards,
-//! terminals, five fraud scenarios over 30 days) as an Arrow table, for notebooks,
-//! tests and benchmarks that need realistic rows without a data set.
+//! terminals and labelled fraud scenarios; the easy preset or the realistic one) as an
+//! Arrow table, for notebooks, tests and benchmarks that need rows without a data set.
 
 use arrow_array::builder::{
     BooleanBuilder, Float32Builder, Float64Builder, StringBuilder, StringDictionaryBuilder,
@@ -12,7 +12,7 @@ use arrow_schema::{DataType, Field, Schema, TimeUnit};
 use pyo3::prelude::*;
 use pyo3_arrow::PyTable;
 use risk_core::schema::FieldKind;
-use risk_core::synth::{self as gen, SynthConfig};
+use risk_core::synth::{self as gen, Preset, SynthConfig};
 use std::sync::Arc;
 
 /// Fields written from the transaction's typed fields, not from its feature slots.
@@ -24,35 +24,52 @@ const MAX_ROWS: usize = 20_000_000;
 /// Generates `n` synthetic transactions (deterministic for a `seed`) as a pyarrow
 /// Table: `id`, `entity`, `time` (timestamp, ms, UTC), `device`, `merchant` (terminal id),
 /// `amount`, `currency`, `mcc`, `country`, `channel`, every feature of the example schema,
-/// then `is_fraud` and `scenario`. `raw=True` leaves the velocity features (those entity
-/// state computes) null, as a processor's raw log would have them; otherwise they hold
-/// what entity state computed in event order. Rows are in event-time order.
+/// then `is_fraud`, `scenario` and `label_time` (when the fraud label arrives; null for
+/// legitimate rows and for fraud never reported). `raw=True` leaves the velocity
+/// features (those entity state computes) null, as a processor's raw log would have
+/// them; otherwise they hold what entity state computed in event order. Rows are in
+/// event-time order.
+///
+/// `preset="easy"` (30 days, 2% fraud in short bursts, labels at once) or
+/// `"realistic"` (120 days, 0.3% fraud a fast model sees only in part, look-alikes,
+/// label delay, drift: `risk_core::synth::realistic`); `days` and `fraud_rate`
+/// override the preset's.
 ///
 /// >>> frame = risk.synth(100_000, seed=7)
+/// >>> hard = risk.synth(1_000_000, preset="realistic")
 #[pyfunction]
-#[pyo3(signature = (n, seed=0, raw=false, days=30, fraud_rate=0.02))]
+#[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy"))]
 pub fn synth<'py>(
     py: Python<'py>,
     n: usize,
     seed: u64,
     raw: bool,
-    days: u32,
-    fraud_rate: f64,
+    days: Option<u32>,
+    fraud_rate: Option<f64>,
+    preset: &str,
 ) -> PyResult<Bound<'py, PyAny>> {
+    let Some(preset) = Preset::parse(preset) else {
+        return Err(crate::errors::input(format!(
+            "preset = {preset:?}: expected \"easy\" or \"realistic\""
+        )));
+    };
     if n > MAX_ROWS {
         return Err(crate::errors::input(format!(
             "n = {n}: at most {MAX_ROWS} rows a call"
         )));
     }
-    if days == 0 || !(0.0..=1.0).contains(&fraud_rate) {
+    let mut cfg = match preset {
+        Preset::Easy => SynthConfig::new(seed, n),
+        Preset::Realistic => SynthConfig::realistic(seed, n),
+    };
+    cfg.days = days.unwrap_or(cfg.days);
+    cfg.fraud_rate = fraud_rate.unwrap_or(cfg.fraud_rate);
+    if cfg.days == 0 || !(0.0..=1.0).contains(&cfg.fraud_rate) {
         return Err(crate::errors::input(
             "days must be at least 1 and fraud_rate within [0, 1]",
         ));
     }
     let batch = py.detach(|| {
-        let mut cfg = SynthConfig::new(seed, n);
-        cfg.days = days;
-        cfg.fraud_rate = fraud_rate;
         let rows = if raw {
             gen::generate_raw(&cfg)
         } else {
@@ -89,6 +106,7 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
         .collect();
     let mut fraud = BooleanBuilder::with_capacity(n);
     let mut scenario = StringDictionaryBuilder::<Int16Type>::new();
+    let mut label_time = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
     for r in rows {
         let t = &r.txn;
         id.append_value(t.id.0);
@@ -113,6 +131,7 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
         }
         fraud.append_value(r.is_fraud);
         scenario.append_value(r.scenario.as_str());
+        label_time.append_option(r.label_time_ms);
     }
     let dict = || DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8));
     let mut fields = vec![
@@ -151,5 +170,11 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
     cols.push(Arc::new(fraud.finish()));
     fields.push(Field::new("scenario", dict(), false));
     cols.push(Arc::new(scenario.finish()));
+    fields.push(Field::new(
+        "label_time",
+        DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())),
+        true,
+    ));
+    cols.push(Arc::new(label_time.finish()));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).expect("columns built to the schema")
 }
