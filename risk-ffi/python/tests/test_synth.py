@@ -30,3 +30,20 @@ def test_bad_arguments():
         risk.synth(10, days=0)
     with pytest.raises(risk.InputError):
         risk.synth(10, fraud_rate=2.0)
+    with pytest.raises(risk.InputError, match="preset"):
+        risk.synth(10, preset="hard")
+    with pytest.raises(risk.InputError):
+        risk.synth(10, preset="realistic", days=0)
+
+
+def test_realistic_preset_defaults_and_overrides():
+    t = risk.synth(50_000, seed=4, preset="realistic")
+    ms = t.column("time").cast(pa.int64()).to_numpy()
+    assert 100 < (ms[-1] - ms[0]) / 86_400_000 <= 120
+    assert "label_time" in t.column_names
+    rate = pa.compute.mean(t.column("is_fraud").cast(pa.float64())).as_py()
+    assert 0.001 < rate < 0.006
+    more = risk.synth(50_000, seed=4, preset="realistic", fraud_rate=0.03, days=60)
+    rate = pa.compute.mean(more.column("is_fraud").cast(pa.float64())).as_py()
+    assert 0.02 < rate < 0.04
+    assert set(more.column("scenario").to_pylist()) >= {"low_slow_takeover", "mule_chain"}

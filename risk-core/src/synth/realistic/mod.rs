@@ -4,50 +4,64 @@
 //! Built so that tiered inference has something to earn: on the easy preset every
 //! fraud is a short burst the velocity features catch on one row. Defaults
 //! ([`SynthConfig::realistic`](super::SynthConfig::realistic)): 120 days, a card per 40
-//! transactions, fraud 0.3% of transactions (the knob takes 0.1–3.5%).
+//! transactions, fraud 0.3% of transactions (`fraud_rate`; 0.1–3.5% keeps the shape).
+//! Same schema, entity state and text fields as the easy preset: models and engines
+//! run on either.
 //!
-//! ## Legitimate traffic ([`habits`])
+//! **Realism check** (`risk-ffi/python/tests/test_realism.py`): XGBoost on the
+//! SDK-computed features, trained on days 0–60 and tested from day 67, must land at
+//! AUPRC 0.2–0.5 and recall at 1% FPR 0.4–0.7, where published card data puts such
+//! models; the test fails outside. Figures in BENCHMARKS.md.
+//!
+//! ## Legitimate traffic (`habits.rs`)
 //! Each card keeps its own habits: a merchant-category mix (about a third of the
 //! categories never used, the rest weighted around the population's mix), a daily
-//! rhythm shifted by up to three hours (6% are night owls with a flat one), one or two
-//! devices, a typical amount and an account e-mail. Occasional large purchases (1%),
-//! new devices (3% of online), single foreign transactions (0.5%) and transit bursts.
+//! rhythm shifted by a normal number of hours (σ 3; 6% are night owls with a flatter
+//! one), one or two devices, a typical amount and an account e-mail. Occasional large
+//! purchases (1%), new devices (3% of online), single foreign transactions (0.5%) and
+//! transit bursts.
 //!
-//! ## Fraud visible on one row, in part ([`episodes`])
-//! - **compromised_card** (26% of fraud rows): card details used for 1–4 days, 2–8
-//!   charges at 3× the card's typical amount (log-normal, wide), resellable categories
-//!   and cash; 45% abroad; online ones from the fraudster's device.
-//! - **card_testing** (13%): 3–12 charges of $0.50–3 on digital goods within minutes from
-//!   a new device, half followed by a larger charge within days.
-//! - **terminal_skim** (12%): a small terminal runs charges on cloned cards for 1–4
-//!   weeks, 1–3 a day, at late hours and mid-to-high amounts.
-//! - **app_enumeration** (11%): scripted in-app charges of $5–15 (above the small-amount
-//!   filter) on a victim card within half an hour; **drift**: it only starts at
-//!   [`DRIFT_FROM`] of the period, after any training cut before it.
+//! ## Fraud visible on one row, in part (`episodes.rs`; 67% of fraud rows)
+//! - **compromised_card** (33%): card details used over 1–4 days, 2–8 charges around 4×
+//!   the card's typical amount (log-normal, σ 0.7), resellable categories and cash; 55%
+//!   abroad; online ones from the fraudster's device and e-mail.
+//! - **card_testing** (13%): 3–12 charges of $0.50–3 on digital goods within minutes
+//!   from a new device, half followed by a larger charge within days (often at a
+//!   cash-out merchant).
+//! - **terminal_skim** (14%): a little-used terminal runs cloned cards for 1–4 weeks,
+//!   0–4 a night in one sitting, around $300.
+//! - **app_enumeration** (7%): scripted in-app charges of $5–15 (above the
+//!   small-amount filter) on a victim card within half an hour; **drift**: it only
+//!   starts at [`DRIFT_FROM`] of the period, after any training cut before it.
 //!
-//! ## Fraud only history reveals ([`hidden`]; 38% of fraud rows)
-//! - **low_slow_takeover** (14%): a taken-over account shops for 30–90 days at a few
-//!   purchases a week, from one new device (new on its first row only), at the card's
-//!   night hours, in resellable categories the card rarely used, amounts creeping up
-//!   from its usual ones; the cardholder's own traffic goes on beside it.
-//! - **mule_chain** (10%): the cardholder, scammed, pays a new beneficiary (one of a
-//!   few dozen mule accounts, which receive from many victims) 3–7 times over up to two
-//!   weeks, each transfer about 1.5× the one before, from their own device.
-//! - **cash_out** (7%): stolen credentials buy at cash-out merchants (gift cards,
-//!   reloads, crypto on-ramps): ordinary categories and amounts; only what the
-//!   descriptor means, and that the card never shopped there, tell.
-//! - **shared_identity** (7%): a device and e-mail seen in an earlier fraud on another
-//!   card come back on a new victim, a few ordinary online purchases.
+//! ## Fraud only history reveals (`hidden.rs`; 33% of fraud rows)
+//! - **low_slow_takeover** (12%): a taken-over account shops for 30–90 days, one to a
+//!   few times a week, from one new device (new on its first row only), at hours
+//!   ordinary for the population but not for the card, in resellable categories the
+//!   card rarely used, amounts creeping to 1.6× its usual ones; the cardholder's own
+//!   traffic goes on beside it.
+//! - **mule_chain** (8%): the cardholder, scammed, pays a new beneficiary (one of 40
+//!   mule accounts, which receive from many victims) 3–7 times over up to two weeks,
+//!   each transfer about 1.25× the one before, from their own device.
+//! - **cash_out** (7%): stolen credentials (the card's own device 85% of the time: a
+//!   hijacked session) buy at cash-out merchants (gift cards, reloads, crypto
+//!   on-ramps): ordinary categories, amounts and hours; only what the descriptor means,
+//!   and that the card never shopped there, tell.
+//! - **shared_identity** (6%): a device and e-mail seen in an earlier fraud on another
+//!   card come back 2–30 days later on a new victim: a few ordinary online purchases.
 //!
-//! ## Legitimate look-alikes ([`lookalikes`])
-//! At 5–20× each pattern's fraud volume: travellers abroad for days, sometimes on a new
-//! device (10× compromised_card); in-app purchase bursts (8× card_testing); new habits
-//! from a new device at night in digital categories, with no creep (6×
-//! low_slow_takeover); new payees paid the same large amount repeatedly (rent, family;
-//! 15× mule_chain); gift cards and reloads bought by their cardholders, three times as
-//! many in a season in the middle of the period (12× cash_out).
+//! ## Legitimate look-alikes (`lookalikes.rs`)
+//! At 6–15× each pattern's fraud volume: trips abroad of 2–10 days, sometimes on a new
+//! device (10× compromised_card); in-app purchase bursts (8× card_testing); a new
+//! device buying digital goods at hours unusual for the card, with no creep (6×
+//! low_slow_takeover); new payees paid about the same amount a week to a month apart
+//! (rent, family; 15× mule_chain); gift cards and reloads bought by their cardholders,
+//! three times as many in a season in the middle of the period (12× cash_out).
 //!
-//! ## Labels ([`labels`])
+//! Episodes start uniformly over the period extended back by their length, so fraud
+//! and look-alikes are as dense at its start as at its end.
+//!
+//! ## Labels (`labels.rs`)
 //! Fraud is labelled when its episode is reported: a delay drawn per episode,
 //! log-normal with median 7 days and σ 1.14 (90% by 30 days), capped at 120 days; 7%
 //! of episodes are never reported (`label_time_ms = None`, like legitimate rows).
