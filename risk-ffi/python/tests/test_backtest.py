@@ -104,6 +104,25 @@ def test_a_label_reaches_the_features_when_it_became_known(label_engine):
         label_engine.replay(rows, labels=lab, label_delay_ms=1)
 
 
+def test_labels_from_a_label_time_column(label_engine):
+    rows = card_rows()
+    t0 = rows.column("time")[0].value
+    # the fraud's label arrives a day and an hour after it: rows of days 2-4 see it
+    at = pa.array([t0 + DAY_MS + 3_600_000, None, None, None, None], pa.timestamp("ms", tz="UTC"))
+    bt = risk.backtest(label_engine, rows.append_column("label_time", at), labels="label_time")
+    assert fired(bt.decisions) == [False, False, True, True, True]
+    assert bt.report["labels_fed"] == 1
+    # never labelled (null): nothing fires; a legitimate row's time is ignored
+    never = pa.array([None, t0 + DAY_MS, None, None, None], pa.timestamp("ms", tz="UTC"))
+    bt = risk.backtest(label_engine, rows.append_column("label_time", never), labels="label_time")
+    assert fired(bt.decisions) == [False] * 5
+    assert bt.report["labels_fed"] == 0
+    with pytest.raises(risk.InputError, match="label_time"):
+        risk.backtest(label_engine, rows, labels="label_time")
+    with pytest.raises(risk.RiskTypeError, match="timestamps"):
+        risk.backtest(label_engine, rows.append_column("label_time", pa.array([1] * 5)), labels="label_time")
+
+
 def test_time_going_backwards_is_refused(raw_frame):
     # Swap the first two rows whose times differ: the second of them goes backwards.
     t = raw_frame.column("time").cast(pa.int64()).to_pylist()

@@ -67,6 +67,25 @@ def _delay_ms(d: Any) -> int | None:
     raise RiskTypeError("label_delay is a datetime.timedelta or integer milliseconds")
 
 
+def _labels_from_column(t: pa.Table, column: str, y: np.ndarray) -> pa.Table:
+    """The labels table (``id``, ``time``, ``fraud``) of the frauds whose arrival time
+    ``column`` holds (null: never labelled), each at least 1 ms after its row."""
+    if column not in t.column_names:
+        raise InputError(f"missing label-time column {column!r}")
+    col = t.column(column)
+    if not pa.types.is_timestamp(col.type):
+        raise RiskTypeError(f"label-time column {column!r} has type {col.type}; it needs timestamps")
+    known = col.is_valid().to_numpy(zero_copy_only=False) & y
+    at = col.cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+    row = t.column("time").cast(pa.timestamp("ms")).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    when = np.maximum(at[known], row[known] + 1)
+    return pa.table({
+        "id": t.column("id").filter(pa.array(known)),
+        "time": pa.array(when, pa.timestamp("ms", tz="UTC")),
+        "fraud": pa.array(np.ones(int(known.sum()), dtype=bool)),
+    })
+
+
 def _labels(t: pa.Table, label: str) -> np.ndarray:
     if label not in t.column_names:
         raise InputError(f"missing label column {label!r}: the report needs the truth")
@@ -189,8 +208,10 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     or "amount"), and per-rule hits and precision (``Backtest.rules``).
 
     Labels reach entity state (``fraud_count`` / ``fraud_rate`` features) ``label_delay``
-    after their transaction (a ``timedelta`` or ms), or at the times of ``labels`` (a table
-    of ``id``, ``time``, ``fraud``); without either, none does. The report's truth is the
+    after their transaction (a ``timedelta`` or ms), or at the times of ``labels``: a table
+    of ``id``, ``time``, ``fraud``, or the name of a timestamp column of ``data`` holding
+    when each row's fraud label arrived (null: never; ``risk.synth``'s ``label_time``);
+    without either, none does. The report's truth is the
     ``label`` column either way. Labels entity state refused (no ``[state]``, no label
     feature) are counted in ``labels_refused`` with the first reason, and warned about.
 
@@ -199,6 +220,8 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     files (rules, models) as they are on disk now."""
     t = _table(data)
     y = _labels(t, label)
+    if isinstance(labels, str):
+        labels = _labels_from_column(t, labels, y)
     decisions = _replay(engine, t, base_dir, label=label, label_delay_ms=_delay_ms(label_delay),
                         labels=labels)
     amount = _f(t.column("amount")) if "amount" in t.column_names else None
