@@ -136,20 +136,26 @@ pub(super) fn text_fields(i: &TextInput) -> Vec<(&'static str, String)> {
     let descriptor = if rng.chance(if fraud { 0.35 } else { 0.006 }) {
         RISKY[rng.below(RISKY.len() as u64) as usize].to_owned()
     } else {
-        let names = NAMES[i.mcc.min(MCCS.len() - 1)];
-        let (city, st) = CITIES[(m >> 8) as usize % CITIES.len()];
-        format!(
-            "{}{} {:04} {} {}",
-            PREFIXES[(m >> 16) as usize % PREFIXES.len()],
-            names[(m >> 24) as usize % names.len()],
-            i.merchant % 10_000,
-            city,
-            st
-        )
+        ordinary_descriptor(i, m)
     };
     let mut out = vec![(MERCHANT_DESCRIPTOR, descriptor)];
     online_fields(i, &mut rng, fraud, fraud, &mut out);
     out
+}
+
+/// An ordinary merchant's descriptor: prefix, a name typical of its category, store
+/// number, city (all fixed by the merchant's hash `m`).
+fn ordinary_descriptor(i: &TextInput, m: u64) -> String {
+    let names = NAMES[i.mcc.min(MCCS.len() - 1)];
+    let (city, st) = CITIES[(m >> 8) as usize % CITIES.len()];
+    format!(
+        "{}{} {:04} {} {}",
+        PREFIXES[(m >> 16) as usize % PREFIXES.len()],
+        names[(m >> 24) as usize % names.len()],
+        i.merchant % 10_000,
+        city,
+        st
+    )
 }
 
 /// User agent and e-mail domain of online channels: automation / stale agents and
@@ -237,16 +243,7 @@ fn realistic_fields(i: &TextInput, rng: &mut Rng, m: u64) -> Vec<(&'static str, 
             PAYEES[(m >> 20) as usize % PAYEES.len()]
         )
     } else {
-        let names = NAMES[i.mcc.min(MCCS.len() - 1)];
-        let (city, st) = CITIES[(m >> 8) as usize % CITIES.len()];
-        format!(
-            "{}{} {:04} {} {}",
-            PREFIXES[(m >> 16) as usize % PREFIXES.len()],
-            names[(m >> 24) as usize % names.len()],
-            i.merchant % 10_000,
-            city,
-            st
-        )
+        ordinary_descriptor(i, m)
     };
     let mut out = vec![(MERCHANT_DESCRIPTOR, descriptor)];
     let scripted = matches!(i.scenario, Scenario::CardTesting | Scenario::AppEnumeration);

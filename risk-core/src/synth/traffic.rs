@@ -45,19 +45,7 @@ pub(super) fn normal(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
         let hour = rng.weighted(&hour_w) as i64;
         let t = cfg.start_ms + day * DAY_MS + hour * HOUR_MS + rng.below(HOUR_MS as u64) as i64;
         let mcc = rng.weighted(&MCCS.map(|m| m.1));
-        let online = rng.chance(c.ecom_share) && MCCS[mcc].0 != 6011 && MCCS[mcc].0 != 4111;
-        let channel = match (online, MCCS[mcc].0) {
-            (_, 6011) => Channel::Atm,
-            (true, _) if rng.chance(0.3) => Channel::App,
-            (true, _) => Channel::Ecom,
-            (false, _) if rng.chance(0.01) => Channel::Moto,
-            _ => Channel::Pos,
-        };
-        let device = match channel {
-            Channel::Ecom | Channel::App if rng.chance(0.04) => rng.next_u64() | 1,
-            Channel::Ecom | Channel::App => c.devices[rng.below(c.devices.len() as u64) as usize],
-            _ => 0,
-        };
+        let (channel, device) = channel_device(rng, c, mcc, 0.04);
         let country = if rng.chance(0.02) {
             rng.below(COUNTRIES.len() as u64) as usize
         } else {
@@ -86,4 +74,30 @@ pub(super) fn normal(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
         events.push(e);
         last = Some(e);
     }
+}
+
+/// The channel and device of a legitimate transaction in category `mcc`: online with the
+/// card's e-commerce share (never cash or transit), then app 30%; mail order 1% of the
+/// rest; online ones from one of the card's devices, or a new one with `new_device`.
+pub(super) fn channel_device(
+    rng: &mut Rng,
+    c: &Card,
+    mcc: usize,
+    new_device: f64,
+) -> (Channel, u64) {
+    let code = MCCS[mcc].0;
+    let online = rng.chance(c.ecom_share) && code != 6011 && code != 4111;
+    let channel = match (online, code) {
+        (_, 6011) => Channel::Atm,
+        (true, _) if rng.chance(0.3) => Channel::App,
+        (true, _) => Channel::Ecom,
+        (false, _) if rng.chance(0.01) => Channel::Moto,
+        _ => Channel::Pos,
+    };
+    let device = match channel {
+        Channel::Ecom | Channel::App if rng.chance(new_device) => rng.next_u64() | 1,
+        Channel::Ecom | Channel::App => c.devices[rng.below(c.devices.len() as u64) as usize],
+        _ => 0,
+    };
+    (channel, device)
 }

@@ -10,8 +10,17 @@ use super::habits::cents;
 use super::{Ctx, Ring, CASH_OUT_BASE, CASH_OUT_MERCHANTS, DRIFT_FROM};
 use crate::txn::Channel;
 
+/// App with probability `app`, else e-commerce.
+pub(super) fn online_channel(rng: &mut Rng, app: f64) -> Channel {
+    if rng.chance(app) {
+        Channel::App
+    } else {
+        Channel::Ecom
+    }
+}
+
 /// A fraud event on `card` with its scenario (fields filled by the caller).
-fn fraud(card: usize, t: i64, scenario: Scenario) -> Event {
+pub(super) fn fraud(card: usize, t: i64, scenario: Scenario) -> Event {
     Event {
         t,
         card,

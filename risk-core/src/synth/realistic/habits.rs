@@ -3,6 +3,7 @@
 //! unusual for the population (what only history can tell).
 
 use super::super::rng::Rng;
+use super::super::traffic::channel_device;
 use super::super::{
     diurnal, merchant_for, Card, Event, Scenario, COUNTRIES, DAY_MS, HOUR_MS, MCCS,
 };
@@ -66,30 +67,6 @@ pub(super) fn time_on(ctx: &Ctx, rng: &mut Rng, card: usize, day: i64) -> i64 {
         + day * DAY_MS
         + ctx.habits[card].hour(rng) * HOUR_MS
         + rng.below(HOUR_MS as u64) as i64
-}
-
-/// The channel and device of a legitimate transaction in category `mcc`.
-pub(super) fn channel_device(
-    rng: &mut Rng,
-    c: &Card,
-    mcc: usize,
-    new_device: f64,
-) -> (Channel, u64) {
-    let code = MCCS[mcc].0;
-    let online = rng.chance(c.ecom_share) && code != 6011 && code != 4111;
-    let channel = match (online, code) {
-        (_, 6011) => Channel::Atm,
-        (true, _) if rng.chance(0.3) => Channel::App,
-        (true, _) => Channel::Ecom,
-        (false, _) if rng.chance(0.01) => Channel::Moto,
-        _ => Channel::Pos,
-    };
-    let device = match channel {
-        Channel::Ecom | Channel::App if rng.chance(new_device) => rng.next_u64() | 1,
-        Channel::Ecom | Channel::App => c.devices[rng.below(c.devices.len() as u64) as usize],
-        _ => 0,
-    };
-    (channel, device)
 }
 
 /// A legitimate event with the card's own e-mail and no label.

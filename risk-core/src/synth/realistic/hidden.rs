@@ -3,26 +3,10 @@
 
 use super::super::rng::Rng;
 use super::super::{mcc_index, merchant_for, Event, Scenario, DAY_MS, HOUR_MS, MCCS};
-use super::episodes::cash_out_merchant;
+use super::episodes::{cash_out_merchant, fraud, online_channel};
 use super::habits::{cents, time_on};
 use super::{Ctx, Ring, MULES, P2P_BASE};
 use crate::txn::Channel;
-
-fn at(card: usize, t: i64, scenario: Scenario) -> Event {
-    Event {
-        t,
-        card,
-        amount: 0.0,
-        mcc: 0,
-        country: 0,
-        channel: Channel::Ecom,
-        device: 0,
-        merchant: 0,
-        scenario,
-        label_at: super::NO_LABEL,
-        email: 0,
-    }
-}
 
 /// The resellable categories a takeover shops in: electronics, misc retail, department
 /// stores, digital media, games.
@@ -46,7 +30,7 @@ pub(super) fn low_slow_takeover(rng: &mut Rng, ctx: &Ctx, events: &mut Vec<Event
     let t0 = ctx.episode_start(rng, days);
     let per_day = rng.range(0.1, 0.35);
     let n = (days * per_day).round().max(3.0) as usize;
-    let base = at(card, t0, Scenario::LowSlowTakeover);
+    let base = fraud(card, t0, Scenario::LowSlowTakeover);
     for k in 0..n {
         let progress = k as f64 / n as f64;
         let day = (progress * days + rng.range(0.0, 1.0)) as i64;
@@ -60,11 +44,7 @@ pub(super) fn low_slow_takeover(rng: &mut Rng, ctx: &Ctx, events: &mut Vec<Event
             amount: cents(c.typical * MCCS[mcc].2 * rng.lognormal(1.0 + 0.6 * progress, 0.4)),
             mcc,
             country: c.home,
-            channel: if rng.chance(0.5) {
-                Channel::App
-            } else {
-                Channel::Ecom
-            },
+            channel: online_channel(rng, 0.5),
             device,
             merchant: merchant_for(rng, mcc),
             ..base
@@ -94,7 +74,7 @@ pub(super) fn mule_chain(rng: &mut Rng, ctx: &Ctx, events: &mut Vec<Event>, dela
             channel: Channel::App,
             device,
             merchant: payee,
-            ..at(card, time_on(ctx, rng, card, day), Scenario::MuleChain)
+            ..fraud(card, time_on(ctx, rng, card, day), Scenario::MuleChain)
         };
         ctx.push(events, e, delay);
         amount *= rng.lognormal(1.25, 0.1);
@@ -129,14 +109,10 @@ pub(super) fn cash_out(
             amount: cents(c.typical * rng.lognormal(1.6, 0.5)),
             mcc,
             country: c.home,
-            channel: if rng.chance(0.5) {
-                Channel::App
-            } else {
-                Channel::Ecom
-            },
+            channel: online_channel(rng, 0.5),
             device,
             merchant: cash_out_merchant(rng),
-            ..at(card, t, Scenario::CashOut)
+            ..fraud(card, t, Scenario::CashOut)
         };
         ctx.push(events, e, delay);
     }
@@ -171,15 +147,11 @@ pub(super) fn shared_identity(
             amount: cents(c.typical * MCCS[mcc].2 * rng.lognormal(1.5, 0.6)),
             mcc,
             country: c.home,
-            channel: if rng.chance(0.5) {
-                Channel::App
-            } else {
-                Channel::Ecom
-            },
+            channel: online_channel(rng, 0.5),
             device: r.device,
             email: r.email,
             merchant: merchant_for(rng, mcc),
-            ..at(
+            ..fraud(
                 card,
                 time_on(ctx, rng, card, day0 + k as i64),
                 Scenario::SharedIdentity,

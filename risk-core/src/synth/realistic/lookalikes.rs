@@ -2,9 +2,10 @@
 //! keeps a model from learning "foreign", "new device", "night" or "new payee" alone.
 
 use super::super::rng::Rng;
+use super::super::traffic::channel_device;
 use super::super::{mcc_index, merchant_for, Event, Scenario, COUNTRIES, DAY_MS, MCCS};
-use super::episodes::cash_out_merchant;
-use super::habits::{cents, channel_device, legit, time_on};
+use super::episodes::{cash_out_merchant, online_channel};
+use super::habits::{cents, legit, time_on};
 use super::{Ctx, P2P_BASE, P2P_PAYEES, SHARES};
 use crate::txn::Channel;
 
@@ -127,11 +128,7 @@ fn new_habit(rng: &mut Rng, ctx: &Ctx, events: &mut Vec<Event>) {
         let mcc = mcc_index([5815, 5816, 5816, 5732][rng.below(4) as usize]);
         let e = Event {
             amount: cents(c.typical * MCCS[mcc].2 * rng.lognormal(1.0, 0.5)),
-            channel: if rng.chance(0.6) {
-                Channel::App
-            } else {
-                Channel::Ecom
-            },
+            channel: online_channel(rng, 0.6),
             device,
             merchant: merchant_for(rng, mcc),
             ..legit(card, t, mcc, c.home)
