@@ -51,14 +51,17 @@ pub(super) fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> 
         } else {
             b.numeric("device_new", device_new)
         };
-        if realistic && matches!(e.channel, Channel::Ecom | Channel::App) {
+        let email = (realistic && matches!(e.channel, Channel::Ecom | Channel::App)).then(|| {
             // The account's e-mail: the card's own unless a fraud ring brings theirs.
-            let email = if e.email != 0 {
+            let id = if e.email != 0 {
                 e.email
             } else {
                 e.card as u64 + 1
             };
-            b = b.email(&format!("acct-{email:016x}"));
+            format!("acct-{id:016x}@mail.test")
+        });
+        if let Some(email) = &email {
+            b = b.email(email);
         }
         for (name, value) in text::text_fields(&TextInput {
             seed: cfg.seed,
@@ -78,6 +81,7 @@ pub(super) fn featurize(cfg: &SynthConfig, cards: &[Card], events: &[Event]) -> 
             is_fraud: e.scenario != Scenario::Normal,
             scenario: e.scenario,
             merchant: e.merchant,
+            email,
             label_time_ms: match (cfg.preset, e.scenario) {
                 (_, Scenario::Normal) => None,
                 (Preset::Easy, _) => Some(e.t),

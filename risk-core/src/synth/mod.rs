@@ -59,6 +59,7 @@
 mod csv;
 mod featurize;
 mod fraud;
+mod history;
 pub mod realistic;
 mod rng;
 mod text;
@@ -66,6 +67,7 @@ mod traffic;
 mod wide;
 
 pub use csv::write_csv;
+pub use history::{compute_history, history_config, history_schema, HISTORY};
 pub use rng::Rng;
 pub use text::{EMAIL_DOMAIN, MERCHANT_DESCRIPTOR, USER_AGENT};
 pub use wide::{wide_rows, wide_schema, DEVICE_OS, WIDE_NUMERIC};
@@ -150,6 +152,13 @@ pub const FEATURES: [&str; 18] = [
 
 /// The schema of the synthetic data set.
 pub fn schema() -> Arc<FeatureSchema> {
+    schema_builder()
+        .build()
+        .expect("the synthetic schema is valid")
+}
+
+/// [`schema`]'s fields, for schemas that extend it ([`history_schema`]).
+fn schema_builder() -> crate::schema::SchemaBuilder {
     let mccs: Vec<String> = MCCS.iter().map(|m| format!("{:04}", m.0)).collect();
     let channels: Vec<&str> = Channel::ALL.iter().map(|c| c.as_str()).collect();
     FeatureSchema::builder()
@@ -171,8 +180,6 @@ pub fn schema() -> Arc<FeatureSchema> {
         .numeric("card_age_days")
         .numeric("merchant_txn_count_1h")
         .numeric("high_risk_country")
-        .build()
-        .expect("the synthetic schema is valid")
 }
 
 /// The velocity features of [`schema`] as entity-state definitions: what an engine
@@ -414,6 +421,9 @@ pub struct Labeled {
     /// the epoch: at the transaction itself in the easy preset, after a delay in the
     /// realistic one; `None` for legitimate rows and for fraud never reported.
     pub label_time_ms: Option<i64>,
+    /// The account e-mail the caller passed (`TransactionBuilder::email`, hashed into
+    /// `txn.email`): online rows of the realistic preset; `None` otherwise.
+    pub email: Option<String>,
 }
 
 struct Card {

@@ -24,8 +24,9 @@ const MAX_ROWS: usize = 20_000_000;
 /// Generates `n` synthetic transactions (deterministic for a `seed`) as a pyarrow
 /// Table: `id`, `entity`, `time` (timestamp, ms, UTC), `device`, `merchant` (terminal id),
 /// `amount`, `currency`, `mcc`, `country`, `channel`, every feature of the example schema,
-/// then `is_fraud`, `scenario` and `label_time` (when the fraud label arrives; null for
-/// legitimate rows and for fraud never reported). `raw=True` leaves the velocity
+/// then `is_fraud`, `scenario`, `label_time` (when the fraud label arrives; null for
+/// legitimate rows and for fraud never reported) and `email` (the account e-mail of the
+/// realistic preset's online rows, a key entity state can count by; null otherwise). `raw=True` leaves the velocity
 /// features (those entity state computes) null, as a processor's raw log would have
 /// them; otherwise they hold what entity state computed in event order. Rows are in
 /// event-time order.
@@ -33,12 +34,16 @@ const MAX_ROWS: usize = 20_000_000;
 /// `preset="easy"` (30 days, 2% fraud in short bursts, labels at once) or
 /// `"realistic"` (120 days, 0.3% fraud a fast model sees only in part, look-alikes,
 /// label delay, drift: `risk_core::synth::realistic`); `days` and `fraud_rate`
-/// override the preset's.
+/// override the preset's. `history=True` appends the history features
+/// (`risk_core::synth::HISTORY`: links to confirmed fraud through the device, e-mail or
+/// merchant, cards per device and merchant, devices and categories per card, hour and
+/// amount against the card's own), computed by entity state with each label fed when
+/// its `label_time` says it arrived.
 ///
 /// >>> frame = risk.synth(100_000, seed=7)
 /// >>> hard = risk.synth(1_000_000, preset="realistic")
 #[pyfunction]
-#[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy"))]
+#[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy", history=false))]
 pub fn synth<'py>(
     py: Python<'py>,
     n: usize,
@@ -47,6 +52,7 @@ pub fn synth<'py>(
     days: Option<u32>,
     fraud_rate: Option<f64>,
     preset: &str,
+    history: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let Some(preset) = Preset::parse(preset) else {
         return Err(crate::errors::input(format!(
@@ -75,10 +81,36 @@ pub fn synth<'py>(
         } else {
             gen::generate(&cfg)
         };
-        to_batch(&rows)
+        let batch = to_batch(&rows);
+        if history {
+            with_history(batch, &rows)
+        } else {
+            batch
+        }
     });
     let schema = batch.schema();
     PyTable::try_new(vec![batch], schema)?.into_pyarrow(py)
+}
+
+/// `batch` with the [`gen::HISTORY`] columns of `rows` appended (float32, null = missing).
+fn with_history(batch: RecordBatch, rows: &[gen::Labeled]) -> RecordBatch {
+    let (values, _) = gen::compute_history(rows);
+    let mut fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| (**f).clone())
+        .collect();
+    let mut cols = batch.columns().to_vec();
+    for (k, name) in gen::HISTORY.iter().enumerate() {
+        let mut b = Float32Builder::with_capacity(rows.len());
+        for v in values.chunks(gen::HISTORY.len()).map(|r| r[k]) {
+            b.append_option((!v.is_nan()).then_some(v));
+        }
+        fields.push(Field::new(*name, DataType::Float32, true));
+        cols.push(Arc::new(b.finish()));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).expect("columns built to the schema")
 }
 
 fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
@@ -107,6 +139,7 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
     let mut fraud = BooleanBuilder::with_capacity(n);
     let mut scenario = StringDictionaryBuilder::<Int16Type>::new();
     let mut label_time = TimestampMillisecondBuilder::with_capacity(n).with_timezone("UTC");
+    let mut email = StringBuilder::new();
     for r in rows {
         let t = &r.txn;
         id.append_value(t.id.0);
@@ -132,6 +165,7 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
         fraud.append_value(r.is_fraud);
         scenario.append_value(r.scenario.as_str());
         label_time.append_option(r.label_time_ms);
+        email.append_option(r.email.as_deref());
     }
     let dict = || DataType::Dictionary(Box::new(DataType::Int16), Box::new(DataType::Utf8));
     let mut fields = vec![
@@ -176,5 +210,7 @@ fn to_batch(rows: &[gen::Labeled]) -> RecordBatch {
         true,
     ));
     cols.push(Arc::new(label_time.finish()));
+    fields.push(Field::new("email", DataType::Utf8, true));
+    cols.push(Arc::new(email.finish()));
     RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).expect("columns built to the schema")
 }

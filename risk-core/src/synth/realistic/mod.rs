@@ -64,7 +64,9 @@
 //! ## Labels (`labels.rs`)
 //! Fraud is labelled when its episode is reported: a delay drawn per episode,
 //! log-normal with median 7 days and σ 1.14 (90% by 30 days), capped at 120 days; 7%
-//! of episodes are never reported (`label_time_ms = None`, like legitimate rows).
+//! of episodes are never reported (`label_time_ms = None`, like legitimate rows). An
+//! episode ends when its first label arrives: the card is blocked, the account
+//! secured, the terminal shut.
 
 mod episodes;
 mod habits;
@@ -191,6 +193,7 @@ pub(super) fn events(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
                 Scenario::CashOut => hidden::cash_out(rng, &ctx, events, &mut ring, delay),
                 _ => hidden::shared_identity(rng, &ctx, events, &ring, delay),
             }
+            stop_at_first_label(events, before);
             let added = events.len() - before;
             made += added;
             idle = if added == 0 { idle + 1 } else { 0 };
@@ -198,6 +201,20 @@ pub(super) fn events(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
     }
     lookalikes::add(rng, &ctx, target, events);
     habits::fill(rng, &ctx, events);
+}
+
+/// Drops the rows of the episode at `events[from..]` from its first label's arrival on:
+/// a reported card is blocked, a reported account secured, a reported terminal shut.
+fn stop_at_first_label(events: &mut Vec<Event>, from: usize) {
+    let first = events[from..]
+        .iter()
+        .filter(|e| e.label_at != NO_LABEL)
+        .map(|e| e.label_at)
+        .min();
+    if let Some(first) = first {
+        let kept: Vec<Event> = events.drain(from..).filter(|e| e.t < first).collect();
+        events.extend(kept);
+    }
 }
 
 #[cfg(test)]

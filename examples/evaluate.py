@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Tier evaluation on the realistic preset (issue [20] part 4, first part): what the
+entity's history, computed by the SDK's own entity state, adds to the fast tier.
+
+One command (after `risk-ffi/python/run_tests.sh` has built the package once):
+
+    risk-ffi/python/.venv/bin/python examples/evaluate.py [--rows 2000000] [--seed 1]
+
+Steps:
+1. `risk.synth(rows, preset="realistic")`: 120 days, 0.3% fraud, a third of it visible
+   only in history, labels arriving after a per-episode delay.
+2. Trains two XGBoost models on days 0-60 (the same parameters as the realism check):
+   **fast** on the 18 velocity features, **fast+history** on those plus the 12 history
+   features of `risk_core::synth::HISTORY` (links to confirmed fraud through a device,
+   e-mail or merchant; cards per device and merchant; devices and categories per card;
+   hour and amount against the card's own), as entity state computes them with each label
+   fed when it arrived.
+3. Replays the raw rows of all 120 days through two real engines (`risk.backtest`,
+   event time, `labels="label_time"`): `examples/risk.toml`'s rules and thresholds, its
+   fast tier replaced by each model, entity state computing every feature from raw rows.
+   The offline features and the engine's must agree (parity, printed).
+4. Reports on the test period (day 67 on, a 7-day gap) for **rules** (the rule score),
+   **fast** and **fast+history** (the engines' final scores): AUPRC, recall at 1% and 5%
+   FPR, and at an equal alert budget (each system alerting on the same share of test
+   traffic) recall, value detection rate (fraud amount alerted / fraud amount) and cost
+   (stated below); each with a 95% interval from a cluster bootstrap over cards (Poisson
+   weights per card), and the paired lift of fast+history over fast.
+5. Control: the same lift when the history features are shuffled across rows (train and
+   test alike, so they carry no information about the row): it must vanish.
+
+What it does not do yet: the deep tier and its feedback on the entity's next decisions
+(the replay skips the deep tier), the history-only scenarios switched off as a second
+control, and the quickstart's table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+import tomllib
+
+import numpy as np
+import pyarrow as pa
+import xgboost as xgb
+
+import risk
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+DAY_MS = 86_400_000
+TRAIN_DAYS, GAP_DAYS = 60, 7
+PARAMS = {
+    "objective": "binary:logistic", "max_depth": 6, "eta": 0.05, "subsample": 0.8,
+    "colsample_bytree": 0.8, "tree_method": "hist", "nthread": 2, "seed": 0,
+}
+ROUNDS = 300
+#: Share of test traffic each system alerts on (review or decline) at the equal budget.
+BUDGET = 0.01
+#: Costs at the budget: an alert costs a review (5), a missed fraud its amount, a
+#: caught fraud nothing more.
+REVIEW_COST = 5.0
+#: The history features and their entity-state definitions (risk_core::synth::history).
+HISTORY_STATE = """
+[[state.features]]
+name = "device_fraud_90d"
+key = "device"
+agg = "fraud_count"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "email_fraud_90d"
+key = "email"
+agg = "fraud_count"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "merchant_fraud_90d"
+key = "merchant"
+agg = "fraud_count"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "merchant_fraud_rate_90d"
+key = "merchant"
+agg = "fraud_rate"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "device_cards_30d"
+key = "device"
+agg = "distinct"
+of = "entity"
+window = "30d"
+buckets = 30
+
+[[state.features]]
+name = "card_devices_30d"
+key = "card"
+agg = "distinct"
+of = "device"
+window = "30d"
+buckets = 30
+
+[[state.features]]
+name = "merchant_cards_7d"
+key = "merchant"
+agg = "distinct"
+of = "entity"
+window = "7d"
+buckets = 7
+
+[[state.features]]
+name = "card_mccs_90d"
+key = "card"
+agg = "distinct"
+of = "mcc"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "card_hour_ratio_90d"
+key = "card"
+agg = "ratio"
+of = "hour"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "card_amount_std_30d"
+key = "card"
+agg = "stddev"
+of = "amount"
+window = "30d"
+buckets = 30
+
+[[state.features]]
+name = "card_count_90d"
+key = "card"
+agg = "count"
+window = "90d"
+buckets = 30
+
+[[state.features]]
+name = "device_since_last"
+key = "device"
+agg = "since_last"
+"""
+
+
+def schema_fields() -> list[dict]:
+    return tomllib.loads((EXAMPLES / "risk.toml").read_text())["schema"]["fields"]
+
+
+def history_names() -> list[str]:
+    return [d["name"] for d in tomllib.loads(HISTORY_STATE)["state"]["features"]]
+
+
+def matrix(table: pa.Table, history: bool) -> np.ndarray:
+    """The exact values an engine's model sees: categoricals as their index in the
+    schema's vocabulary, numerics as float32, missing as NaN."""
+    cols = []
+    for f in schema_fields():
+        col = table.column(f["name"])
+        if f["kind"] == "categorical":
+            # Category ids start at 1 (0: a value outside the vocabulary).
+            index = {v: i + 1 for i, v in enumerate(f["vocab"])}
+            values = col.cast(pa.string()) if f["name"] != "mcc" else col
+            strings = [(v if isinstance(v, str) else f"{v:04d}") for v in values.to_pylist()]
+            cols.append(np.array([index.get(s, 0) for s in strings], np.float32))
+        else:
+            cols.append(col.cast(pa.float32()).to_numpy(zero_copy_only=False))
+    if history:
+        for name in history_names():
+            cols.append(table.column(name).cast(pa.float32()).to_numpy(zero_copy_only=False))
+    return np.stack(cols, axis=1)
+
+
+def engine_toml(model: pathlib.Path, history: bool) -> str:
+    """examples/risk.toml with its fast tier replaced by `model` and entity state
+    computing the velocity features (and the history features with `history`)."""
+    text = (EXAMPLES / "risk.toml").read_text()
+    text = text.replace('path = "../testdata/models/xgb_fraud.json"', f'path = "{model}"')
+    if history:
+        extra = "".join(f'  {{ name = "{n}", kind = "numeric", required = false }},\n'
+                        for n in history_names())
+        end = text.index("\n]\n", text.index("[schema]")) + 1
+        text = text[:end] + extra + text[end:]
+    seq = (EXAMPLES / "risk_sequence.toml").read_text()
+    state = seq[seq.index("[state]"): seq.index("[[state.sequences]]")]
+    state = state.replace("max_keys = 1000000", "max_keys = 4000000\nmax_pending_labels = 4000000")
+    return text + "\n" + state + (HISTORY_STATE if history else "")
+
+
+def weighted_metrics(y, p, amount, w) -> dict:
+    """AUPRC, recall at 1% / 5% FPR and, at the equal budget, recall, value detection
+    and cost; every row weighted by `w` (the bootstrap's weights)."""
+    order = np.argsort(-p, kind="stable")
+    y, p, amount, w = y[order], p[order], amount[order], w[order]
+    wf, wl = w * y, w * (1 - y)
+    tp, fp = np.cumsum(wf), np.cumsum(wl)
+    frauds, legit = tp[-1], fp[-1]
+    precision = tp / np.maximum(tp + fp, 1e-12)
+    out = {"auprc": float((precision * wf).sum() / max(frauds, 1e-12))}
+    for fpr in (0.01, 0.05):
+        k = np.searchsorted(fp, fpr * legit, side="right")
+        out[f"recall_{int(fpr * 100)}"] = float(tp[k - 1] / frauds) if k else 0.0
+    cut = np.searchsorted(np.cumsum(w), BUDGET * w.sum(), side="right")
+    caught = tp[cut - 1] if cut else 0.0
+    value = w * y * amount
+    out["recall_budget"] = float(caught / frauds)
+    out["value_detection"] = float(value[:cut].sum() / max(value.sum(), 1e-12))
+    alerts = w[:cut].sum()
+    out["cost"] = float(alerts * REVIEW_COST + value[cut:].sum())
+    return out
+
+
+def bootstrap(y, scores: dict, amount, cards, reps: int, seed: int) -> dict:
+    """Point figures and 95% intervals per system, and of the paired lift of
+    fast+history over fast, with Poisson(1) weights per card."""
+    rng = np.random.default_rng(seed)
+    _, card_ix = np.unique(cards, return_inverse=True)
+    ones = np.ones(len(y))
+    point = {k: weighted_metrics(y, s, amount, ones) for k, s in scores.items()}
+    draws = {k: [] for k in scores}
+    for _ in range(reps):
+        w = rng.poisson(1.0, card_ix.max() + 1)[card_ix].astype(np.float64)
+        for k, s in scores.items():
+            draws[k].append(weighted_metrics(y, s, amount, w))
+    out = {}
+    for k in scores:
+        out[k] = {m: (point[k][m], *np.percentile([d[m] for d in draws[k]], [2.5, 97.5]))
+                  for m in point[k]}
+    if "fast" in scores and "fast+history" in scores:
+        out["lift"] = {m: (point["fast+history"][m] - point["fast"][m],
+                           *np.percentile([a[m] - b[m] for a, b in
+                                           zip(draws["fast+history"], draws["fast"])], [2.5, 97.5]))
+                       for m in point["fast"]}
+    return out
+
+
+def table(res: dict) -> str:
+    metrics = ("auprc", "recall_1", "recall_5", "recall_budget", "value_detection", "cost")
+    head = "| system | " + " | ".join(metrics) + " |\n|---|" + "---|" * len(metrics) + "\n"
+    rows = []
+    for k, v in res.items():
+        cells = []
+        for m in metrics:
+            x, lo, hi = v[m]
+            cells.append(f"{x:,.0f} [{lo:,.0f}, {hi:,.0f}]" if m == "cost"
+                         else f"{x:.3f} [{lo:.3f}, {hi:.3f}]")
+        rows.append(f"| {k} | " + " | ".join(cells) + " |")
+    return head + "\n".join(rows)
+
+
+def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
+    t = risk.synth(rows, seed=seed, preset="realistic", history=True)
+    raw = risk.synth(rows, seed=seed, preset="realistic", raw=True)
+    ms = t.column("time").cast(pa.int64()).to_numpy()
+    day = (ms - ms[0]) / DAY_MS
+    train, test = day < TRAIN_DAYS, day >= TRAIN_DAYS + GAP_DAYS
+    y = t.column("is_fraud").to_numpy(zero_copy_only=False).astype(np.int32)
+    amount = t.column("amount").to_numpy()
+    cards = t.column("entity").to_numpy()
+    xf, xh = matrix(t, False), matrix(t, True)
+    res: dict = {"rows": rows, "seed": seed, "test_rows": int(test.sum()),
+                 "test_frauds": int(y[test].sum())}
+    scores, parity = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, x, hist in (("fast", xf, False), ("fast+history", xh, True)):
+            booster = xgb.train(PARAMS, xgb.DMatrix(x[train], y[train]), ROUNDS)
+            path = pathlib.Path(tmp) / f"{name.replace('+', '_')}.json"
+            booster.save_model(path)
+            offline = booster.predict(xgb.DMatrix(x[test]))
+            # Only the history engine has label features to feed.
+            bt = risk.backtest(engine_toml(path, hist), raw, base_dir=EXAMPLES,
+                               labels="label_time" if hist else None)
+            d = bt.decisions
+            model = d.column("model_score").to_numpy(zero_copy_only=False)[test]
+            served = ~np.isnan(model)
+            parity[name] = float(np.max(np.abs(model[served] - offline[served]))) if served.any() else np.nan
+            scores[name] = d.column("score").to_numpy(zero_copy_only=False)[test]
+            if "rules" not in scores:
+                scores["rules"] = np.nan_to_num(
+                    d.column("rule_score").to_numpy(zero_copy_only=False)[test])
+            res[f"labels_fed_{name}"] = bt.report["labels_fed"]
+    scores = {"rules": scores["rules"], "fast": scores["fast"], "fast+history": scores["fast+history"]}
+    res["parity"] = parity
+    res["figures"] = bootstrap(y[test], scores, amount[test], cards[test], reps, seed)
+    # Control: history shuffled across rows, train and test alike.
+    rng = np.random.default_rng(seed + 1)
+    xs = xh.copy()
+    xs[:, len(schema_fields()):] = xs[rng.permutation(len(xs)), len(schema_fields()):]
+    booster = xgb.train(PARAMS, xgb.DMatrix(xs[train], y[train]), ROUNDS)
+    fast_offline = xgb.train(PARAMS, xgb.DMatrix(xf[train], y[train]), ROUNDS)
+    ctrl = {"fast": fast_offline.predict(xgb.DMatrix(xf[test])),
+            "fast+history": booster.predict(xgb.DMatrix(xs[test]))}
+    res["control"] = bootstrap(y[test], ctrl, amount[test], cards[test], reps, seed)["lift"]
+    print(f"realistic preset, {rows:,} rows, seed {seed}: test from day {TRAIN_DAYS + GAP_DAYS}, "
+          f"{res['test_rows']:,} rows, {res['test_frauds']:,} frauds; budget {BUDGET:.0%} of "
+          f"traffic; 95% intervals from {reps} card-level bootstrap draws", file=out)
+    print(f"engine vs offline model score, max |diff|: {parity}", file=out)
+    print(table(res["figures"]), file=out)
+    print("control (history shuffled across rows): lift " + ", ".join(
+        f"{m} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for m, v in res["control"].items()
+        if m != "cost"), file=out)
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--boot", type=int, default=200, help="bootstrap draws")
+    a = ap.parse_args()
+    evaluate(a.rows, a.seed, a.boot)
+
+
+if __name__ == "__main__":
+    main()
