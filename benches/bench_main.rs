@@ -10,6 +10,7 @@ mod deploy;
 mod engine;
 mod ffi;
 mod gray_band;
+mod history;
 mod kafka;
 mod lean;
 mod lists;
@@ -49,7 +50,7 @@ criterion_group!(
 criterion_group!(
     name = state;
     config = engine::config();
-    targets = state::decide, state::throughput
+    targets = state::decide, state::throughput, history::decide
 );
 criterion_group!(
     name = state_scale;

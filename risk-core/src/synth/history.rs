@@ -153,8 +153,8 @@ mod tests {
         blind.iter_mut().for_each(|r| r.label_time_ms = None);
         let (h, fed) = compute_history(&blind);
         assert_eq!(fed, 0);
-        for k in 0..4 {
-            assert!(col(&h, k).all(|v| v.is_nan() || v == 0.0), "{}", HISTORY[k]);
+        for (k, name) in HISTORY.iter().enumerate().take(4) {
+            assert!(col(&h, k).all(|v| v.is_nan() || v == 0.0), "{name}");
         }
         // The non-label features do not depend on labels.
         assert!(col(&h, 10).any(|v| v > 5.0));

@@ -11,6 +11,12 @@
 //! drift, calibrated so that XGBoost on these features scores as on published card
 //! data. The rest of this page describes the easy preset.
 //!
+//! **History features** ([`history_config`], [`compute_history`], [`HISTORY`]): twelve
+//! entity-state aggregates beyond the velocity windows (links to confirmed fraud
+//! through a device, e-mail or merchant, fed with each label when it arrived; cards
+//! per device and merchant; devices and categories per card; hour and amount against
+//! the card's own), what `examples/evaluate.py` measures against the fast tier.
+//!
 //! ## Normal traffic
 //! Each card has a home country (and its currency), a typical amount (log-normal), a
 //! preferred channel mix, one or two known devices and an activity rate. Transactions

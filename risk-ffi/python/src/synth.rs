@@ -42,6 +42,8 @@ const MAX_ROWS: usize = 20_000_000;
 ///
 /// >>> frame = risk.synth(100_000, seed=7)
 /// >>> hard = risk.synth(1_000_000, preset="realistic")
+// One parameter per Python keyword argument.
+#[allow(clippy::too_many_arguments)]
 #[pyfunction]
 #[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy", history=false))]
 pub fn synth<'py>(
