@@ -61,6 +61,10 @@ BUDGET = 0.01
 #: The fast tier's gray zone for the in-band comparison: below its top 0.3%, within its
 #: top 3% of test traffic.
 BAND = (0.003, 0.03)
+#: The gray band of the tiered engine: the fast scores between these quantiles of the
+#: training period's (its top 3% below its top 0.3%), the same slice as the in-band
+#: comparison, fixed before the test period.
+GRAY_QUANTILES = (0.97, 0.997)
 #: Costs at the budget: an alert costs a review (5), a missed fraud its amount, a
 #: caught fraud nothing more.
 REVIEW_COST = 5.0
@@ -184,10 +188,25 @@ def matrix(table: pa.Table, history: bool) -> np.ndarray:
     return np.stack(cols, axis=1)
 
 
-def engine_toml(model: pathlib.Path, history: bool) -> str:
+def engine_toml(model: pathlib.Path, history: bool, deep: pathlib.Path | None = None,
+                band: tuple[float, float] = (0.3, 0.7)) -> str:
     """examples/risk.toml with its fast tier replaced by `model` and entity state
-    computing the velocity features (and the history features with `history`)."""
+    computing the velocity features (and the history features with `history`); with
+    `deep`, that model as the deep tier over the gray band `band`."""
     text = (EXAMPLES / "risk.toml").read_text()
+    if deep is not None:
+        text = text.replace("band = [0.3, 0.7]", f"band = [{band[0]:.9g}, {band[1]:.9g}]")
+        text += f"""
+[deep]
+budget_ms = 1000
+max_batch = 1
+max_wait_ms = 0
+workers = 1
+
+[deep.scorer]
+kind = "xgboost"
+path = "{deep}"
+"""
     text = text.replace('path = "../testdata/models/xgb_fraud.json"', f'path = "{model}"')
     if history:
         extra = "".join(f'  {{ name = "{n}", kind = "numeric", required = false }},\n'
@@ -239,12 +258,28 @@ def bootstrap(y, scores: dict, amount, cards, reps: int, seed: int) -> dict:
     for k in scores:
         out[k] = {m: (point[k][m], *np.percentile([d[m] for d in draws[k]], [2.5, 97.5]))
                   for m in point[k]}
-    if "fast" in scores and "fast+history" in scores:
-        out["lift"] = {m: (point["fast+history"][m] - point["fast"][m],
-                           *np.percentile([a[m] - b[m] for a, b in
-                                           zip(draws["fast+history"], draws["fast"])], [2.5, 97.5]))
-                       for m in point["fast"]}
+    for other in ("tiered", "fast+history"):
+        if "fast" in scores and other in scores:
+            out[f"lift {other}"] = {
+                m: (point[other][m] - point["fast"][m],
+                    *np.percentile([a[m] - b[m] for a, b in zip(draws[other], draws["fast"])],
+                                   [2.5, 97.5]))
+                for m in point["fast"]}
     return out
+
+
+def _before_next(t: pa.Table, escalated: np.ndarray, latency_us) -> float:
+    """Share of escalated rows whose entity's next transaction came later than the deep
+    tier's 99th-percentile latency: the verdicts that would be in place in time live."""
+    if not latency_us or not escalated.any():
+        return float("nan")
+    ent = t.column("entity").to_numpy()
+    ms = t.column("time").cast(pa.int64()).to_numpy()
+    order = np.lexsort((ms, ent))
+    gap = np.full(len(ms), np.inf)
+    same = ent[order][1:] == ent[order][:-1]
+    gap[order[:-1][same]] = (ms[order][1:] - ms[order][:-1])[same]
+    return float((gap[escalated] * 1000 > latency_us).mean())
 
 
 def in_band(y, fast, other, cards, reps: int, seed: int) -> dict:
@@ -311,11 +346,17 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
                  "test_frauds": int(y[test].sum())}
     scores, parity = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
+        models = {}
         for name, x, hist in (("fast", xf, False), ("fast+history", xh, True)):
-            booster = xgb.train(PARAMS, xgb.DMatrix(x[train], y[train]), ROUNDS)
+            names = [f["name"] for f in schema_fields()] + (history_names() if hist else [])
+            booster = xgb.train(PARAMS, xgb.DMatrix(x[train], y[train], feature_names=names), ROUNDS)
             path = pathlib.Path(tmp) / f"{name.replace('+', '_')}.json"
             booster.save_model(path)
-            offline = booster.predict(xgb.DMatrix(x[test]))
+            models[name] = path
+            offline = booster.predict(xgb.DMatrix(x[test], feature_names=names))
+            if name == "fast":
+                p_train = booster.predict(xgb.DMatrix(x[train], feature_names=names))
+                band = tuple(float(q) for q in np.quantile(p_train, GRAY_QUANTILES))
             # Only the history engine has label features to feed.
             bt = risk.backtest(engine_toml(path, hist), raw, base_dir=EXAMPLES,
                                labels="label_time" if hist else None)
@@ -328,10 +369,30 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
                 scores["rules"] = np.nan_to_num(
                     d.column("rule_score").to_numpy(zero_copy_only=False)[test])
             res[f"labels_fed_{name}"] = bt.report["labels_fed"]
-    scores = {"rules": scores["rules"], "fast": scores["fast"], "fast+history": scores["fast+history"]}
+            if name == "fast":
+                fast_actions = d.column("action").cast(pa.string()).to_numpy(zero_copy_only=False)[test]
+        # Tiered: the fast model decides; the gray zone goes to the history model as the
+        # deep tier, whose verdict shifts the entity's thresholds for its next decisions.
+        bt = risk.backtest(engine_toml(models["fast"], True, deep=models["fast+history"], band=band), raw,
+                           base_dir=EXAMPLES, labels="label_time", deep=True)
+        d = bt.decisions
+        shift = np.nan_to_num(d.column("threshold_shift").to_numpy(zero_copy_only=False))[test]
+        scores["tiered"] = d.column("score").to_numpy(zero_copy_only=False)[test] + shift
+        actions = d.column("action").cast(pa.string()).to_numpy(zero_copy_only=False)[test]
+        escalated = (d.column("escalation").cast(pa.string()).to_numpy(zero_copy_only=False) == "enqueued")
+        res["deep"] = {k: bt.report.get(k) for k in
+                       ("deep_verdicts", "deep_lost", "deep_latency_p50_us", "deep_latency_p99_us")}
+        res["deep"]["band"] = band
+        res["deep"]["escalated_share"] = float(escalated[test].mean())
+        res["deep"]["shifted_rows"] = int((shift != 0).sum())
+        res["deep"]["changed_actions"] = int((actions != fast_actions).sum())
+        res["deep"]["before_next"] = _before_next(t, escalated, res["deep"]["deep_latency_p99_us"])
+    scores = {"rules": scores["rules"], "fast": scores["fast"], "tiered": scores["tiered"],
+              "fast+history": scores["fast+history"]}
     res["parity"] = parity
     res["figures"] = bootstrap(y[test], scores, amount[test], cards[test], reps, seed)
     res["in_band"] = in_band(y[test], scores["fast"], scores["fast+history"], cards[test], reps, seed)
+    res["in_band_tiered"] = in_band(y[test], scores["fast"], scores["tiered"], cards[test], reps, seed)
     scenario = np.asarray(t.column("scenario").to_pylist())[test]
     # Control: history shuffled across rows, train and test alike.
     rng = np.random.default_rng(seed + 1)
@@ -341,7 +402,7 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
     fast_offline = xgb.train(PARAMS, xgb.DMatrix(xf[train], y[train]), ROUNDS)
     ctrl = {"fast": fast_offline.predict(xgb.DMatrix(xf[test])),
             "fast+history": booster.predict(xgb.DMatrix(xs[test]))}
-    res["control"] = bootstrap(y[test], ctrl, amount[test], cards[test], reps, seed)["lift"]
+    res["control"] = bootstrap(y[test], ctrl, amount[test], cards[test], reps, seed)["lift fast+history"]
     print(f"realistic preset, {rows:,} rows, seed {seed}: test from day {TRAIN_DAYS + GAP_DAYS}, "
           f"{res['test_rows']:,} rows, {res['test_frauds']:,} frauds; budget {BUDGET:.0%} of "
           f"traffic; 95% intervals from {reps} card-level bootstrap draws", file=out)
@@ -351,6 +412,10 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
     print(f"in the fast tier's gray zone ({ib['rows']:,} rows, {ib['frauds']} frauds): AUPRC fast "
           f"{ib['fast']:.3f}, fast+history {ib['other']:.3f}, ratio {ib['ratio'][0]:.2f} "
           f"[{ib['ratio'][1]:.2f}, {ib['ratio'][2]:.2f}]", file=out)
+    ib = res["in_band_tiered"]
+    print(f"  tiered (fast score + the deep verdict's threshold shift): AUPRC {ib['other']:.3f}, "
+          f"ratio {ib['ratio'][0]:.2f} [{ib['ratio'][1]:.2f}, {ib['ratio'][2]:.2f}]", file=out)
+    print(f"deep tier: {res['deep']}", file=out)
     print(by_scenario(y[test], scenario, scores), file=out)
     print("control (history shuffled across rows): lift " + ", ".join(
         f"{m} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for m, v in res["control"].items()

@@ -269,9 +269,18 @@ impl EngineBuilder {
     /// a `risk.toml`, use [`Engine::replay_builder_from_toml_str`](crate::Engine::replay_builder_from_toml_str),
     /// which also leaves out what opens before this is called (the audit log, rule history).
     pub fn for_replay(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.deep = None;
+        self.replay_keeping_deep(clock)
+    }
+
+    /// [`for_replay`](Self::for_replay), keeping the deep tier: for a replay that waits
+    /// for each escalated row's verdict before the next row (the clock standing still),
+    /// so verdicts shape the entities' next decisions at the event time they would have
+    /// live (`risk.backtest(..., deep=True)`). On a clock that does not move, the deep
+    /// tier's `max_wait_ms` must be 0 (a batch waits for it on the engine's clock).
+    pub fn replay_keeping_deep(mut self, clock: Arc<dyn Clock>) -> Self {
         self.replay = true;
         self.clock = clock;
-        self.deep = None;
         self.audit = None;
         self.audit_log = None;
         self.kafka = None;

@@ -302,7 +302,9 @@ impl PyEngine {
     /// configuration (see `risk.backtest` for the report built on it): the engine's clock
     /// is each row's `time` (or `timestamp_ms`; the rows must be in time order), so no
     /// deadline expires and every tier answers; entity state starts empty (or from the
-    /// configured snapshot); the deep tier, the audit trail and Kafka are left out.
+    /// configured snapshot); the audit trail and Kafka are left out, and the deep tier
+    /// unless `deep=True` (then each escalated row's verdict is waited for before the
+    /// next row, so it reaches the entity's feedback at that row's event time).
     /// Labels reach entity state when they became known: `labels`, a table of `id`,
     /// `time` (or `timestamp_ms`) and `fraud` in any order (a null `fraud` is skipped);
     /// or, with `label_delay_ms` (at least 1), the `label` column's frauds that many ms
@@ -310,8 +312,10 @@ impl PyEngine {
     /// on one thread. Returns the decisions as `decide_batch` does; the schema's metadata
     /// holds `risk.replay.labels_fed`, `labels_after_end`, `labels_refused` (with
     /// `labels_refused_reason`, the first refusal's, e.g. no label feature configured) and
-    /// `risk.replay.deep` (`skipped`).
-    #[pyo3(signature = (data, *, label="is_fraud", label_delay_ms=None, labels=None, errors="raise"))]
+    /// `risk.replay.deep` (`skipped` or `replayed`; replayed: `deep_verdicts`,
+    /// `deep_lost`, `deep_latency_p50_us`, `deep_latency_p99_us`).
+    #[pyo3(signature = (data, *, label="is_fraud", label_delay_ms=None, labels=None, errors="raise", deep=false))]
+    #[allow(clippy::too_many_arguments)] // the Python keyword arguments, one each
     fn replay<'py>(
         &self,
         py: Python<'py>,
@@ -320,6 +324,7 @@ impl PyEngine {
         label_delay_ms: Option<i64>,
         labels: Option<&Bound<'py, PyAny>>,
         errors: &str,
+        deep: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
         self.live()?;
         crate::replay_call::replay_source(
@@ -330,6 +335,7 @@ impl PyEngine {
             label_delay_ms,
             labels,
             errors,
+            deep,
         )
     }
 

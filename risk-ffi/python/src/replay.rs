@@ -6,7 +6,10 @@
 //! expires (the clock does not move while a decision runs: every tier answers). Labels
 //! are reported when the replayed time reaches the moment they became known: a label
 //! column plus a delay, or a label table with its own times. Rows are decided one by one,
-//! in order, on one thread.
+//! in order, on one thread. With `deep`, the engine keeps its deep tier and the replay
+//! waits for the verdict of every escalated row before the next row (the clock stands
+//! still meanwhile): the verdict reaches the entity's feedback at the row's event time,
+//! and its measured latency is reported beside.
 
 use crate::batch::{Errors, CHUNK};
 use crate::columns::Plan;
@@ -38,7 +41,25 @@ pub struct ReplayStats {
     pub labels_refused: u64,
     /// Why the first refused label was refused.
     pub first_refusal: Option<String>,
+    /// The deep tier's verdicts, with `deep`.
+    pub deep: Option<DeepStats>,
 }
+
+/// The deep verdicts a replay waited for.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DeepStats {
+    /// Verdicts received.
+    pub verdicts: u64,
+    /// Escalations whose verdict never came within [`DEEP_WAIT`].
+    pub lost: u64,
+    /// Median wall time from the start of the escalated row's `decide` to its verdict, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+}
+
+/// How long a replay waits for one deep verdict before counting it lost.
+const DEEP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The column `name` of `batches` as booleans (bool or integer 0/1), `None` where null.
 pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<Option<bool>>> {
@@ -134,6 +155,7 @@ pub fn replay(
     times: Vec<i64>,
     labels: Vec<Label>,
     errors: Errors,
+    deep: bool,
 ) -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
     let clock = ManualClock::new();
     // The data's first time is the clock's origin; 0 would mean "the system's wall
@@ -151,8 +173,13 @@ pub fn replay(
     )?;
     let keep = errors == Errors::Keep;
     let mut heap: BinaryHeap<Reverse<Label>> = labels.into_iter().map(Reverse).collect();
+    let verdicts = deep.then(|| engine.subscribe());
     let out = py.detach(|| -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
+        // Moved in (a receiver is not shared between threads).
+        let verdicts = verdicts;
         let mut stats = ReplayStats::default();
+        let mut latencies: Vec<u64> = Vec::new();
+        let mut lost = 0u64;
         let mut out = Vec::new();
         let mut row = 0usize;
         for b in &batches {
@@ -181,9 +208,19 @@ pub fn replay(
                         }
                     }
                     clock.set(((t - origin).max(0) as u64).saturating_mul(1_000_000));
+                    // Wall time: the engine's clock stands still during a replay.
+                    let began = std::time::Instant::now();
                     let d = cols.txn(r).and_then(|x| engine.decide(&x));
                     if let (Err(e), false) = (&d, keep) {
                         return Err(errors::decide(e, Some(row)));
+                    }
+                    if let (Some(rx), Ok(dec)) = (&verdicts, &d) {
+                        if let risk_core::Escalation::Enqueued(ticket) = dec.escalation {
+                            match wait_verdict(rx, ticket) {
+                                true => latencies.push(began.elapsed().as_micros() as u64),
+                                false => lost += 1,
+                            }
+                        }
                     }
                     res.push(d);
                     row += 1;
@@ -193,8 +230,40 @@ pub fn replay(
             }
         }
         stats.labels_after_end = heap.len() as u64;
+        if deep {
+            latencies.sort_unstable();
+            let q = |p: f64| {
+                latencies
+                    .get(((latencies.len().max(1) - 1) as f64 * p) as usize)
+                    .copied()
+                    .unwrap_or(0)
+            };
+            stats.deep = Some(DeepStats {
+                verdicts: latencies.len() as u64,
+                lost,
+                p50_us: q(0.5),
+                p99_us: q(0.99),
+            });
+        }
         engine.shutdown(risk_core::Shutdown::Abandon);
         Ok((out, stats))
     })?;
     Ok(out)
+}
+
+/// Waits for the verdict of `ticket` (verdicts arrive in escalation order; earlier ones
+/// are skipped); `false` when none came within [`DEEP_WAIT`].
+fn wait_verdict(
+    rx: &std::sync::mpsc::Receiver<risk_core::decision::DeepVerdict>,
+    ticket: risk_core::decision::Ticket,
+) -> bool {
+    let until = std::time::Instant::now() + DEEP_WAIT;
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(v) if v.ticket == ticket => return true,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
 }

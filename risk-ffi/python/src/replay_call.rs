@@ -1,7 +1,8 @@
 //! `Engine.replay` and `risk._native.replay_toml`: a table replayed in event time through
 //! a replay engine built from a configuration (`Engine::replay_builder_from_toml_str`:
-//! no audit log, deep tier, monitor, rule history or shared state store), labels fed when
-//! they became known, the run's figures in the result's schema metadata.
+//! no audit log, monitor, rule history or shared state store; the deep tier only when
+//! asked for), labels fed when they became known, the run's figures in the result's
+//! schema metadata.
 
 use crate::engine::{registry, source_of, Source};
 use crate::errors;
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// Replays `data` through a replay engine built from `source` (see `Engine.replay`).
+#[allow(clippy::too_many_arguments)] // Engine.replay's keyword arguments, and the source
 pub fn replay_source<'py>(
     py: Python<'py>,
     source: Source,
@@ -19,6 +21,7 @@ pub fn replay_source<'py>(
     label_delay_ms: Option<i64>,
     labels: Option<&Bound<'py, PyAny>>,
     errors: &str,
+    deep: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let errors = crate::batch::Errors::parse(errors)?;
     let data = crate::batch::record_batches(data)?;
@@ -65,11 +68,12 @@ pub fn replay_source<'py>(
             &source.origin,
             &reg,
             clock,
+            deep,
         )
         .and_then(|b| b.build())
         .map_err(errors::config)
     };
-    let (batches, stats) = crate::replay::replay(py, build, data, times, feed, errors)?;
+    let (batches, stats) = crate::replay::replay(py, build, data, times, feed, errors, deep)?;
     let keep = errors == crate::batch::Errors::Keep;
     let meta: std::collections::HashMap<String, String> = [
         ("risk.replay.labels_fed", stats.labels_fed),
@@ -78,7 +82,33 @@ pub fn replay_source<'py>(
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_string()))
-    .chain([("risk.replay.deep".to_owned(), "skipped".to_owned())])
+    .chain([(
+        "risk.replay.deep".to_owned(),
+        if deep { "replayed" } else { "skipped" }.to_owned(),
+    )])
+    .chain(
+        stats
+            .deep
+            .map(|d| {
+                [
+                    (
+                        "risk.replay.deep_verdicts".to_owned(),
+                        d.verdicts.to_string(),
+                    ),
+                    ("risk.replay.deep_lost".to_owned(), d.lost.to_string()),
+                    (
+                        "risk.replay.deep_latency_p50_us".to_owned(),
+                        d.p50_us.to_string(),
+                    ),
+                    (
+                        "risk.replay.deep_latency_p99_us".to_owned(),
+                        d.p99_us.to_string(),
+                    ),
+                ]
+            })
+            .into_iter()
+            .flatten(),
+    )
     .chain(
         stats
             .first_refusal
@@ -104,7 +134,7 @@ pub fn replay_source<'py>(
 /// building a live engine first (which would open its audit log, state stores and deep
 /// tier). `risk.backtest` and `risk.compare` call it for a path or TOML text.
 #[pyfunction]
-#[pyo3(signature = (source, data, *, base_dir=None, label="is_fraud", label_delay_ms=None, labels=None, errors="raise"))]
+#[pyo3(signature = (source, data, *, base_dir=None, label="is_fraud", label_delay_ms=None, labels=None, errors="raise", deep=false))]
 #[allow(clippy::too_many_arguments)] // Engine.replay's keyword arguments, and the source's
 pub fn replay_toml<'py>(
     py: Python<'py>,
@@ -115,7 +145,17 @@ pub fn replay_toml<'py>(
     label_delay_ms: Option<i64>,
     labels: Option<&Bound<'py, PyAny>>,
     errors: &str,
+    deep: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let source = source_of(source, base_dir)?;
-    replay_source(py, source, data, label, label_delay_ms, labels, errors)
+    replay_source(
+        py,
+        source,
+        data,
+        label,
+        label_delay_ms,
+        labels,
+        errors,
+        deep,
+    )
 }

@@ -24,7 +24,7 @@ def test_history_lift_is_real_and_the_control_removes_it():
     assert r["parity"]["fast"] < 1e-5, report
     assert r["parity"]["fast+history"] < 1e-5, report
     assert r["labels_fed_fast+history"] > 0, report
-    lift = r["figures"]["lift"]
+    lift = r["figures"]["lift fast+history"]
     for m in ("auprc", "recall_1", "recall_budget", "value_detection"):
         assert lift[m][1] > 0, f"{m}: {lift[m]}\n{report}"
     assert lift["cost"][2] < 0, report

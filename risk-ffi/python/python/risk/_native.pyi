@@ -45,6 +45,7 @@ def replay_toml(
     label_delay_ms: int | None = None,
     labels: Any = None,
     errors: Literal["raise", "keep"] = "raise",
+    deep: bool = False,
 ) -> Any: ...
 
 @final
@@ -144,6 +145,7 @@ class Engine:
         label_delay_ms: int | None = None,
         labels: Any = None,
         errors: Literal["raise", "keep"] = "raise",
+        deep: bool = False,
     ) -> Any: ...
     def _rust_time(self, data: Any, mode: Literal["decide", "batch"] = "batch") -> int: ...
     @property

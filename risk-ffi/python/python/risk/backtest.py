@@ -10,7 +10,8 @@ done, or compare two configurations over the same history.
 The replay (``Engine.replay``) runs a fresh engine on the data's clock: each row decided at
 its event time, no deadline expiring, entity state built from scratch (or the configured
 snapshot) and fed each label when it became known; the deep tier is skipped (said in
-``report["deep"]``).
+``report["deep"]``) unless ``deep=True``: then each escalated row's verdict is waited for
+before the next row, so it moves the entity's next decisions at its event time.
 """
 
 from __future__ import annotations
@@ -198,7 +199,8 @@ def rule_table(decisions: pa.Table, y: np.ndarray) -> list[dict]:
 
 def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: Any = None,
              labels: Any = None, costs: Costs | None = None,
-             fpr: Sequence[float] = (0.001, 0.01, 0.05), base_dir: Any = None) -> Backtest:
+             fpr: Sequence[float] = (0.001, 0.01, 0.05), base_dir: Any = None,
+             deep: bool = False) -> Backtest:
     """Replays ``data`` (rows in event-time order, with ``id`` and ``time``) through
     ``engine`` (a ``risk.Engine``, a path or TOML text) in event time, and reports:
     rows, frauds, actions, alert and decline rates, precision and recall of the flagged
@@ -215,6 +217,11 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     ``label`` column either way. Labels entity state refused (no ``[state]``, no label
     feature) are counted in ``labels_refused`` with the first reason, and warned about.
 
+    ``deep=True`` keeps the configuration's deep tier: every escalated row's verdict is
+    waited for before the next row (verdicts then reach the entity's feedback at the
+    row's event time); ``report["deep_verdicts"]``, ``deep_lost`` and the verdicts'
+    measured latency (``deep_latency_p50_us``, ``deep_latency_p99_us``) say what it did.
+
     ``engine`` as TOML text resolves its relative paths against ``base_dir`` (default: the
     current directory). The replay builds a fresh engine from the configuration: its
     files (rules, models) as they are on disk now."""
@@ -223,7 +230,7 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
     if isinstance(labels, str):
         labels = _labels_from_column(t, labels, y)
     decisions = _replay(engine, t, base_dir, label=label, label_delay_ms=_delay_ms(label_delay),
-                        labels=labels)
+                        labels=labels, deep=deep)
     amount = _f(t.column("amount")) if "amount" in t.column_names else None
     rep = report(decisions, y, amount, costs=costs, fpr=fpr)
     meta = {k.decode(): v.decode() for k, v in (decisions.schema.metadata or {}).items()}
@@ -239,6 +246,9 @@ def backtest(engine: Any, data: Any, *, label: str = "is_fraud", label_delay: An
             stacklevel=2,
         )
     rep["deep"] = meta.get("risk.replay.deep", "skipped")
+    for k in ("deep_verdicts", "deep_lost", "deep_latency_p50_us", "deep_latency_p99_us"):
+        if f"risk.replay.{k}" in meta:
+            rep[k] = int(meta[f"risk.replay.{k}"])
     return Backtest(decisions=decisions, report=rep, rules=rule_table(decisions, y))
 
 
