@@ -1,7 +1,8 @@
 """examples/evaluate.py at a small scale: the engines' entity state reproduces the
 offline history features exactly (labels fed when they arrived), the history features'
-lift over the fast tier has an interval excluding zero, and no gain is left when the
-history is shuffled across rows."""
+lift over the fast tier has an interval excluding zero (read by the fast tier, and as the
+deep tier through the feedback path), and no gain is left when the history is shuffled
+across rows."""
 
 from __future__ import annotations
 
@@ -31,6 +32,14 @@ def test_history_lift_is_real_and_the_control_removes_it():
     # In the fast tier's gray zone the history-aware score ranks frauds far better.
     ib = r["in_band"]
     assert ib["ratio"][1] >= 1.2, report
+    # Tiered: the history model as deep tier, its verdicts shifting the entity's next
+    # decisions with the feedback fit on validation days: a gain over fast alone.
+    tiered = r["figures"]["lift tiered"]
+    assert tiered["recall_budget"][1] > 0, report
+    assert r["in_band_tiered"]["ratio"][1] > 1.0, report
+    deep = r["deep"]
+    assert deep["deep_verdicts"] > 0 and deep["deep_lost"] == 0, report
+    assert deep["shifted_rows"] > 0, report
     # The rules alone trail the fast tier.
     f = r["figures"]
     assert f["rules"]["auprc"][0] < f["fast"]["auprc"][0], report
