@@ -399,6 +399,11 @@ impl Inner {
     /// refuses the whole reload (the last known entries serve).
     fn resync(&self, i: usize, con: &mut Conn) -> Result<(), String> {
         type Snap = (u64, Option<String>, Vec<String>, Vec<String>);
+        // Held from before the snapshot is read until it is stored: a change this host
+        // made meanwhile (`change` applies it under this lock once Redis answered) then
+        // lands either in the snapshot or on top of it, never under an older snapshot
+        // stored after it (which lost the change until its message came).
+        let _g = self.lists[i].journal.lock();
         let k = &self.keys[i];
         let snap = |con: &mut Conn| {
             con.query::<Snap>(&script(SNAPSHOT, k, 4))
@@ -423,7 +428,6 @@ impl Inner {
                 return Err(e);
             }
         };
-        let _g = self.lists[i].journal.lock();
         self.lists[i].table.store(Arc::new(table));
         self.applied[i].store(ver, Relaxed);
         self.resyncs.fetch_add(1, Relaxed);
