@@ -24,8 +24,10 @@ def mapping(frame: pa.Table, i: int) -> dict:
     """Row i of a synth frame as decide's mapping."""
     r = {c: frame.column(c)[i].as_py() for c in frame.column_names}
     r["time"] = int(frame.column("time").cast(pa.int64())[i].as_py())
-    for k in ("is_fraud", "scenario"):
+    for k in ("is_fraud", "scenario", "label_time"):
         r.pop(k)
+    if r.get("email") is None:
+        r.pop("email", None)
     return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
 
 
