@@ -25,8 +25,12 @@ Steps:
    traffic) recall, value detection rate (fraud amount alerted / fraud amount) and cost
    (stated below); each with a 95% interval from a cluster bootstrap over cards (Poisson
    weights per card), and the paired lift of fast+history over fast.
-5. Control: the same lift when the history features are shuffled across rows (train and
-   test alike, so they carry no information about the row): it must vanish.
+5. Controls, under which the lifts of tiered and fast+history over fast must vanish
+   (computed offline: the engine equals the offline models, see the parity figure):
+   the history features shuffled across rows (train and test alike, so they carry no
+   information about the row); and the data regenerated with the scenarios only history
+   reveals switched off (`risk.synth(..., history_scenarios=False)`: their share of the
+   fraud goes to the others, legitimate traffic unchanged).
 
 6. **Tiered**: a third engine whose fast tier is the fast model and whose deep tier is
    the fast+history model, over a gray band fixed on the training period's fast scores
@@ -36,8 +40,9 @@ Steps:
    before day 50. Reported: verdicts, their wall latency, the share that would be in
    place before the entity's next transaction, rows shifted, actions changed.
 
-What it does not do yet: an LLM deep tier (its prompt carrying the entity's history),
-the history-only scenarios switched off as a second control, and the quickstart's table.
+What it does not do yet: an LLM deep tier (its prompt carrying the entity's history).
+The quickstart's default run prints the same comparison for committed models
+(`tools/train_realistic.py`, `examples/risk_realistic.toml`).
 """
 
 from __future__ import annotations
@@ -307,6 +312,29 @@ def _before_next(t: pa.Table, escalated: np.ndarray, latency_us) -> float:
     return float((gap[escalated] * 1000 > latency_us).mean())
 
 
+def latest_verdicts(ent, ms, esc, ph):
+    """For each row, the time and score of its entity's latest escalated row before it
+    (a verdict the engine would hold when deciding the row); time far past when none."""
+    last_t = np.full(len(ph), np.iinfo(np.int64).min // 2)
+    last_v = np.zeros(len(ph))
+    seen: dict = {}
+    for i in range(len(ph)):
+        prev = seen.get(ent[i])
+        if prev is not None:
+            last_t[i], last_v[i] = prev
+        if esc[i]:
+            seen[ent[i]] = (ms[i], ph[i])
+    return last_t, last_v
+
+
+def shift_of(ms, last_t, last_v, fb) -> np.ndarray:
+    """The engine's feedback rule: clamp(gain * (verdict - centre), +-max_shift) while
+    the verdict is younger than the ttl."""
+    live = (ms - last_t) <= fb["ttl_days"] * DAY_MS
+    return np.where(live, np.clip(fb["gain"] * (last_v - fb["centre"]),
+                                  -fb["max_shift"], fb["max_shift"]), 0.0)
+
+
 def fit_feedback(t: pa.Table, xf, xh, y, day) -> dict:
     """The feedback settings (FEEDBACK_GRID) under which the fast score shifted by the
     deep verdicts ranks the validation period's frauds best at the equal budget: models
@@ -324,15 +352,7 @@ def fit_feedback(t: pa.Table, xf, xh, y, day) -> dict:
     esc = (pf >= band[0]) & (pf <= band[1])
     ent = t.column("entity").to_numpy()[span]
     ms = t.column("time").cast(pa.int64()).to_numpy()[span]
-    last_t = np.full(len(pf), np.iinfo(np.int64).min // 2)
-    last_v = np.zeros(len(pf))
-    seen: dict = {}
-    for i in range(len(pf)):
-        prev = seen.get(ent[i])
-        if prev is not None:
-            last_t[i], last_v[i] = prev
-        if esc[i]:
-            seen[ent[i]] = (ms[i], ph[i])
+    last_t, last_v = latest_verdicts(ent, ms, esc, ph)
     v = valid[span]
     yv, amount, ones = y[span][v], np.zeros(int(v.sum())), np.ones(int(v.sum()))
     best, best_recall = None, -1.0
@@ -340,14 +360,36 @@ def fit_feedback(t: pa.Table, xf, xh, y, day) -> dict:
         for gain in FEEDBACK_GRID["gain"]:
             for bound in FEEDBACK_GRID["max_shift"]:
                 for ttl in FEEDBACK_GRID["ttl_days"]:
-                    live = (ms - last_t) <= ttl * DAY_MS
-                    shift = np.where(live, np.clip(gain * (last_v - centre), -bound, bound), 0.0)
+                    fb = {"centre": centre, "gain": gain, "max_shift": bound, "ttl_days": ttl}
+                    shift = shift_of(ms, last_t, last_v, fb)
                     r = weighted_metrics(yv, (pf + shift)[v], amount, ones)["recall_budget"]
                     if r > best_recall + 1e-9:
-                        best_recall = r
-                        best = {"centre": centre, "gain": gain, "max_shift": bound, "ttl_days": ttl}
+                        best_recall, best = r, fb
     base = weighted_metrics(yv, pf[v], amount, ones)["recall_budget"]
     return {**best, "valid_recall": best_recall, "valid_recall_fast": base}
+
+
+def offline_lifts(t: pa.Table, xf, xh, y, day, fb: dict, reps: int, seed: int) -> dict:
+    """A control's lifts over fast, offline (the engine matches the offline models to
+    ~1e-6, shown by the parity figure): fast and fast+history trained on the training
+    period of `t`, tiered as the fast score shifted by the history model's verdicts on
+    the gray band (the training period's quantiles) under the feedback `fb`."""
+    train, test = day < TRAIN_DAYS, day >= TRAIN_DAYS + GAP_DAYS
+    fast = xgb.train(PARAMS, xgb.DMatrix(xf[train], y[train]), ROUNDS)
+    hist = xgb.train(PARAMS, xgb.DMatrix(xh[train], y[train]), ROUNDS)
+    pf = fast.predict(xgb.DMatrix(xf))
+    ph = hist.predict(xgb.DMatrix(xh))
+    band = np.quantile(pf[train], GRAY_QUANTILES)
+    esc = (pf >= band[0]) & (pf <= band[1])
+    ent = t.column("entity").to_numpy()
+    ms = t.column("time").cast(pa.int64()).to_numpy()
+    last_t, last_v = latest_verdicts(ent, ms, esc, ph)
+    tiered = pf + shift_of(ms, last_t, last_v, fb)
+    scores = {"fast": pf[test], "tiered": tiered[test], "fast+history": ph[test]}
+    amount = t.column("amount").to_numpy()[test]
+    res = bootstrap(y[test], scores, amount, ent[test], reps, seed)
+    return {"lift tiered": res["lift tiered"], "lift fast+history": res["lift fast+history"],
+            "test_frauds": int(y[test].sum())}
 
 
 def in_band(y, fast, other, cards, reps: int, seed: int) -> dict:
@@ -465,15 +507,19 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
     res["in_band"] = in_band(y[test], scores["fast"], scores["fast+history"], cards[test], reps, seed)
     res["in_band_tiered"] = in_band(y[test], scores["fast"], scores["tiered"], cards[test], reps, seed)
     scenario = np.asarray(t.column("scenario").to_pylist())[test]
-    # Control: history shuffled across rows, train and test alike.
+    # Control 1: history shuffled across rows, train and test alike.
     rng = np.random.default_rng(seed + 1)
     xs = xh.copy()
     xs[:, len(schema_fields()):] = xs[rng.permutation(len(xs)), len(schema_fields()):]
-    booster = xgb.train(PARAMS, xgb.DMatrix(xs[train], y[train]), ROUNDS)
-    fast_offline = xgb.train(PARAMS, xgb.DMatrix(xf[train], y[train]), ROUNDS)
-    ctrl = {"fast": fast_offline.predict(xgb.DMatrix(xf[test])),
-            "fast+history": booster.predict(xgb.DMatrix(xs[test]))}
-    res["control"] = bootstrap(y[test], ctrl, amount[test], cards[test], reps, seed)["lift fast+history"]
+    fb = res["deep"]["feedback"]
+    res["control_shuffled"] = offline_lifts(t, xf, xs, y, day, fb, reps, seed)
+    # Control 2: the same generator with the scenarios only history reveals switched off
+    # (their share of the fraud goes to the others; legitimate traffic unchanged).
+    t2 = risk.synth(rows, seed=seed, preset="realistic", history=True, history_scenarios=False)
+    ms2 = t2.column("time").cast(pa.int64()).to_numpy()
+    y2 = t2.column("is_fraud").to_numpy(zero_copy_only=False).astype(np.int32)
+    res["control_no_history_scenarios"] = offline_lifts(
+        t2, matrix(t2, False), matrix(t2, True), y2, (ms2 - ms2[0]) / DAY_MS, fb, reps, seed)
     print(f"realistic preset, {rows:,} rows, seed {seed}: test from day {TRAIN_DAYS + GAP_DAYS}, "
           f"{res['test_rows']:,} rows, {res['test_frauds']:,} frauds; budget {BUDGET:.0%} of "
           f"traffic; 95% intervals from {reps} card-level bootstrap draws", file=out)
@@ -488,9 +534,14 @@ def evaluate(rows: int, seed: int, reps: int, out=sys.stdout) -> dict:
           f"ratio {ib['ratio'][0]:.2f} [{ib['ratio'][1]:.2f}, {ib['ratio'][2]:.2f}]", file=out)
     print(f"deep tier: {res['deep']}", file=out)
     print(by_scenario(y[test], scenario, scores), file=out)
-    print("control (history shuffled across rows): lift " + ", ".join(
-        f"{m} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for m, v in res["control"].items()
-        if m != "cost"), file=out)
+    for name, label in (("control_shuffled", "history shuffled across rows"),
+                        ("control_no_history_scenarios", "history-only scenarios switched off")):
+        c = res[name]
+        print(f"control ({label}; offline, {c['test_frauds']} test frauds):", file=out)
+        for lift in ("lift tiered", "lift fast+history"):
+            print(f"  {lift}: " + ", ".join(
+                f"{m} {v[0]:+.3f} [{v[1]:+.3f}, {v[2]:+.3f}]" for m, v in c[lift].items()
+                if m != "cost"), file=out)
     return res
 
 

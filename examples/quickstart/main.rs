@@ -1,13 +1,20 @@
-//! The main job: build an engine from embedded defaults and replay 100,000 synthetic
-//! transactions through it.
+//! The main job. By default, the tiers on the realistic preset: rules, fast and tiered
+//! (fast + a deep tier whose verdicts move the entity's next decisions) replayed in
+//! event time over 1,000,000 realistic transactions and compared on a held-out period
+//! at an equal alert budget, with bootstrap intervals (`realistic.rs`). With `--easy`,
+//! the serving walkthrough on the easy preset: an engine from embedded defaults replaying
+//! 100,000 synthetic transactions, the LLM deep tier up close, the audit trail, a fault
+//! drill and the model lifecycle.
 //!
 //! ```text
-//! cargo run --release --example quickstart            # 100k transactions
-//! cargo run --release --example quickstart -- 20000   # fewer
-//! cargo run --release --example quickstart -- --bert  # fast tier XGBoost + BERT (2k rows)
+//! cargo run --release --example quickstart                   # realistic preset, 1M rows
+//! cargo run --release --example quickstart -- 300000         # fewer
+//! cargo run --release --example quickstart -- --easy         # the walkthrough, 100k rows
+//! cargo run --release --example quickstart -- --easy 20000   # fewer
+//! cargo run --release --example quickstart -- --bert         # fast tier XGBoost + BERT (2k rows, easy)
 //! ```
 //!
-//! Tiers:
+//! The walkthrough's tiers (`--easy`):
 //! - rules: the default rule set `risk-rules/rules/default.rules` (63 rules, compiled);
 //! - fast: native XGBoost (`testdata/models/xgb_fraud.json`, 100 trees, trained by
 //!   `tools/train_xgboost.py` on another seed), SHAP reason codes for scores >= 0.3;
@@ -30,7 +37,9 @@
 
 mod bert;
 mod lifecycle;
+mod realistic;
 mod report;
+mod tiers;
 
 use report::{lat, print_audit, print_counts, print_rules, print_state};
 
@@ -47,16 +56,24 @@ use std::time::{Duration, Instant};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let with_bert = std::env::args().skip(1).any(|a| a == "--bert");
-    let n: usize = std::env::args()
+    let easy = with_bert || std::env::args().skip(1).any(|a| a == "--easy");
+    let rows: Option<usize> = std::env::args()
         .skip(1)
-        .find(|a| a != "--bert")
+        .find(|a| !a.starts_with("--"))
         .map(|a| a.parse())
-        .transpose()?
-        .unwrap_or(if with_bert {
-            bert::DEFAULT_ROWS
-        } else {
-            100_000
-        });
+        .transpose()?;
+    if !easy {
+        realistic::run(rows.unwrap_or(realistic::DEFAULT_ROWS))?;
+        println!(
+            "\nthe serving walkthrough (LLM deep tier up close, audit trail, fault drill, model lifecycle) on the easy preset: cargo run --release --example quickstart -- --easy"
+        );
+        return Ok(());
+    }
+    let n = rows.unwrap_or(if with_bert {
+        bert::DEFAULT_ROWS
+    } else {
+        100_000
+    });
     let schema = schema();
 
     // ----- data and stand-in models -----

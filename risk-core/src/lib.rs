@@ -102,9 +102,9 @@ pub use decision::{
 };
 pub use engine::replay;
 pub use engine::{
-    CircuitConfig, CircuitState, DecisionFuture, DrillPlan, DrillReport, Engine, EngineBuilder,
-    Fault, GrayBandView, Health, HealthStatus, Quality, SwitchTime, Switchable, TierHealth,
-    VerdictCallback,
+    CircuitConfig, CircuitState, DecisionFuture, DeepReplayStats, DrillPlan, DrillReport, Engine,
+    EngineBuilder, EventReplay, EventReplayStats, Fault, GrayBandView, Health, HealthStatus,
+    Quality, ReplayLabel, SwitchTime, Switchable, TierHealth, VerdictCallback,
 };
 pub use error::{ConfigError, DecideError, SchemaError, ScoreError};
 pub use metrics::{GrayStats, Histogram, LatencySummary, MetricsSnapshot};

@@ -383,6 +383,11 @@ pub struct SynthConfig {
     pub fraud_rate: f64,
     /// Which generator runs.
     pub preset: Preset,
+    /// Realistic preset: whether the scenarios only history reveals
+    /// ([`Scenario::history_only`]) make fraud. Off, their share of the fraud goes to
+    /// the other scenarios (same fraud rate, same legitimate traffic and look-alikes):
+    /// the evaluation's control under which what history adds must vanish.
+    pub history_scenarios: bool,
 }
 
 impl SynthConfig {
@@ -396,6 +401,7 @@ impl SynthConfig {
             start_ms: 1_767_571_200_000,
             fraud_rate: 0.02,
             preset: Preset::Easy,
+            history_scenarios: true,
         }
     }
 

@@ -20,46 +20,13 @@ use arrow_array::types::{Int64Type, UInt64Type};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use pyo3::prelude::*;
-use risk_core::{Engine, ManualClock, TxnId};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use risk_core::{Engine, EventReplay, EventReplayStats, ManualClock, ReplayLabel, TxnId};
 use std::sync::Arc;
 
-/// Labels to feed: `(known at ms, input order, txn id, fraud)`: the heap pops them by
-/// time, then in the order they were given (a `False` after a `True` for the same
-/// transaction at the same time clears it, as given).
+/// Labels to feed: `(known at ms, input order, txn id, fraud)`; fed by time, then in the
+/// order given (a `False` after a `True` for the same transaction at the same time
+/// clears it, as given).
 pub type Label = (i64, usize, u64, bool);
-
-/// What a replay did besides deciding.
-#[derive(Debug, Default, Clone)]
-pub struct ReplayStats {
-    /// Labels reported to entity state before the replay ended.
-    pub labels_fed: u64,
-    /// Labels whose time came after the last row (never reported).
-    pub labels_after_end: u64,
-    /// Labels entity state refused (an unknown transaction, no `[state]`).
-    pub labels_refused: u64,
-    /// Why the first refused label was refused.
-    pub first_refusal: Option<String>,
-    /// The deep tier's verdicts, with `deep`.
-    pub deep: Option<DeepStats>,
-}
-
-/// The deep verdicts a replay waited for.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct DeepStats {
-    /// Verdicts received.
-    pub verdicts: u64,
-    /// Escalations whose verdict never came within [`DEEP_WAIT`].
-    pub lost: u64,
-    /// Median wall time from the start of the escalated row's `decide` to its verdict, µs.
-    pub p50_us: u64,
-    /// 99th percentile, µs.
-    pub p99_us: u64,
-}
-
-/// How long a replay waits for one deep verdict before counting it lost.
-const DEEP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The column `name` of `batches` as booleans (bool or integer 0/1), `None` where null.
 pub fn label_column(batches: &[RecordBatch], name: &str) -> PyResult<Vec<Option<bool>>> {
@@ -153,15 +120,12 @@ pub fn replay(
     build: impl FnOnce(Arc<ManualClock>) -> PyResult<Engine> + Send,
     (schema, batches): (arrow_schema::SchemaRef, Vec<RecordBatch>),
     times: Vec<i64>,
-    labels: Vec<Label>,
+    mut labels: Vec<Label>,
     errors: Errors,
     deep: bool,
-) -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
-    let clock = ManualClock::new();
-    // The data's first time is the clock's origin; 0 would mean "the system's wall
-    // clock" to a `ManualClock`, so an origin is at least 1 ms.
-    let origin = times.first().copied().unwrap_or(1).max(1);
-    clock.set_unix_origin_ms(origin);
+) -> PyResult<(Vec<RecordBatch>, EventReplayStats)> {
+    let first = times.first().copied().unwrap_or(1);
+    let clock = EventReplay::clock(first);
     let engine = {
         let clock = Arc::clone(&clock);
         py.detach(move || build(clock))?
@@ -172,14 +136,17 @@ pub fn replay(
         &crate::engine::computed_of(&engine),
     )?;
     let keep = errors == Errors::Keep;
-    let mut heap: BinaryHeap<Reverse<Label>> = labels.into_iter().map(Reverse).collect();
-    let verdicts = deep.then(|| engine.subscribe());
-    let out = py.detach(|| -> PyResult<(Vec<RecordBatch>, ReplayStats)> {
-        // Moved in (a receiver is not shared between threads).
-        let verdicts = verdicts;
-        let mut stats = ReplayStats::default();
-        let mut latencies: Vec<u64> = Vec::new();
-        let mut lost = 0u64;
+    // The input order breaks ties between labels known at the same time.
+    labels.sort_by_key(|l| l.1);
+    let feed = labels
+        .into_iter()
+        .map(|(known_ms, _, txn, fraud)| ReplayLabel {
+            known_ms,
+            txn: TxnId(txn),
+            fraud,
+        });
+    let mut rep = EventReplay::new(&engine, clock, first, feed, deep);
+    let out = py.detach(|| -> PyResult<Vec<RecordBatch>> {
         let mut out = Vec::new();
         let mut row = 0usize;
         for b in &batches {
@@ -189,38 +156,10 @@ pub fn replay(
                 let len = CHUNK.min(b.num_rows() - start);
                 let mut res = Vec::with_capacity(len);
                 for r in start..start + len {
-                    let t = times[row];
-                    while let Some(Reverse((at, _, txn, fraud))) = heap.peek().copied() {
-                        if at > t {
-                            break;
-                        }
-                        heap.pop();
-                        // The label's own time, not the row's: it was known then.
-                        clock.set(((at.max(origin) - origin) as u64).saturating_mul(1_000_000));
-                        match engine.report_label(TxnId(txn), fraud, at) {
-                            Ok(_) => stats.labels_fed += 1,
-                            Err(e) => {
-                                stats.labels_refused += 1;
-                                if stats.first_refusal.is_none() {
-                                    stats.first_refusal = Some(e.to_string());
-                                }
-                            }
-                        }
-                    }
-                    clock.set(((t - origin).max(0) as u64).saturating_mul(1_000_000));
-                    // Wall time: the engine's clock stands still during a replay.
-                    let began = std::time::Instant::now();
-                    let d = cols.txn(r).and_then(|x| engine.decide(&x));
+                    rep.advance_to(times[row]);
+                    let d = cols.txn(r).and_then(|x| rep.decide(&x));
                     if let (Err(e), false) = (&d, keep) {
                         return Err(errors::decide(e, Some(row)));
-                    }
-                    if let (Some(rx), Ok(dec)) = (&verdicts, &d) {
-                        if let risk_core::Escalation::Enqueued(ticket) = dec.escalation {
-                            match wait_verdict(rx, ticket) {
-                                true => latencies.push(began.elapsed().as_micros() as u64),
-                                false => lost += 1,
-                            }
-                        }
                     }
                     res.push(d);
                     row += 1;
@@ -229,41 +168,9 @@ pub fn replay(
                 start += len;
             }
         }
-        stats.labels_after_end = heap.len() as u64;
-        if deep {
-            latencies.sort_unstable();
-            let q = |p: f64| {
-                latencies
-                    .get(((latencies.len().max(1) - 1) as f64 * p) as usize)
-                    .copied()
-                    .unwrap_or(0)
-            };
-            stats.deep = Some(DeepStats {
-                verdicts: latencies.len() as u64,
-                lost,
-                p50_us: q(0.5),
-                p99_us: q(0.99),
-            });
-        }
-        engine.shutdown(risk_core::Shutdown::Abandon);
-        Ok((out, stats))
+        Ok(out)
     })?;
-    Ok(out)
-}
-
-/// Waits for the verdict of `ticket` (verdicts arrive in escalation order; earlier ones
-/// are skipped); `false` when none came within [`DEEP_WAIT`].
-fn wait_verdict(
-    rx: &std::sync::mpsc::Receiver<risk_core::decision::DeepVerdict>,
-    ticket: risk_core::decision::Ticket,
-) -> bool {
-    let until = std::time::Instant::now() + DEEP_WAIT;
-    loop {
-        let left = until.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(v) if v.ticket == ticket => return true,
-            Ok(_) => {}
-            Err(_) => return false,
-        }
-    }
+    let stats = rep.finish();
+    engine.shutdown(risk_core::Shutdown::Abandon);
+    Ok((out, stats))
 }

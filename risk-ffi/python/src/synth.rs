@@ -38,14 +38,17 @@ const MAX_ROWS: usize = 20_000_000;
 /// (`risk_core::synth::HISTORY`: links to confirmed fraud through the device, e-mail or
 /// merchant, cards per device and merchant, devices and categories per card, hour and
 /// amount against the card's own), computed by entity state with each label fed when
-/// its `label_time` says it arrived.
+/// its `label_time` says it arrived. `history_scenarios=False` (realistic preset) makes
+/// no fraud from the scenarios only history reveals (low-and-slow takeover, mule chains,
+/// cash-out, shared identities): their share goes to the others, legitimate traffic
+/// unchanged (the control under which what history adds must vanish).
 ///
 /// >>> frame = risk.synth(100_000, seed=7)
 /// >>> hard = risk.synth(1_000_000, preset="realistic")
 // One parameter per Python keyword argument.
 #[allow(clippy::too_many_arguments)]
 #[pyfunction]
-#[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy", history=false))]
+#[pyo3(signature = (n, seed=0, raw=false, days=None, fraud_rate=None, preset="easy", history=false, history_scenarios=true))]
 pub fn synth<'py>(
     py: Python<'py>,
     n: usize,
@@ -55,6 +58,7 @@ pub fn synth<'py>(
     fraud_rate: Option<f64>,
     preset: &str,
     history: bool,
+    history_scenarios: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let Some(preset) = Preset::parse(preset) else {
         return Err(crate::errors::input(format!(
@@ -72,6 +76,7 @@ pub fn synth<'py>(
     };
     cfg.days = days.unwrap_or(cfg.days);
     cfg.fraud_rate = fraud_rate.unwrap_or(cfg.fraud_rate);
+    cfg.history_scenarios = history_scenarios;
     if cfg.days == 0 || !(0.0..=1.0).contains(&cfg.fraud_rate) {
         return Err(crate::errors::input(
             "days must be at least 1 and fraud_rate within [0, 1]",

@@ -174,7 +174,10 @@ pub(super) fn events(rng: &mut Rng, cfg: &SynthConfig, cards: &[Card], events: &
     };
     let target = (cfg.transactions as f64 * cfg.fraud_rate).round() as usize;
     let mut ring: Vec<Ring> = Vec::new();
+    let on = |s: Scenario| cfg.history_scenarios || !s.history_only();
+    let total: f64 = SHARES.iter().filter(|s| on(s.0)).map(|s| s.1).sum();
     for (scenario, share) in SHARES {
+        let share = if on(scenario) { share / total } else { 0.0 };
         let goal = (target as f64 * share).round() as usize;
         let (mut made, mut idle) = (0, 0);
         // An episode can fall outside the period (dropped): give up after many in a row.

@@ -35,6 +35,42 @@ fn fraud_rate_and_scenario_shares() {
 }
 
 #[test]
+fn history_scenarios_switched_off_give_their_share_to_the_others() {
+    let cfg = SynthConfig {
+        history_scenarios: false,
+        ..SynthConfig::realistic(11, 200_000)
+    };
+    let rows = generate_raw(&cfg);
+    assert_eq!(rows.len(), 200_000);
+    let fraud: Vec<_> = rows.iter().filter(|r| r.is_fraud).collect();
+    let rate = fraud.len() as f64 / rows.len() as f64;
+    assert!((0.0027..0.0036).contains(&rate), "fraud rate {rate}");
+    assert!(fraud.iter().all(|r| !r.scenario.history_only()));
+    let visible: f64 = SHARES
+        .iter()
+        .filter(|s| !s.0.history_only())
+        .map(|s| s.1)
+        .sum();
+    let n = |s: Scenario| fraud.iter().filter(|r| r.scenario == s).count() as f64;
+    let share = n(Scenario::CompromisedCard) / fraud.len() as f64;
+    assert!(
+        (share - 0.33 / visible).abs() < 0.05,
+        "compromised cards {share} of fraud"
+    );
+    // The same legitimate look-alikes: mule-like transfers to new payees stay.
+    let payees = |rows: &[super::super::Labeled]| {
+        rows.iter()
+            .filter(|r| !r.is_fraud && is_p2p(r.merchant))
+            .count() as f64
+    };
+    let (off, on) = (payees(&rows), payees(&self::rows()));
+    assert!(
+        (off / on - 1.0).abs() < 0.1,
+        "legitimate transfers {off} off vs {on} on"
+    );
+}
+
+#[test]
 fn labels_arrive_late_and_some_never() {
     let rows = rows();
     assert!(rows
