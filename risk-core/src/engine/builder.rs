@@ -276,8 +276,9 @@ impl EngineBuilder {
     /// [`for_replay`](Self::for_replay), keeping the deep tier: for a replay that waits
     /// for each escalated row's verdict before the next row (the clock standing still),
     /// so verdicts shape the entities' next decisions at the event time they would have
-    /// live (`risk.backtest(..., deep=True)`). On a clock that does not move, the deep
-    /// tier's `max_wait_ms` must be 0 (a batch waits for it on the engine's clock).
+    /// live (`risk.backtest(..., deep=True)`, [`EventReplay`](crate::EventReplay)). The
+    /// deep tier's `max_wait` is set to 0: a batch would wait for it on a clock that
+    /// stands still.
     pub fn replay_keeping_deep(mut self, clock: Arc<dyn Clock>) -> Self {
         self.replay = true;
         self.clock = clock;
@@ -359,7 +360,12 @@ impl EngineBuilder {
             None => Default::default(),
             Some(d) => restore(&mut self, d)?,
         };
-        let cfg = self.cfg;
+        let mut cfg = self.cfg;
+        if self.replay {
+            // The replay's clock stands still while a caller waits for a verdict: a
+            // batch waiting `max_wait` on it for a second item would wait for ever.
+            cfg.deep.max_wait = std::time::Duration::ZERO;
+        }
         cfg.validate()?;
         if let Some(m) = &self.monitor {
             m.validate()?;

@@ -102,7 +102,7 @@ impl<'e> EventReplay<'e> {
 
     /// A replay through `engine`, built on `clock` from [`EventReplay::clock`] with the
     /// same `first_ms`; `labels` in any order; `deep` waits for every escalated row's
-    /// verdict (the engine must keep its deep tier with `max_wait_ms = 0`).
+    /// verdict (the engine must keep its deep tier: `replay_keeping_deep`).
     pub fn new(
         engine: &'e Engine,
         clock: Arc<ManualClock>,

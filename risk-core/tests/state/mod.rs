@@ -2,6 +2,7 @@
 //! lists, snapshots, and the engine computing its own features from `risk.toml`.
 
 mod engine;
+mod event_replay;
 mod exact;
 mod labels;
 mod list_journal;

@@ -47,3 +47,13 @@ def test_realistic_preset_defaults_and_overrides():
     rate = pa.compute.mean(more.column("is_fraud").cast(pa.float64())).as_py()
     assert 0.02 < rate < 0.04
     assert set(more.column("scenario").to_pylist()) >= {"low_slow_takeover", "mule_chain"}
+    # The evaluation's second control: no fraud from the scenarios only history reveals,
+    # the same fraud rate from the others.
+    off = risk.synth(50_000, seed=4, preset="realistic", fraud_rate=0.03, days=60,
+                     history_scenarios=False)
+    fraud = [s for s, f in zip(off.column("scenario").to_pylist(),
+                                off.column("is_fraud").to_pylist()) if f]
+    assert 0.02 < len(fraud) / off.num_rows < 0.04
+    hidden = {"low_slow_takeover", "mule_chain", "cash_out", "shared_identity"}
+    assert not hidden & set(fraud)
+    assert {"compromised_card", "card_testing"} <= set(fraud)
