@@ -13,6 +13,8 @@
 pub mod hand_written;
 #[path = "metrics_http.rs"]
 pub mod metrics_http;
+#[path = "tiers.rs"]
+pub mod tiers;
 
 use risk_core::synth::Labeled;
 use risk_core::{Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};

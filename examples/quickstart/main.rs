@@ -39,7 +39,6 @@ mod bert;
 mod lifecycle;
 mod realistic;
 mod report;
-mod tiers;
 
 use report::{lat, print_audit, print_counts, print_rules, print_state};
 

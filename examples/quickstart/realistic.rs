@@ -25,6 +25,7 @@ use risk_core::{
     Decision, Engine, EventReplay, EventReplayStats, FeatureSchema, FieldKind, ReplayLabel,
     ScorerRegistry, Shutdown, Transaction,
 };
+use risk_examples::tiers::{self, dense_ids};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -148,7 +149,7 @@ pub fn run(n: usize) -> Result<(), Box<dyn std::error::Error>> {
         y.iter().filter(|&&f| f).count(),
         100.0 * BUDGET
     );
-    let figures = super::tiers::bootstrap(
+    let figures = tiers::bootstrap(
         &y,
         &amount,
         &cards,
@@ -157,8 +158,8 @@ pub fn run(n: usize) -> Result<(), Box<dyn std::error::Error>> {
         BUDGET,
         REVIEW_COST,
     );
-    super::tiers::print_table(&figures);
-    let band = super::tiers::in_band(&y, &cards, &systems[1].1, &systems[2].1, BAND, BOOTSTRAP);
+    tiers::print_table(&figures);
+    let band = tiers::in_band(&y, &cards, &systems[1].1, &systems[2].1, BAND, BOOTSTRAP);
     println!(
         "  in the fast tier's gray zone ({} rows, {} frauds): AUPRC fast {:.3}, tiered {:.3}, ratio {:.2} [{:.2}, {:.2}]",
         band.rows, band.frauds, band.fast, band.other, band.ratio.0, band.ratio.1, band.ratio.2
@@ -191,16 +192,6 @@ fn print_deep(deep: &EventReplayStats, fast: &[Kept], tiered: &[Kept], test: &[b
         "  labels fed to entity state {} (after the end {}, refused {})",
         deep.labels_fed, deep.labels_after_end, deep.labels_refused
     );
-}
-
-/// Card ids numbered from 0 in order of appearance.
-fn dense_ids(keys: impl Iterator<Item = u64>) -> Vec<u32> {
-    let mut map = std::collections::HashMap::new();
-    keys.map(|k| {
-        let next = map.len() as u32;
-        *map.entry(k).or_insert(next)
-    })
-    .collect()
 }
 
 type Replayed = (Vec<Kept>, EventReplayStats, Duration);

@@ -1,7 +1,8 @@
 //! The tier comparison's statistics: AUPRC, recall at 1% and 5% false-positive rate, and
 //! at an equal alert budget recall, value detection and cost; 95% intervals from a
 //! cluster bootstrap over cards (Poisson(1) weights per card, so a card's rows move
-//! together); the same definitions as `examples/evaluate.py`'s `weighted_metrics`.
+//! together); the same definitions as `examples/evaluate.py`'s `weighted_metrics`. Used
+//! by the quickstart's tier comparison and `examples/deep_realistic`.
 
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -24,6 +25,7 @@ pub type Interval = (f64, f64, f64);
 
 /// Point figures and intervals per system, then the paired lift of each system over
 /// `fast`.
+#[derive(Debug, Clone)]
 pub struct Report {
     rows: Vec<(String, Vec<Interval>)>,
 }
@@ -184,6 +186,7 @@ pub fn print_table(r: &Report) {
 
 /// AUPRC over the fast tier's gray zone: the rows its score ranks below its top
 /// `band.0` and within its top `band.1` of traffic.
+#[derive(Debug, Clone, Copy)]
 pub struct InBand {
     /// Rows in the zone.
     pub rows: usize,
@@ -213,32 +216,136 @@ pub fn in_band(
     let keep: Vec<usize> = (0..y.len())
         .filter(|&i| fast[i] < hi && fast[i] >= lo)
         .collect();
+    let pick = |v: &[f32]| keep.iter().map(|&i| v[i]).collect::<Vec<_>>();
     let yy: Vec<bool> = keep.iter().map(|&i| y[i]).collect();
-    let zero = vec![0.0; keep.len()];
-    let fo = order(&keep.iter().map(|&i| fast[i]).collect::<Vec<_>>());
-    let oo = order(&keep.iter().map(|&i| other[i]).collect::<Vec<_>>());
-    let ap = |o: &[u32], w: &[f64]| figures(&yy, &zero, o, w, 0.0, 0.0)[0];
-    let ones = vec![1.0; keep.len()];
-    let (a, b) = (ap(&fo, &ones), ap(&oo, &ones));
+    let cc: Vec<u32> = keep.iter().map(|&i| cards[i]).collect();
+    let (a, b, ratio) = auprc_ratio(
+        &yy,
+        &cc,
+        &vec![1.0; keep.len()],
+        &pick(fast),
+        &pick(other),
+        reps,
+    );
+    InBand {
+        rows: keep.len(),
+        frauds: yy.iter().filter(|&&f| f).count(),
+        fast: a,
+        other: b,
+        ratio,
+    }
+}
+
+/// AUPRC of `base` and of `other` with row weights `w` (e.g. inverse sampling rates),
+/// and `other / base` with its 95% interval from a card-level bootstrap (`cards`
+/// numbered from 0): `(base, other, ratio)`.
+pub fn auprc_ratio(
+    y: &[bool],
+    cards: &[u32],
+    w: &[f64],
+    base: &[f32],
+    other: &[f32],
+    reps: usize,
+) -> (f64, f64, Interval) {
+    let zero = vec![0.0; y.len()];
+    let (bo, oo) = (order(base), order(other));
+    let ap = |o: &[u32], w: &[f64]| figures(y, &zero, o, w, 0.0, 0.0)[0];
+    let (a, b) = (ap(&bo, w), ap(&oo, w));
     let n_cards = cards.iter().max().map_or(0, |&c| c as usize + 1);
     let poisson = Poisson::new(1.0).expect("a positive rate");
     let mut rng = StdRng::seed_from_u64(22);
     let ratios: Vec<f64> = (0..reps)
         .map(|_| {
             let per_card: Vec<f64> = (0..n_cards).map(|_| poisson.sample(&mut rng)).collect();
-            let w: Vec<f64> = keep.iter().map(|&i| per_card[cards[i] as usize]).collect();
-            ap(&oo, &w) / ap(&fo, &w).max(1e-12)
+            let ww: Vec<f64> = w
+                .iter()
+                .zip(cards)
+                .map(|(&x, &c)| x * per_card[c as usize])
+                .collect();
+            ap(&oo, &ww) / ap(&bo, &ww).max(1e-12)
         })
         .collect();
-    InBand {
-        rows: keep.len(),
-        frauds: yy.iter().filter(|&&f| f).count(),
-        fast: a,
-        other: b,
-        ratio: (
+    (
+        a,
+        b,
+        (
             b / a.max(1e-12),
             percentile(ratios.clone(), 0.025),
             percentile(ratios, 0.975),
         ),
+    )
+}
+
+/// Weighted AUPRC of one score (`w`: row weights).
+pub fn auprc_weighted(y: &[bool], scores: &[f32], w: &[f64]) -> f64 {
+    figures(y, &vec![0.0; y.len()], &order(scores), w, 0.0, 0.0)[0]
+}
+
+/// Card ids numbered from 0 in order of appearance.
+pub fn dense_ids(keys: impl Iterator<Item = u64>) -> Vec<u32> {
+    let mut map = std::collections::HashMap::new();
+    keys.map(|k| {
+        let next = map.len() as u32;
+        *map.entry(k).or_insert(next)
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_of_a_known_ranking() {
+        // Ranked: F L F L L ... (2 frauds in 10 rows), amounts 10 each.
+        let y = [
+            true, false, true, false, false, false, false, false, false, false,
+        ];
+        let scores: Vec<f32> = (0..10).map(|i| 1.0 - i as f32 / 10.0).collect();
+        let amount = [10.0; 10];
+        let w = [1.0; 10];
+        let f = figures(&y, &amount, &order(&scores), &w, 0.2, 5.0);
+        // AP = (1/1 + 2/3) / 2.
+        assert!((f[0] - (1.0 + 2.0 / 3.0) / 2.0).abs() < 1e-12, "{f:?}");
+        // 1% FPR of 8 legitimate rows allows none: the first fraud only.
+        assert_eq!(f[1], 0.5);
+        // Budget 20% = two alerts: one fraud caught, half its value.
+        assert_eq!((f[3], f[4]), (0.5, 0.5));
+        // Cost: two reviews + the missed fraud's amount.
+        assert_eq!(f[5], 2.0 * 5.0 + 10.0);
+        // Weights act as copies: doubling every row changes no share.
+        let g = figures(&y, &amount, &order(&scores), &[2.0; 10], 0.2, 5.0);
+        assert_eq!(&g[..5], &f[..5]);
+        assert_eq!(g[5], 2.0 * f[5]);
+    }
+
+    #[test]
+    fn a_better_score_has_a_ratio_above_one_and_its_interval_too() {
+        // 2,000 rows over 200 cards, 5% fraud; `good` separates them, `poor` barely.
+        let n = 2_000;
+        let y: Vec<bool> = (0..n).map(|i| i % 20 == 0).collect();
+        let cards: Vec<u32> = (0..n as u32).map(|i| i % 200).collect();
+        let good: Vec<f32> = (0..n)
+            .map(|i| if y[i] { 0.6 } else { 0.0 } + (i * 7919 % 1000) as f32 / 2000.0)
+            .collect();
+        let poor: Vec<f32> = (0..n)
+            .map(|i| if y[i] { 0.05 } else { 0.0 } + (i * 7919 % 1000) as f32 / 1000.0)
+            .collect();
+        let (a, b, r) = auprc_ratio(&y, &cards, &vec![1.0; n], &poor, &good, 100);
+        assert!(b > 0.9 && a < 0.5, "{a} {b}");
+        assert!(r.1 > 1.0 && r.0 >= r.1 && r.0 <= r.2, "{r:?}");
+        assert_eq!(auprc_weighted(&y, &good, &vec![1.0; n]), b);
+        let rep = bootstrap(
+            &y,
+            &vec![1.0; n],
+            &cards,
+            &[("fast", poor.clone()), ("tiered", good.clone())],
+            50,
+            0.05,
+            5.0,
+        );
+        let lift = &rep.rows[2];
+        assert_eq!(lift.0, "lift tiered over fast");
+        assert!(lift.1[0].1 > 0.0, "AUPRC lift interval {:?}", lift.1[0]);
     }
 }
