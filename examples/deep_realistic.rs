@@ -180,13 +180,16 @@ fn progress(done: usize, total: usize, start: Instant) {
     }
 }
 
+/// Final hidden states and zero-shot answer probabilities.
+type Forwarded = (Vec<Vec<f32>>, Vec<f32>);
+
 /// Final hidden states and zero-shot answer probabilities, 8 rows a packed forward,
 /// cached in `target/` under `key`.
 fn forward(
     deep: &DeepScorer,
     rows: &[Picked],
     key: &str,
-) -> Result<(Vec<Vec<f32>>, Vec<f32>), Box<dyn std::error::Error>> {
+) -> Result<Forwarded, Box<dyn std::error::Error>> {
     let path = format!(
         "{}/../target/deep_realistic-{key}.bin",
         env!("CARGO_MANIFEST_DIR")
@@ -196,7 +199,7 @@ fn forward(
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
-        if !rows.is_empty() && v.len() % rows.len() == 0 {
+        if !rows.is_empty() && v.len().is_multiple_of(rows.len()) {
             let w = v.len() / rows.len();
             println!("  hidden states from {path}");
             return Ok((
@@ -280,9 +283,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let deep = load()?;
     deep.warmup()?;
     println!(
-        "deep tier: {} over {} (system prompt {} tokens, pinned); gray band {:?}",
+        "deep tier: {} over risk-gpu/prompts/fraud_analyst_history.txt (system prompt {} tokens, pinned); gray band {:?}",
         deep.model().identity(),
-        "risk-gpu/prompts/fraud_analyst_history.txt",
         deep.prefix_key().tokens().len(),
         m.band
     );

@@ -15,10 +15,9 @@
 
 use super::Engine;
 use crate::clock::ManualClock;
-use crate::decision::{DeepVerdict, Escalation, Ticket};
+use crate::decision::{Decision, DeepVerdict, Escalation, Ticket};
 use crate::error::DecideError;
 use crate::txn::{Transaction, TxnId};
-use crate::Decision;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::mpsc::Receiver;
