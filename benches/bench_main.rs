@@ -30,7 +30,7 @@ criterion_group!(
     name = benches;
     config = engine::config();
     targets = engine::overhead, engine::thread_hop, engine::fallback, deadline::wait, rules::evaluate, rules_mixed::evaluate,
-        trees::native_vs_ort, ffi::overhead, lean::decide
+        trees::native_vs_ort, trees::load, ffi::overhead, lean::decide
 );
 criterion_group!(
     name = audit;

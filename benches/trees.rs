@@ -121,3 +121,18 @@ pub fn native_vs_ort(c: &mut Criterion) {
     });
     g.finish();
 }
+
+/// Loading the committed model from its JSON and from its UBJSON file (the same trees,
+/// `tools/xgb_ubjson.py`): parse, validate, build the padded layout and SHAP tables.
+pub fn load(c: &mut Criterion) {
+    let json = std::fs::read(models().join("xgb_fraud.json")).unwrap();
+    let ubj = std::fs::read(models().join("xgb_fraud.ubj")).unwrap();
+    let mut g = c.benchmark_group("trees_load");
+    g.bench_function("json", |b| {
+        b.iter(|| black_box(XgbModel::from_json(black_box(&json)).unwrap()))
+    });
+    g.bench_function("ubjson", |b| {
+        b.iter(|| black_box(XgbModel::from_ubjson(black_box(&ubj)).unwrap()))
+    });
+    g.finish();
+}

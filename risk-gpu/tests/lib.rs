@@ -14,3 +14,4 @@ mod quant;
 mod remote;
 mod trees;
 mod trees_bad_input;
+mod trees_ubjson;

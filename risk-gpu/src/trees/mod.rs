@@ -1,6 +1,7 @@
 //! Native XGBoost scoring with exact TreeSHAP.
 //!
-//! [`XgbModel`] loads an XGBoost JSON model ([`xgb_json`]), validates it against
+//! [`XgbModel`] loads an XGBoost model, JSON ([`xgb_json`]) or UBJSON ([`ubjson`], the
+//! default of `save_model("m.ubj")`), validates it against
 //! adversarial input ([`ensemble::Tree::new`]), and builds a padded, branch-free layout
 //! ([`flat`]) for scoring, run by a SIMD kernel where the CPU has one (AVX2 byte lanes,
 //! else AVX-512 float lanes for the top levels; [`XgbModel::kernel`]). [`XgbScorer`]
@@ -16,6 +17,7 @@ pub mod ensemble;
 pub mod flat;
 pub mod shap;
 pub mod shap_table;
+pub mod ubjson;
 pub mod xgb_json;
 
 use ensemble::{sigmoid, Ensemble};
@@ -91,7 +93,7 @@ pub struct XgbModel {
 }
 
 impl XgbModel {
-    /// Loads an XGBoost JSON model file.
+    /// Loads an XGBoost model file, JSON or UBJSON (told apart by content, not name).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
         let p = path.as_ref();
         let io = |e: std::io::Error| TreeError::Io {
@@ -103,7 +105,7 @@ impl XgbModel {
             return Err(TreeError::TooLarge(format!("{len} bytes")));
         }
         let bytes = std::fs::read(p).map_err(io)?;
-        let mut m = Self::from_json(&bytes)?;
+        let mut m = Self::from_bytes(&bytes)?;
         m.version = format!(
             "{}:{:016x}",
             p.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
@@ -112,9 +114,34 @@ impl XgbModel {
         Ok(m)
     }
 
+    /// Parses an XGBoost model, JSON or UBJSON (told apart by content:
+    /// [`ubjson::looks_like`]).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, TreeError> {
+        if ubjson::looks_like(bytes) {
+            Self::from_ubjson(bytes)
+        } else {
+            Self::from_json(bytes)
+        }
+    }
+
+    /// Parses an XGBoost UBJSON model (`save_model("m.ubj")`), at most
+    /// [`xgb_json::MAX_UBJSON_FILE`] bytes.
+    pub fn from_ubjson(bytes: &[u8]) -> Result<Self, TreeError> {
+        Self::build(xgb_json::parse_ubjson(bytes)?, bytes)
+    }
+
     /// Parses an XGBoost JSON model.
     pub fn from_json(bytes: &[u8]) -> Result<Self, TreeError> {
-        let ensemble = xgb_json::parse(bytes)?;
+        if ubjson::looks_like(bytes) {
+            return Err(TreeError::Format(
+                "this is UBJSON, not JSON: load it with from_ubjson, from_bytes or from_file"
+                    .into(),
+            ));
+        }
+        Self::build(xgb_json::parse(bytes)?, bytes)
+    }
+
+    fn build(ensemble: Ensemble, bytes: &[u8]) -> Result<Self, TreeError> {
         let flat = Flat::new(&ensemble);
         let tables = shap_table::ShapTables::new(&ensemble);
         let bias = ensemble.base_margin + shap::expected_values(&ensemble).iter().sum::<f64>();

@@ -1,4 +1,5 @@
-//! XGBoost JSON model loading (`Booster.save_model("m.json")`, XGBoost 1.6 – 3.x).
+//! XGBoost model loading (`Booster.save_model("m.json")`, XGBoost 1.6 – 3.x; UBJSON,
+//! `save_model("m.ubj")`, read by [`super::ubjson`] into the same layout).
 //!
 //! Reads `learner.learner_model_param` (`base_score`, `num_feature`, `num_class`,
 //! `num_target`), `learner.objective.name` (must be `binary:logistic` or `reg:logistic`),
@@ -25,6 +26,9 @@ use serde::Deserialize;
 
 /// Largest model file read.
 pub const MAX_FILE: u64 = 1 << 30;
+/// Largest UBJSON model read: its values are expanded into a JSON tree (~8× the
+/// bytes of its float arrays) before the checks below.
+pub const MAX_UBJSON_FILE: usize = 256 << 20;
 /// Most trees.
 pub const MAX_TREES: usize = 100_000;
 /// Most nodes in one tree.
@@ -162,6 +166,23 @@ fn count(key: &str, s: &str, max: usize) -> Result<usize, TreeError> {
 /// Parses and validates an XGBoost JSON model.
 pub fn parse(json: &[u8]) -> Result<Ensemble, TreeError> {
     let f: File = serde_json::from_slice(json).map_err(|e| TreeError::Format(e.to_string()))?;
+    validate(f)
+}
+
+/// Parses and validates an XGBoost UBJSON model (the same checks as [`parse`]).
+pub fn parse_ubjson(bytes: &[u8]) -> Result<Ensemble, TreeError> {
+    if bytes.len() > MAX_UBJSON_FILE {
+        return Err(TreeError::TooLarge(format!(
+            "UBJSON model of {} bytes (at most {MAX_UBJSON_FILE})",
+            bytes.len()
+        )));
+    }
+    let v = super::ubjson::to_value(bytes)?;
+    let f: File = serde_json::from_value(v).map_err(|e| TreeError::Format(e.to_string()))?;
+    validate(f)
+}
+
+fn validate(f: File) -> Result<Ensemble, TreeError> {
     let l = f.learner;
     let obj = l.objective.name.as_str();
     if obj != "binary:logistic" && obj != "reg:logistic" {
