@@ -164,23 +164,26 @@ fn scorer_in_the_engine_explains_high_scores() {
 #[test]
 fn risk_toml_builds_the_xgboost_tier() {
     let s = schema();
-    let text = format!(
-        "{}[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n[fast.scorer]\nkind = \"xgboost\"\npath = \"xgb_fraud.json\"\n",
-        s.to_toml()
-    );
     let mut reg = risk_core::ScorerRegistry::default();
     risk_gpu::register(&mut reg);
-    let e =
-        Engine::from_toml_str(&text, &models(), std::path::Path::new("risk.toml"), &reg).unwrap();
-    let t = Transaction::builder(e.schema())
-        .amount(10.0, "USD")
-        .build()
-        .unwrap();
-    assert_eq!(e.decide(&t).unwrap().tier, risk_core::Tier::Fast);
-    let bad = text.replace("xgb_fraud.json", "nope.json");
-    let err = Engine::from_toml_str(&bad, &models(), std::path::Path::new("risk.toml"), &reg)
-        .unwrap_err();
-    assert_eq!(err.key(), Some("fast.scorer"));
+    // The same model as JSON and as UBJSON (told apart by content).
+    for file in ["xgb_fraud.json", "xgb_fraud.ubj"] {
+        let text = format!(
+            "{}[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n[fast.scorer]\nkind = \"xgboost\"\npath = \"{file}\"\n",
+            s.to_toml()
+        );
+        let e = Engine::from_toml_str(&text, &models(), std::path::Path::new("risk.toml"), &reg)
+            .unwrap();
+        let t = Transaction::builder(e.schema())
+            .amount(10.0, "USD")
+            .build()
+            .unwrap();
+        assert_eq!(e.decide(&t).unwrap().tier, risk_core::Tier::Fast, "{file}");
+        let bad = text.replace(file, "nope.json");
+        let err = Engine::from_toml_str(&bad, &models(), std::path::Path::new("risk.toml"), &reg)
+            .unwrap_err();
+        assert_eq!(err.key(), Some("fast.scorer"));
+    }
 }
 
 /// Thresholds with ties and signed zeros (few distinct values: the byte kernel's case).

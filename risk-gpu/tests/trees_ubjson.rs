@@ -1,11 +1,9 @@
 //! XGBoost's UBJSON format (`save_model("m.ubj")`): `testdata/models/xgb_fraud.ubj`
 //! (`tools/xgb_ubjson.py`: the committed JSON model saved by xgboost 3.2 as UBJSON)
 //! scores and explains exactly as xgboost and as the same model read from JSON; bad UBJSON
-//! is refused with the byte offset; `risk.toml` names a `.ubj` model like a `.json` one.
+//! is refused with the byte offset (`risk.toml` naming a `.ubj` model: `trees.rs`).
 
 use crate::common::*;
-use risk_core::synth::schema;
-use risk_core::{Engine, Transaction};
 use risk_gpu::trees::{TreeError, XgbModel};
 
 fn ubj() -> Vec<u8> {
@@ -75,24 +73,6 @@ fn bad_ubjson_is_refused_with_where_and_why() {
         XgbModel::from_ubjson(&huge),
         Err(TreeError::TooLarge(_))
     ));
-}
-
-#[test]
-fn risk_toml_names_a_ubjson_model() {
-    let s = schema();
-    let text = format!(
-        "{}[rules.scorer]\nkind = \"constant\"\nprobability = 0.1\n[fast.scorer]\nkind = \"xgboost\"\npath = \"xgb_fraud.ubj\"\n",
-        s.to_toml()
-    );
-    let mut reg = risk_core::ScorerRegistry::default();
-    risk_gpu::register(&mut reg);
-    let e =
-        Engine::from_toml_str(&text, &models(), std::path::Path::new("risk.toml"), &reg).unwrap();
-    let t = Transaction::builder(e.schema())
-        .amount(10.0, "USD")
-        .build()
-        .unwrap();
-    assert_eq!(e.decide(&t).unwrap().tier, risk_core::Tier::Fast);
 }
 
 /// The `xgb_ubjson` fuzz seeds (the `xgb_json` seeds saved by xgboost as UBJSON) load and
