@@ -3,9 +3,13 @@
 //! ```toml
 //! [fast.scorer]
 //! kind = "xgboost"
-//! path = "models/xgb_fraud.json"   # relative to risk.toml
+//! path = "models/xgb_fraud.json"   # relative to risk.toml; JSON or UBJSON
 //! explain_above = 0.3              # SHAP reason codes for scores at or above (default 0.3)
 //! top_k = 3                        # reasons per decision (default 3)
+//!
+//! [fast.scorer]
+//! kind = "lightgbm"                # a LightGBM text model (save_model), same options
+//! path = "models/lgbm_fraud.txt"
 //!
 //! [fast.scorer]
 //! kind = "onnx"
@@ -74,8 +78,8 @@ use crate::bert::{BertBackend, BertFiles, BertScorer};
 use crate::llm::deep::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{InputMap, InputSource, OnnxConfig, OnnxScorer};
 use crate::qlinear::plan::{Precision, QuantPlan};
-use crate::trees::{XgbModel, XgbScorer};
-use risk_core::{ConfigError, ScorerRegistry, ScorerSpec};
+use crate::trees::{ModelFamily, XgbModel, XgbScorer};
+use risk_core::{ConfigError, Scorer, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;
 
 /// A feature list: `"all"` (every schema field: `None`) or an array of field names.
@@ -330,17 +334,33 @@ fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
     BertScorer::load(&files, spec.schema.clone()).map_err(|e| scorer_err(spec, e))
 }
 
-/// Registers `xgboost`, `onnx`, `bert`, `llm` and (feature `kserve`, on by default)
-/// `kserve`.
+/// A tree model of `family` (kind `xgboost` or `lightgbm`): `path`, `explain_above`
+/// (0.3), `top_k` (3). A file of the other family is refused, naming the kind it needs.
+fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, ConfigError> {
+    let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
+    if model.family() != family {
+        return Err(ConfigError::invalid(
+            format!("{}.path", spec.key),
+            format!(
+                "{} is a {:?} model: name it with kind = \"{}\"",
+                model.version(),
+                model.family(),
+                model.family().name()
+            ),
+        ));
+    }
+    let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
+    let top_k = count(spec, "top_k", 3)?;
+    let s = XgbScorer::new(Arc::new(model), &spec.schema, explain, top_k)
+        .map_err(|e| scorer_err(spec, e))?;
+    Ok(Arc::new(s))
+}
+
+/// Registers `xgboost`, `lightgbm`, `onnx`, `bert`, `llm` and (feature `kserve`, on by
+/// default) `kserve`.
 pub fn register(r: &mut ScorerRegistry) {
-    r.register("xgboost", |spec| {
-        let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
-        let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
-        let top_k = count(spec, "top_k", 3)?;
-        let s = XgbScorer::new(Arc::new(model), &spec.schema, explain, top_k)
-            .map_err(|e| scorer_err(spec, e))?;
-        Ok(Arc::new(s))
-    });
+    r.register("xgboost", |spec| trees(spec, ModelFamily::XGBoost));
+    r.register("lightgbm", |spec| trees(spec, ModelFamily::LightGBM));
     r.register("onnx", |spec| {
         let mut cfg = OnnxConfig::new(spec.path("path")?);
         let s = |k: &str| {

@@ -14,4 +14,5 @@ mod quant;
 mod remote;
 mod trees;
 mod trees_bad_input;
+mod trees_lightgbm;
 mod trees_ubjson;

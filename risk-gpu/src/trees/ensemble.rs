@@ -191,16 +191,42 @@ pub struct Ensemble {
     pub num_features: usize,
     /// Feature names, when the model has them.
     pub feature_names: Option<Vec<String>>,
+    /// Features whose values in LightGBM's zero range (`|x| <= 1e-35`) are missing
+    /// (LightGBM's `zero_as_missing`; empty for XGBoost): rows are read through
+    /// [`prepare`](Self::prepare) before the trees.
+    pub zero_as_missing: Vec<u32>,
 }
 
 impl Ensemble {
-    /// Raw margin by walking every tree (reference path).
+    /// Raw margin by walking every tree (reference path; prepares `x` itself).
     pub fn margin_walk(&self, x: &[f32]) -> f64 {
+        let mut buf = Vec::new();
+        let x = self.prepare(x, &mut buf);
         self.trees
             .iter()
             .map(|t| t.leaf(x).value as f64)
             .sum::<f64>()
             + self.base_margin
+    }
+
+    /// `x` as the trees read it: itself, or (features in
+    /// [`zero_as_missing`](Self::zero_as_missing)) a copy in `buf` with their zero range
+    /// read as NaN, so that it takes the default branch as LightGBM sends it.
+    #[inline]
+    pub fn prepare<'a>(&self, x: &'a [f32], buf: &'a mut Vec<f32>) -> &'a [f32] {
+        if self.zero_as_missing.is_empty() {
+            return x;
+        }
+        buf.clear();
+        buf.extend_from_slice(x);
+        for &f in &self.zero_as_missing {
+            if let Some(v) = buf.get_mut(f as usize) {
+                if v.abs() <= super::lgbm_text::ZERO_THRESHOLD {
+                    *v = f32::NAN;
+                }
+            }
+        }
+        buf
     }
 
     /// Deepest tree.

@@ -1,7 +1,8 @@
-//! Native XGBoost scoring with exact TreeSHAP.
+//! Native gradient-boosted tree scoring with exact TreeSHAP: XGBoost and LightGBM.
 //!
 //! [`XgbModel`] loads an XGBoost model, JSON ([`xgb_json`]) or UBJSON ([`ubjson`], the
-//! default of `save_model("m.ubj")`), validates it against
+//! default of `save_model("m.ubj")`), or a LightGBM text model ([`lgbm_text`]), validates
+//! it against
 //! adversarial input ([`ensemble::Tree::new`]), and builds a padded, branch-free layout
 //! ([`flat`]) for scoring, run by a SIMD kernel where the CPU has one (AVX2 byte lanes,
 //! else AVX-512 float lanes for the top levels; [`XgbModel::kernel`]). [`XgbScorer`]
@@ -15,6 +16,7 @@ mod binner;
 mod bytes;
 pub mod ensemble;
 pub mod flat;
+pub mod lgbm_text;
 pub mod shap;
 pub mod shap_table;
 pub mod ubjson;
@@ -56,11 +58,11 @@ pub enum TreeError {
         /// The OS error.
         message: String,
     },
-    /// Not a valid XGBoost JSON model.
-    #[error("malformed XGBoost model: {0}")]
+    /// Not a valid model file (the message names the format and where).
+    #[error("malformed tree model: {0}")]
     Format(String),
     /// A valid model using something this loader does not support.
-    #[error("unsupported XGBoost model: {0}")]
+    #[error("unsupported tree model: {0}")]
     Unsupported(String),
     /// A tree that is not a tree.
     #[error("tree {tree}, node {node}: {reason}")]
@@ -80,10 +82,40 @@ pub enum TreeError {
     Schema(String),
 }
 
-/// A loaded XGBoost binary classifier.
+/// Which library wrote a model file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ModelFamily {
+    /// XGBoost (JSON or UBJSON).
+    XGBoost,
+    /// LightGBM (text model).
+    LightGBM,
+}
+
+impl ModelFamily {
+    /// `"xgboost"` or `"lightgbm"`: the `risk.toml` scorer kind and the scorer's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::XGBoost => "xgboost",
+            Self::LightGBM => "lightgbm",
+        }
+    }
+
+    /// Prefix of the reason codes a scorer of this family gives (`xgb:`, `lgbm:`).
+    pub fn reason_prefix(self) -> &'static str {
+        match self {
+            Self::XGBoost => "xgb",
+            Self::LightGBM => "lgbm",
+        }
+    }
+}
+
+/// A loaded gradient-boosted binary classifier: XGBoost or LightGBM (the name stays
+/// from when XGBoost was the only family).
 #[derive(Debug, Clone)]
 pub struct XgbModel {
     ensemble: Ensemble,
+    family: ModelFamily,
     flat: Option<Flat>,
     tables: Option<shap_table::ShapTables>,
     bias: f64,
@@ -93,7 +125,8 @@ pub struct XgbModel {
 }
 
 impl XgbModel {
-    /// Loads an XGBoost model file, JSON or UBJSON (told apart by content, not name).
+    /// Loads a model file: XGBoost JSON or UBJSON, or LightGBM text (told apart by
+    /// content, not name).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
         let p = path.as_ref();
         let io = |e: std::io::Error| TreeError::Io {
@@ -114,14 +147,23 @@ impl XgbModel {
         Ok(m)
     }
 
-    /// Parses an XGBoost model, JSON or UBJSON (told apart by content:
-    /// [`ubjson::looks_like`]).
+    /// Parses a model: XGBoost JSON or UBJSON, or LightGBM text (told apart by content:
+    /// [`ubjson::looks_like`], [`lgbm_text::looks_like`]).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TreeError> {
         if ubjson::looks_like(bytes) {
             Self::from_ubjson(bytes)
+        } else if lgbm_text::looks_like(bytes) {
+            Self::from_lightgbm(bytes)
         } else {
             Self::from_json(bytes)
         }
+    }
+
+    /// Parses a LightGBM text model (`Booster.save_model("m.txt")`; see [`lgbm_text`]).
+    pub fn from_lightgbm(bytes: &[u8]) -> Result<Self, TreeError> {
+        let mut m = Self::build(lgbm_text::parse(bytes)?, bytes)?;
+        m.family = ModelFamily::LightGBM;
+        Ok(m)
     }
 
     /// Parses an XGBoost UBJSON model (`save_model("m.ubj")`), at most
@@ -138,6 +180,13 @@ impl XgbModel {
                     .into(),
             ));
         }
+        if lgbm_text::looks_like(bytes) {
+            return Err(TreeError::Format(
+                "this is a LightGBM text model, not XGBoost JSON: load it with \
+                 from_lightgbm, from_bytes or from_file"
+                    .into(),
+            ));
+        }
         Self::build(xgb_json::parse(bytes)?, bytes)
     }
 
@@ -150,6 +199,7 @@ impl XgbModel {
             version: format!("{content_hash:016x}"),
             content_hash,
             ensemble,
+            family: ModelFamily::XGBoost,
             flat,
             tables,
             bias,
@@ -159,6 +209,24 @@ impl XgbModel {
     /// The validated trees.
     pub fn ensemble(&self) -> &Ensemble {
         &self.ensemble
+    }
+
+    /// Which library wrote the model.
+    pub fn family(&self) -> ModelFamily {
+        self.family
+    }
+
+    /// Runs `f` on `x` as the trees read it ([`Ensemble::prepare`]: a copy only for
+    /// LightGBM models with `zero_as_missing` features).
+    #[inline]
+    fn input<R>(&self, x: &[f32], f: impl FnOnce(&[f32]) -> R) -> R {
+        if self.ensemble.zero_as_missing.is_empty() {
+            return f(x);
+        }
+        INPUT.with(|b| {
+            let mut b = b.borrow_mut();
+            f(self.ensemble.prepare(x, &mut b))
+        })
     }
 
     /// Number of features the model reads.
@@ -199,7 +267,7 @@ impl XgbModel {
     pub fn margin(&self, x: &[f32]) -> f64 {
         self.check(x);
         match &self.flat {
-            Some(f) => f.leaf_sum(x) + self.ensemble.base_margin,
+            Some(f) => self.input(x, |x| f.leaf_sum(x)) + self.ensemble.base_margin,
             None => self.ensemble.margin_walk(x),
         }
     }
@@ -209,7 +277,7 @@ impl XgbModel {
     pub fn margin_scalar(&self, x: &[f32]) -> f64 {
         self.check(x);
         match &self.flat {
-            Some(f) => f.leaf_sum_scalar(x) + self.ensemble.base_margin,
+            Some(f) => self.input(x, |x| f.leaf_sum_scalar(x)) + self.ensemble.base_margin,
             None => self.ensemble.margin_walk(x),
         }
     }
@@ -241,7 +309,11 @@ impl XgbModel {
     /// # Panics
     /// If a row is shorter than [`num_features`](Self::num_features).
     pub fn predict_batch(&self, rows: &[&[f32]], out: &mut [f32]) {
-        let Some(f) = &self.flat else {
+        let Some(f) = self
+            .flat
+            .as_ref()
+            .filter(|_| self.ensemble.zero_as_missing.is_empty())
+        else {
             for (o, r) in out.iter_mut().zip(rows) {
                 *o = self.predict(r);
             }
@@ -263,7 +335,7 @@ impl XgbModel {
     /// Exact SHAP values: one per feature, then the bias; they sum to the margin.
     pub fn contributions(&self, x: &[f32], out: &mut Vec<f64>) {
         self.check(x);
-        match &self.tables {
+        self.input(x, |x| match &self.tables {
             Some(t) => {
                 out.clear();
                 out.resize(self.ensemble.num_features + 1, 0.0);
@@ -271,7 +343,7 @@ impl XgbModel {
                 out[self.ensemble.num_features] += self.bias;
             }
             None => shap::contributions(&self.ensemble, self.bias, x, out),
-        }
+        })
     }
 
     /// Exact SHAP values by the recursive algorithm (no tables): the reference for
@@ -279,7 +351,9 @@ impl XgbModel {
     /// would be too large.
     pub fn contributions_recursive(&self, x: &[f32], out: &mut Vec<f64>) {
         self.check(x);
-        shap::contributions(&self.ensemble, self.bias, x, out);
+        self.input(x, |x| {
+            shap::contributions(&self.ensemble, self.bias, x, out)
+        });
     }
 
     /// Whether explanations use the per-leaf subset tables ([`shap_table`]).
@@ -291,9 +365,10 @@ impl XgbModel {
 thread_local! {
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static PHI: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+    static INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
-/// [`XgbModel`] as the fast tier.
+/// [`XgbModel`] (XGBoost or LightGBM) as the fast tier.
 #[derive(Debug)]
 pub struct XgbScorer {
     model: Arc<XgbModel>,
@@ -339,7 +414,13 @@ impl XgbScorer {
         let identity = map.iter().enumerate().all(|(i, s)| s.index() == i);
         let codes = map
             .iter()
-            .map(|s| ReasonCode::intern(&format!("xgb:{}", schema.field(*s).name)))
+            .map(|s| {
+                ReasonCode::intern(&format!(
+                    "{}:{}",
+                    model.family().reason_prefix(),
+                    schema.field(*s).name
+                ))
+            })
             .collect();
         Ok(Self {
             schema_fp: schema.fingerprint(),
@@ -393,8 +474,12 @@ impl XgbScorer {
 
 impl Scorer for XgbScorer {
     fn info(&self) -> ScorerInfo {
-        ScorerInfo::new("xgboost", self.model.version(), Latency::Bounded)
-            .with_content_hash(self.model.content_hash())
+        ScorerInfo::new(
+            self.model.family().name(),
+            self.model.version(),
+            Latency::Bounded,
+        )
+        .with_content_hash(self.model.content_hash())
     }
 
     fn schema_fingerprint(&self) -> Option<u64> {

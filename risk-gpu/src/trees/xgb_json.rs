@@ -242,6 +242,7 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
         base_margin: (base / (1.0 - base)).ln(),
         num_features,
         feature_names: (!l.feature_names.is_empty()).then_some(l.feature_names),
+        zero_as_missing: Vec::new(),
     })
 }
 

@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Trains the LightGBM reference models the native tree loader is tested against, and
+writes their outputs on shared rows (testdata/models/lgbm/):
+
+- `binary_nan.txt`: `objective=binary`, 80 trees, 31 leaves; four features hold NaN in
+  training (missing type NaN), the rest none (missing type None).
+- `binary_zero.txt`: `zero_as_missing=True` (missing type Zero: zero and NaN take the
+  default branch).
+- `xentropy.txt`: `objective=cross_entropy` on soft labels.
+- `shap_120x6.txt`: 120 trees of depth 6 (63 leaves) on 15 features, the TreeSHAP bench's
+  shape (issue [21] part 3).
+- `refused_*.txt`: models the loader refuses with a typed error (linear trees, categorical
+  splits, `sigmoid:2`, multiclass, regression, random forest's averaged output).
+- `reference.json`: the rows (float32, with NaN, zeros and values near the thresholds),
+  and for each accepted model `predict(raw_score=True)` and `predict(pred_contrib=True)`.
+
+    risk-ffi/python/.venv/bin/pip install lightgbm      # 4.x
+    risk-ffi/python/.venv/bin/python tools/lightgbm_models.py
+"""
+import json
+import math
+import pathlib
+
+import lightgbm as lgb
+import numpy as np
+
+OUT = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "models" / "lgbm"
+FEATURES = 15
+NAMED = [
+    "amount", "hour", "card_age_days", "velocity_1h", "velocity_24h", "amount_ratio",
+    "distance_km", "merchant_risk", "device_age_days", "failed_auths_24h", "is_foreign",
+    "ip_risk", "email_age_days", "mcc_risk", "terminal_fraud_rate",
+]
+
+
+def data(n, seed):
+    """Fraud-like rows: heavy-tailed amounts, counts, flags; NaN in four columns; a
+    sparse column that is mostly exactly zero."""
+    r = np.random.default_rng(seed)
+    x = np.empty((n, FEATURES), dtype=np.float32)
+    x[:, 0] = r.lognormal(3.5, 1.2, n)
+    x[:, 1] = r.integers(0, 24, n)
+    x[:, 2] = r.exponential(400, n)
+    x[:, 3] = r.poisson(0.6, n)
+    x[:, 4] = x[:, 3] + r.poisson(2.0, n)
+    x[:, 5] = x[:, 0] / r.lognormal(3.5, 0.8, n)
+    x[:, 6] = r.exponential(30, n)
+    x[:, 7] = r.beta(2, 8, n)
+    x[:, 8] = r.exponential(200, n)
+    x[:, 9] = np.where(r.random(n) < 0.85, 0.0, r.poisson(2.0, n))
+    x[:, 10] = r.random(n) < 0.1
+    x[:, 11] = r.normal(0, 1, n)
+    x[:, 12] = r.exponential(900, n)
+    x[:, 13] = r.normal(0, 1, n)
+    x[:, 14] = np.where(r.random(n) < 0.7, 0.0, r.beta(1, 20, n))
+    logit = (-4.5 + 0.6 * np.log1p(x[:, 5]) + 0.5 * x[:, 3] + 1.2 * x[:, 7] * 4
+             + 0.4 * x[:, 9] + 0.8 * x[:, 10] + 0.7 * x[:, 11] - 0.002 * x[:, 2]
+             + 8 * x[:, 14] + 0.6 * ((x[:, 1] < 6) & (x[:, 0] > 100)))
+    p = 1 / (1 + np.exp(-logit))
+    y = (r.random(n) < p).astype(np.float64)
+    for c, rate in [(6, 0.15), (8, 0.2), (12, 0.1), (13, 0.05)]:
+        x[r.random(n) < rate, c] = np.nan
+    return x, y, p
+
+
+def base(**kw):
+    p = dict(objective="binary", num_leaves=31, learning_rate=0.1, min_data_in_leaf=20,
+             feature_fraction=0.9, bagging_fraction=0.8, bagging_freq=1, seed=7,
+             deterministic=True, force_row_wise=True, num_threads=1, verbose=-1)
+    p.update(kw)
+    return p
+
+
+def train(params, x, y, rounds, **ds):
+    d = lgb.Dataset(x, y, feature_name=NAMED, free_raw_data=False, **ds)
+    return lgb.train(params, d, num_boost_round=rounds)
+
+
+def rows(x_test, boosters):
+    """Test rows: held-out rows, plus rows pushed onto the models' own thresholds (the
+    `<=` boundary), exact zeros, tiny values inside LightGBM's zero range (1e-35),
+    NaN everywhere, and infinities."""
+    r = np.random.default_rng(99)
+    out = [x_test[:160].copy()]
+    thr = []
+    for b in boosters:
+        for t in b.dump_model()["tree_info"][:20]:
+            stack = [t["tree_structure"]]
+            while stack:
+                n = stack.pop()
+                if "split_feature" in n:
+                    thr.append((n["split_feature"], n["threshold"]))
+                    stack += [n["left_child"], n["right_child"]]
+    edge = x_test[160:256].copy()
+    for i in range(len(edge)):
+        for _ in range(3):
+            f, t = thr[r.integers(len(thr))]
+            t32 = np.float32(t)
+            edge[i, f] = r.choice([t32, np.nextafter(t32, np.float32(np.inf)),
+                                   np.nextafter(t32, np.float32(-np.inf))])
+    out.append(edge)
+    z = x_test[256:288].copy()
+    z[:, [9, 14, 3]] = 0.0
+    z[::2, 14] = np.float32(5e-36)
+    z[1::4, 9] = np.float32(-1e-36)
+    out.append(z)
+    out.append(np.full((2, FEATURES), np.nan, dtype=np.float32))
+    inf = x_test[288:292].copy()
+    inf[0, 0] = np.inf
+    inf[1, 11] = -np.inf
+    inf[2, 2] = np.inf
+    out.append(inf)
+    return np.vstack(out).astype(np.float32)
+
+
+def num(v):
+    """JSON cannot hold NaN / infinities: they are strings."""
+    v = float(v)
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    x, y, p = data(30_000, 7)
+    x_test, _, _ = data(400, 8)
+    models = {}
+    models["binary_nan"] = train(base(), x, y, 80)
+    xz = x.copy()
+    xz[np.isnan(xz)] = 0.0
+    models["binary_zero"] = train(base(zero_as_missing=True, seed=8), xz, y, 60)
+    models["xentropy"] = train(base(objective="cross_entropy", seed=9), x, p, 50)
+    models["shap_120x6"] = train(base(num_leaves=63, max_depth=6, learning_rate=0.05,
+                                      min_data_in_leaf=10), x, y, 120)
+    for name, b in models.items():
+        b.save_model(str(OUT / f"{name}.txt"))
+    refused = {
+        "refused_linear": (base(linear_tree=True), {}),
+        "refused_categorical": (base(), {"categorical_feature": [1]}),
+        "refused_sigmoid2": (base(sigmoid=2.0), {}),
+        "refused_multiclass": (base(objective="multiclass", num_class=3), {}),
+        "refused_regression": (base(objective="regression"), {}),
+        "refused_rf": (base(boosting="rf", bagging_fraction=0.5), {}),
+    }
+    for name, (params, ds) in refused.items():
+        yy = (y + (x[:, 7] > 0.3)).astype(np.float64) if "multi" in name else y
+        xx = np.nan_to_num(x) if "linear" in name else x
+        train(params, xx, yy, 3, **ds).save_model(str(OUT / f"{name}.txt"))
+    t = rows(x_test, list(models.values()))
+    ref = {
+        "lightgbm": lgb.__version__,
+        "features": NAMED,
+        "rows": [[num(v) for v in r] for r in t],
+        "models": {},
+    }
+    for name, b in models.items():
+        ref["models"][name] = {
+            "raw": [float(v) for v in b.predict(t, raw_score=True)],
+            "prob": [float(v) for v in b.predict(t)],
+            "contrib": [[float(v) for v in r] for r in b.predict(t, pred_contrib=True)],
+        }
+    (OUT / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
+    for f in sorted(OUT.iterdir()):
+        print(f"{f.relative_to(OUT.parent.parent.parent)}: {f.stat().st_size} bytes")
+
+
+if __name__ == "__main__":
+    main()
