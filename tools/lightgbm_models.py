@@ -11,6 +11,8 @@ writes their outputs on shared rows (testdata/models/lgbm/):
   shape (issue [21] part 3).
 - `refused_*.txt`: models the loader refuses with a typed error (linear trees, categorical
   splits, `sigmoid:2`, multiclass, regression, random forest's averaged output).
+- `fuzz/seeds/lgbm_text/`: small models (3 trees of 4 leaves; NaN, None and Zero missing
+  types, a split of NaN from every number), the `lgbm_text` fuzz target's seeds.
 - `reference.json`: the rows (float32, with NaN, zeros and values near the thresholds),
   and for each accepted model `predict(raw_score=True)` and `predict(pred_contrib=True)`.
 
@@ -149,6 +151,16 @@ def main():
         yy = (y + (x[:, 7] > 0.3)).astype(np.float64) if "multi" in name else y
         xx = np.nan_to_num(x) if "linear" in name else x
         train(params, xx, yy, 3, **ds).save_model(str(OUT / f"{name}.txt"))
+    seeds = OUT.parent.parent.parent / "fuzz" / "seeds" / "lgbm_text"
+    seeds.mkdir(parents=True, exist_ok=True)
+    small = base(num_leaves=4, min_data_in_leaf=200)
+    train(small, x, y, 3).save_model(str(seeds / "nan_missing.txt"))
+    train(dict(small, zero_as_missing=True), xz, y, 3).save_model(str(seeds / "zero_missing.txt"))
+    xi = x.copy()
+    xi[:, [0, 7]] = np.nan_to_num(xi[:, [0, 7]])
+    xi[np.random.default_rng(3).random(len(xi)) < 0.3, 11] = np.nan
+    train(dict(small, num_leaves=3), xi, (np.isnan(xi[:, 11]) | (y > 0)).astype(float), 2) \
+        .save_model(str(seeds / "nan_split.txt"))
     t = rows(x_test, list(models.values()))
     ref = {
         "lightgbm": lgb.__version__,

@@ -341,3 +341,107 @@ fn risk_toml_names_a_lightgbm_tier_and_its_reasons() {
     .unwrap_err();
     assert!(err.to_string().contains("kind = \"xgboost\""), "{err}");
 }
+
+fn fuzz_seeds() -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/lgbm_text");
+    let mut v: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let p = e.unwrap().path();
+            let b = std::fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    v.sort();
+    assert!(v.len() >= 3, "lgbm_text seeds missing");
+    v
+}
+
+/// The `lgbm_text` fuzz seeds load (NaN / None / Zero missing types, an `inf` threshold).
+#[test]
+fn fuzz_seeds_load_and_score() {
+    for (p, b) in fuzz_seeds() {
+        let m = XgbModel::from_lightgbm(&b).unwrap_or_else(|e| panic!("{p:?}: {e}"));
+        for fill in [f32::NAN, -1.0, 0.0, 0.5, 3.0, f32::MAX] {
+            let x = vec![fill; m.num_features()];
+            let p = m.predict(&x);
+            assert!((0.0..=1.0).contains(&p));
+        }
+    }
+}
+
+/// What the fuzz target does, on every test run: 20,000 mutations of the seeds (bytes
+/// flipped, lines cut or repeated, numbers swapped for extreme ones) load or are refused
+/// with a typed error, and a model that loads scores and explains.
+#[test]
+fn mutated_lightgbm_files_load_or_are_refused() {
+    let seeds = fuzz_seeds();
+    let mut s = 0x2545f4914f6cdd1du64;
+    let mut next = move |n: usize| {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s % n as u64) as usize
+    };
+    const SWAP: [&str; 8] = ["-1", "0", "nan", "inf", "-inf", "1e308", "99999999999", "x"];
+    let (mut loaded, mut refused) = (0, 0);
+    for _ in 0..20_000 {
+        let b = &seeds[next(seeds.len())].1;
+        let mut m = b.clone();
+        match next(4) {
+            0 => {
+                for _ in 0..1 + next(4) {
+                    let i = next(m.len());
+                    m[i] = next(256) as u8;
+                }
+            }
+            1 => {
+                let text = String::from_utf8_lossy(&m).into_owned();
+                let mut lines: Vec<&str> = text.lines().collect();
+                let i = next(lines.len());
+                if next(2) == 0 {
+                    lines.remove(i);
+                } else {
+                    lines.insert(i, lines[i]);
+                }
+                m = lines.join("\n").into_bytes();
+            }
+            _ => {
+                // A number in a tree's arrays swapped for another.
+                let text = String::from_utf8_lossy(&m).into_owned();
+                let nums: Vec<usize> = text
+                    .match_indices(' ')
+                    .map(|(i, _)| i + 1)
+                    .filter(|&i| text.as_bytes().get(i).is_some_and(u8::is_ascii_digit))
+                    .collect();
+                if nums.is_empty() {
+                    continue;
+                }
+                let at = nums[next(nums.len())];
+                let end = at + text[at..].find([' ', '\n']).unwrap_or(text.len() - at);
+                m = format!("{}{}{}", &text[..at], SWAP[next(SWAP.len())], &text[end..])
+                    .into_bytes();
+            }
+        }
+        match XgbModel::from_lightgbm(&m) {
+            Ok(model) => {
+                loaded += 1;
+                let nf = model.num_features();
+                for fill in [f32::NAN, 0.0, 1.0, -1e30, 1e30] {
+                    let x = vec![fill; nf];
+                    let p = model.predict(&x);
+                    assert!((0.0..=1.0).contains(&p));
+                    let mut phi = Vec::new();
+                    model.contributions(&x, &mut phi);
+                    assert_eq!(phi.len(), nf + 1);
+                }
+            }
+            Err(_) => refused += 1,
+        }
+    }
+    eprintln!("mutations: {loaded} loaded, {refused} refused");
+    assert!(
+        loaded > 1_000 && refused > 1_000,
+        "{loaded} loaded, {refused} refused"
+    );
+}

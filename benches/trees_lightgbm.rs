@@ -1,0 +1,73 @@
+//! LightGBM text models on the native tree tier (`testdata/models/lgbm/`,
+//! `tools/lightgbm_models.py`): one row, a batch of 1,024 and exact TreeSHAP per row, on
+//! the reference rows (NaN, zeros, values on the models' thresholds). The peer, the
+//! `lightgbm` library through its C API on the same models and rows in the same session,
+//! is `tools/bench_lightgbm.py` (Python has no place in a criterion run).
+
+use criterion::{black_box, Criterion, Throughput};
+use risk_gpu::trees::XgbModel;
+use std::path::Path;
+
+fn lgbm() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models/lgbm")
+}
+
+/// The reference rows, row-major (`"nan"` / `"inf"` strings are NaN / infinities).
+fn rows() -> (usize, Vec<f32>) {
+    let v: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(lgbm().join("reference.json")).unwrap()).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let nf = rows[0].as_array().unwrap().len();
+    let x = rows
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter())
+        .map(|x| match x.as_str() {
+            Some("nan") => f32::NAN,
+            Some("inf") => f32::INFINITY,
+            Some("-inf") => f32::NEG_INFINITY,
+            _ => x.as_f64().unwrap() as f32,
+        })
+        .collect();
+    (nf, x)
+}
+
+/// `lightgbm/{predict_one_row, predict_batch_1024, tree_shap_one_row}/{model}` for the
+/// 80-tree 31-leaf model (leaf-wise, deeper than the padded layout: the plain walk) and
+/// the 120-tree depth-6 one (the padded layout and its SIMD kernel).
+pub fn predict(c: &mut Criterion) {
+    let (nf, x) = rows();
+    let n = x.len() / nf;
+    let row = |i: usize| &x[(i % n) * nf..(i % n + 1) * nf];
+    let mut g = c.benchmark_group("lightgbm");
+    for name in ["binary_nan", "shap_120x6"] {
+        let m = XgbModel::from_file(lgbm().join(format!("{name}.txt"))).unwrap();
+        eprintln!("lightgbm/{name}: kernel {}", m.kernel());
+        let mut i = 0usize;
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("predict_one_row/{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                black_box(m.predict(black_box(row(i))))
+            })
+        });
+        let batch: Vec<&[f32]> = (0..1024).map(row).collect();
+        let mut out = vec![0f32; 1024];
+        g.throughput(Throughput::Elements(1024));
+        g.bench_function(format!("predict_batch_1024/{name}"), |b| {
+            b.iter(|| {
+                m.predict_batch(black_box(&batch), &mut out);
+                black_box(&out);
+            })
+        });
+        let mut phi = Vec::new();
+        g.throughput(Throughput::Elements(1));
+        g.bench_function(format!("tree_shap_one_row/{name}"), |b| {
+            b.iter(|| {
+                i += 1;
+                m.contributions(black_box(row(i)), &mut phi);
+                black_box(&phi);
+            })
+        });
+    }
+    g.finish();
+}
