@@ -7,10 +7,11 @@ writes their outputs on shared rows (testdata/models/lgbm/):
 - `binary_zero.txt`: `zero_as_missing=True` (missing type Zero: zero and NaN take the
   default branch).
 - `xentropy.txt`: `objective=cross_entropy` on soft labels.
+- `categorical.txt`: `hour` and `velocity_1h` as categorical features (bitset splits),
+  NaN in `hour`.
 - `shap_120x6.txt`: 120 trees of depth 6 (63 leaves) on 15 features, the TreeSHAP bench's
   shape (issue [21] part 3).
-- `refused_*.txt`: models the loader refuses with a typed error (linear trees, categorical
-  splits, `sigmoid:2`, multiclass, regression, random forest's averaged output).
+- `refused_*.txt`: models the loader refuses with a typed error (linear trees, `sigmoid:2`, multiclass, regression, random forest's averaged output).
 - `fuzz/seeds/lgbm_text/`: small models (3 trees of 4 leaves; NaN, None and Zero missing
   types, a split of NaN from every number), the `lgbm_text` fuzz target's seeds.
 - `reference.json`: the rows (float32, with NaN, zeros and values near the thresholds),
@@ -91,7 +92,8 @@ def rows(x_test, boosters):
             while stack:
                 n = stack.pop()
                 if "split_feature" in n:
-                    thr.append((n["split_feature"], n["threshold"]))
+                    if n["decision_type"] == "<=":
+                        thr.append((n["split_feature"], n["threshold"]))
                     stack += [n["left_child"], n["right_child"]]
     edge = x_test[160:256].copy()
     for i in range(len(edge)):
@@ -107,6 +109,11 @@ def rows(x_test, boosters):
     z[1::4, 9] = np.float32(-1e-36)
     out.append(z)
     out.append(np.full((2, FEATURES), np.nan, dtype=np.float32))
+    # Categories as they may arrive: negative, fractional (truncated), unseen, huge.
+    c = x_test[292:304].copy()
+    c[:, 1] = [-1, -0.5, 0.5, 3.99, 23, 24, 31, 32, 1e10, -1e10, np.nan, 7]
+    c[:, 3] = [0, 1, 2.5, -2, 6, 40, 1e9, np.nan, 3, 0.999, 5, -0.0]
+    out.append(c)
     inf = x_test[288:292].copy()
     inf[0, 0] = np.inf
     inf[1, 11] = -np.inf
@@ -129,19 +136,23 @@ def main():
     OUT.mkdir(parents=True, exist_ok=True)
     x, y, p = data(30_000, 7)
     x_test, _, _ = data(400, 8)
+    x_test[:, 1] = np.where(np.random.default_rng(5).random(400) < 0.05, np.nan, x_test[:, 1])
     models = {}
     models["binary_nan"] = train(base(), x, y, 80)
     xz = x.copy()
     xz[np.isnan(xz)] = 0.0
     models["binary_zero"] = train(base(zero_as_missing=True, seed=8), xz, y, 60)
     models["xentropy"] = train(base(objective="cross_entropy", seed=9), x, p, 50)
+    xc = x.copy()
+    xc[np.random.default_rng(4).random(len(xc)) < 0.05, 1] = np.nan
+    models["categorical"] = train(base(seed=10, cat_smooth=5, min_data_per_group=50), xc, y, 60,
+                                  categorical_feature=[1, 3])
     models["shap_120x6"] = train(base(num_leaves=63, max_depth=6, learning_rate=0.05,
                                       min_data_in_leaf=10), x, y, 120)
     for name, b in models.items():
         b.save_model(str(OUT / f"{name}.txt"))
     refused = {
         "refused_linear": (base(linear_tree=True), {}),
-        "refused_categorical": (base(), {"categorical_feature": [1]}),
         "refused_sigmoid2": (base(sigmoid=2.0), {}),
         "refused_multiclass": (base(objective="multiclass", num_class=3), {}),
         "refused_regression": (base(objective="regression"), {}),

@@ -64,12 +64,18 @@ fn f64s(v: &serde_json::Value) -> Vec<f64> {
         .collect()
 }
 
-const ACCEPTED: [&str; 4] = ["binary_nan", "binary_zero", "xentropy", "shap_120x6"];
+const ACCEPTED: [&str; 5] = [
+    "binary_nan",
+    "binary_zero",
+    "xentropy",
+    "categorical",
+    "shap_120x6",
+];
 
 #[test]
 fn lightgbm_models_score_and_explain_as_lightgbm() {
     let r = reference();
-    assert!(r.rows.len() >= 290, "{} rows", r.rows.len());
+    assert!(r.rows.len() >= 300, "{} rows", r.rows.len());
     for name in ACCEPTED {
         let m = XgbModel::from_file(lgbm().join(format!("{name}.txt"))).unwrap();
         assert_eq!(m.family(), ModelFamily::LightGBM);
@@ -158,10 +164,62 @@ fn zero_as_missing_sends_lightgbms_zero_range_to_the_default_branch() {
 }
 
 #[test]
+fn categorical_splits_follow_lightgbms_bitsets() {
+    let m = XgbModel::from_file(lgbm().join("categorical.txt")).unwrap();
+    let e = m.ensemble();
+    assert!(e.has_categorical());
+    // Neither the padded layout nor the subset tables take categorical splits.
+    assert_eq!(m.kernel(), "walk");
+    assert!(!m.has_shap_tables());
+    // Find a categorical node on `hour` (feature 1) and check LightGBM's rules on it:
+    // truncation toward zero, NaN and negatives right, outside the bitset right.
+    let (tree, node) = e
+        .trees
+        .iter()
+        .flat_map(|t| t.nodes.iter().map(move |n| (t, n)))
+        .find(|(_, n)| !n.is_leaf() && n.cat != risk_gpu::trees::ensemble::NO_CAT)
+        .expect("a categorical split");
+    let set = &tree.cats[node.cat as usize];
+    let member = (0..32 * set.words.len() as u32)
+        .find(|c| set.words[*c as usize / 32] >> (c % 32) & 1 == 1)
+        .expect("a category in the set") as f32;
+    assert!(tree.goes_left(node, member));
+    assert!(tree.goes_left(node, member + 0.99));
+    assert!(!tree.goes_left(node, f32::NAN));
+    assert!(!tree.goes_left(node, -1.0));
+    assert!(!tree.goes_left(node, 1e10));
+    assert!(!tree.goes_left(node, (32 * set.words.len()) as f32));
+    // A feature split both ways is refused (LightGBM never writes it).
+    let t = text("categorical.txt");
+    let s = t.find("\ndecision_type=").unwrap() + 1;
+    let e = s + t[s..].find('\n').unwrap();
+    let line = &t[s..e];
+    let (i, first_cat) = line["decision_type=".len()..]
+        .split(' ')
+        .enumerate()
+        .find(|(_, d)| d.parse::<i32>().unwrap() & 1 == 1)
+        .unwrap();
+    let mut parts: Vec<String> = line["decision_type=".len()..]
+        .split(' ')
+        .map(str::to_owned)
+        .collect();
+    parts[i] = (first_cat.parse::<i32>().unwrap() & !1).to_string();
+    let mixed = t.replacen(line, &format!("decision_type={}", parts.join(" ")), 1);
+    match XgbModel::from_lightgbm(mixed.as_bytes()) {
+        Err(e) => assert!(e.to_string().contains("missing type"), "{e}"),
+        Ok(_) => panic!("a feature split both ways loaded"),
+    }
+    // A categorical split naming a set the tree does not have.
+    let s = t.find("\nnum_cat=").unwrap() + 1;
+    let e = s + t[s..].find('\n').unwrap();
+    let bad = t.replacen(&t[s..e], "num_cat=0", 1);
+    assert!(XgbModel::from_lightgbm(bad.as_bytes()).is_err());
+}
+
+#[test]
 fn what_is_not_read_is_refused_naming_it() {
     for (file, says) in [
         ("refused_linear.txt", "linear trees"),
-        ("refused_categorical.txt", "categorical"),
         ("refused_sigmoid2.txt", "sigmoid:2"),
         ("refused_multiclass.txt", "multiclass"),
         ("refused_regression.txt", "regression"),

@@ -12,8 +12,50 @@ pub const MAX_DEPTH: usize = 64;
 /// larger up to rounding; the slack only absorbs rounding.
 pub const COVER_SLACK: f32 = 1e-3;
 
+/// Not a categorical split ([`Node::cat`]).
+pub const NO_CAT: u32 = u32::MAX;
+/// Most 32-bit words in one tree's category sets (2^20 words: 32 M categories).
+pub const MAX_CAT_WORDS: usize = 1 << 20;
+
+/// A categorical split: the row's value, truncated toward zero to a whole number, is
+/// looked up in a set of categories (LightGBM's bitset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatSplit {
+    /// The set: category `c` is in it when bit `c % 32` of word `c / 32` is set.
+    pub words: Vec<u32>,
+    /// Where a missing (NaN) value goes.
+    pub nan_left: bool,
+    /// Where a value that is no category goes (negative after truncation).
+    pub invalid_left: bool,
+    /// Whether the categories in the set go left (else right).
+    pub in_left: bool,
+}
+
+impl CatSplit {
+    /// Whether `v` goes left.
+    #[inline]
+    pub fn goes_left(&self, v: f32) -> bool {
+        if v.is_nan() {
+            return self.nan_left;
+        }
+        // Truncation toward zero, as C's `static_cast<int>`; beyond i32 it saturates
+        // (a huge value is then no category in any set small enough to be read).
+        let c = v as i32;
+        if c < 0 {
+            return self.invalid_left;
+        }
+        let c = c as u32 as usize;
+        let hit = self
+            .words
+            .get(c / 32)
+            .is_some_and(|w| w >> (c % 32) & 1 == 1);
+        hit == self.in_left
+    }
+}
+
 /// One node. Internal nodes test `x[feature] < threshold` (left if true; a missing value
-/// follows `default_left`); leaves carry `value`.
+/// follows `default_left`), or, for a categorical split ([`cat`](Self::cat) set), the
+/// tree's [`CatSplit`]; leaves carry `value`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Node {
     /// Feature index (internal nodes).
@@ -30,6 +72,8 @@ pub struct Node {
     pub value: f32,
     /// Sum of hessians of the training rows reaching the node (TreeSHAP weights).
     pub cover: f32,
+    /// Index of the node's categorical split in [`Tree::cats`], or [`NO_CAT`].
+    pub cat: u32,
 }
 
 impl Node {
@@ -47,6 +91,8 @@ pub struct Tree {
     pub nodes: Vec<Node>,
     /// Longest root-to-leaf path (edges).
     pub depth: usize,
+    /// The categorical splits its nodes name ([`Node::cat`]).
+    pub cats: Vec<CatSplit>,
 }
 
 impl Tree {
@@ -66,7 +112,25 @@ impl Tree {
     /// one, and then XGBoost's own explanations are NaN too.) A leaf of zero cover is
     /// fine (its branch weight is exactly 0) and is accepted.
     pub fn new(nodes: Vec<Node>, tree: usize, num_features: usize) -> Result<Self, TreeError> {
+        Self::with_categories(nodes, Vec::new(), tree, num_features)
+    }
+
+    /// [`new`](Self::new) for a tree with categorical splits: every node's
+    /// [`cat`](Node::cat) is [`NO_CAT`] or names one of `cats`, and the sets hold at most
+    /// [`MAX_CAT_WORDS`] words together.
+    pub fn with_categories(
+        nodes: Vec<Node>,
+        cats: Vec<CatSplit>,
+        tree: usize,
+        num_features: usize,
+    ) -> Result<Self, TreeError> {
         let bad = |node: usize, reason: String| TreeError::BadTree { tree, node, reason };
+        if cats.iter().map(|c| c.words.len()).sum::<usize>() > MAX_CAT_WORDS {
+            return Err(bad(
+                0,
+                format!("category sets of more than {MAX_CAT_WORDS} words"),
+            ));
+        }
         if nodes.is_empty() {
             return Err(bad(0, "tree has no nodes".into()));
         }
@@ -119,6 +183,16 @@ impl Tree {
                             ),
                         ));
                     }
+                    if nd.cat != NO_CAT && nd.cat as usize >= cats.len() {
+                        return Err(bad(
+                            i,
+                            format!(
+                                "categorical split {} out of range ({} in the tree)",
+                                nd.cat,
+                                cats.len()
+                            ),
+                        ));
+                    }
                     if !nd.threshold.is_finite() {
                         return Err(bad(i, format!("threshold {} is not finite", nd.threshold)));
                     }
@@ -157,7 +231,26 @@ impl Tree {
                 }
             }
         }
-        Ok(Self { nodes, depth })
+        Ok(Self { nodes, depth, cats })
+    }
+
+    /// Whether the internal node `n` of this tree sends the value `v` left.
+    #[inline]
+    pub fn goes_left(&self, n: &Node, v: f32) -> bool {
+        if n.cat != NO_CAT {
+            return self.cats[n.cat as usize].goes_left(v);
+        }
+        if v.is_nan() {
+            n.default_left
+        } else {
+            v < n.threshold
+        }
+    }
+
+    /// Whether any node is a categorical split (the padded layout and the SHAP tables
+    /// decline such trees).
+    pub fn has_categorical(&self) -> bool {
+        !self.cats.is_empty()
     }
 
     /// The leaf reached by `x`.
@@ -169,12 +262,7 @@ impl Tree {
             if n.is_leaf() {
                 return n;
             }
-            let v = x[n.feature as usize];
-            let left = if v.is_nan() {
-                n.default_left
-            } else {
-                v < n.threshold
-            };
+            let left = self.goes_left(n, x[n.feature as usize]);
             i = if left { n.left } else { n.right } as usize;
         }
     }
@@ -227,6 +315,11 @@ impl Ensemble {
             }
         }
         buf
+    }
+
+    /// Whether any tree has a categorical split.
+    pub fn has_categorical(&self) -> bool {
+        self.trees.iter().any(Tree::has_categorical)
     }
 
     /// Deepest tree.

@@ -65,11 +65,14 @@ pub struct Flat {
 const MAX_TOP_TREES: usize = 1024;
 
 impl Flat {
-    /// Builds the layout, or `None` if a tree is deeper than [`MAX_PADDED_DEPTH`] or the
+    /// Builds the layout, or `None` if a tree has a categorical split, is deeper than [`MAX_PADDED_DEPTH`] or the
     /// layout would exceed [`MAX_PADDED_NODES`].
     pub fn new(e: &Ensemble) -> Option<Self> {
         let depth = e.max_depth();
-        if depth > MAX_PADDED_DEPTH || e.trees.len() << depth > MAX_PADDED_NODES {
+        if depth > MAX_PADDED_DEPTH
+            || e.trees.len() << depth > MAX_PADDED_NODES
+            || e.has_categorical()
+        {
             return None;
         }
         let internal = (1usize << depth) - 1;

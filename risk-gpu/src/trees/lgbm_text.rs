@@ -22,16 +22,20 @@
 //!   the margins differ by the rounding, ~1e-7). Covers are the nodes' training counts
 //!   (`internal_count`, `leaf_count`), which LightGBM's own TreeSHAP weighs by.
 //!
+//! - Categorical splits (`decision_type` bit 0): the value truncated toward zero goes left
+//!   when it is in the node's bitset (`cat_threshold`), NaN and negative values go right
+//!   ([`CatSplit`]).
+//!
 //! Objectives read: `binary` (with `sigmoid:1`) and `cross_entropy`: the probability is
 //! the logistic of the margin. Refused with [`TreeError::Unsupported`] naming what was
 //! found: other objectives (regression, multiclass, ranking, `sigmoid` other than 1),
-//! categorical splits, linear trees, random forests' averaged output.
+//! linear trees, random forests' averaged output.
 //!
 //! Every count is checked before anything is built from it: `max_feature_idx` and
 //! `feature_names`, `num_leaves` against each per-node array, trees numbered in order and
 //! as many as `tree_sizes` says, children in range and forming a tree ([`Tree::new`]).
 
-use super::ensemble::{Ensemble, Node, Tree, LEAF};
+use super::ensemble::{CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
 use super::xgb_json::{MAX_FEATURES, MAX_NODES, MAX_TREES};
 use super::TreeError;
 use std::collections::HashMap;
@@ -319,13 +323,7 @@ fn tree(
     }
     let unsupported =
         |what: &str| TreeError::Unsupported(format!("LightGBM tree {t} (line {at}): {what}"));
-    if let Some(&v) = kv.get("num_cat") {
-        if int("num_cat", v, usize::MAX)? > 0 {
-            return Err(unsupported(
-                "categorical splits are not read yet; train with the feature as numeric",
-            ));
-        }
-    }
+    let cats = categories(kv, t, at, leaves - 1)?;
     if let Some(&(_, v)) = kv.get("is_linear") {
         if v.trim() != "0" {
             return Err(unsupported(
@@ -377,9 +375,6 @@ fn tree(
             if !(0..16).contains(&d) {
                 return Err(bad(format!("decision_type {d} is not one LightGBM writes")));
             }
-            if d & 1 != 0 {
-                return Err(unsupported("a categorical split (decision_type bit 0)"));
-            }
             let f = feature[i] as usize;
             if f >= nf {
                 return Err(bad(format!("feature {f} out of range (model has {nf})")));
@@ -388,16 +383,41 @@ fn tree(
             if thr.is_nan() {
                 return Err(bad("threshold NaN".into()));
             }
-            let kind = ((d >> 2) & 3) as u8;
+            // A categorical split counts as a missing type of its own (4): LightGBM
+            // splits a feature one way only.
+            let categorical = d & 1 != 0;
+            let kind = if categorical { 4 } else { ((d >> 2) & 3) as u8 };
             match missing[f] {
                 None => missing[f] = Some((kind, t, i)),
                 Some((k, t0, i0)) if k != kind => {
                     return Err(bad(format!(
                         "feature {f} has missing type {kind} here and {k} at tree {t0} \
-                         node {i0} (LightGBM gives a feature one missing type)"
+                         node {i0} (LightGBM gives a feature one missing type; 4: \
+                         categorical)"
                     )))
                 }
                 _ => {}
+            }
+            if categorical {
+                // The threshold names the node's category set.
+                let k = thr as usize;
+                if thr < 0.0 || thr.fract() != 0.0 || k >= cats.len() {
+                    return Err(bad(format!(
+                        "categorical split {thr} is not one of the tree's {} sets",
+                        cats.len()
+                    )));
+                }
+                nodes.push(Node {
+                    feature: f as u32,
+                    threshold: 0.0,
+                    left: child(left[i], i)?,
+                    right: child(right[i], i)?,
+                    default_left: false,
+                    value: 0.0,
+                    cover: cover[i] as f32,
+                    cat: k as u32,
+                });
+                continue;
             }
             // LightGBM writes `inf` for a split of NaN from every number: f32::MAX sends
             // every finite number but f32::MAX itself left (the engine refuses infinite
@@ -420,6 +440,7 @@ fn tree(
                 default_left,
                 value: 0.0,
                 cover: cover[i] as f32,
+                cat: NO_CAT,
             });
         }
     }
@@ -439,9 +460,51 @@ fn tree(
             default_left: false,
             value: v as f32,
             cover: c as f32,
+            cat: NO_CAT,
         });
     }
-    Tree::new(nodes, t, nf)
+    Tree::with_categories(nodes, cats, t, nf)
+}
+
+/// The tree's category sets (`num_cat`, `cat_boundaries`, `cat_threshold`): LightGBM
+/// sends a category in the set left, and NaN and negative values right
+/// (`Tree::CategoricalDecision`).
+fn categories(
+    kv: &HashMap<&str, (usize, &str)>,
+    t: usize,
+    at: usize,
+    inner: usize,
+) -> Result<Vec<CatSplit>, TreeError> {
+    let k = match kv.get("num_cat") {
+        Some(&v) => int("num_cat", v, inner)?,
+        None => 0,
+    };
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let bounds: Vec<usize> = array("cat_boundaries", get(kv, "cat_boundaries", at)?, k + 1)?;
+    let words = *bounds.last().unwrap_or(&0);
+    if words > MAX_CAT_WORDS {
+        return Err(TreeError::TooLarge(format!(
+            "LightGBM tree {t}: {words} category words (max {MAX_CAT_WORDS})"
+        )));
+    }
+    if bounds[0] != 0 || bounds.windows(2).any(|w| w[0] > w[1]) {
+        return Err(format(
+            get(kv, "cat_boundaries", at)?.0,
+            format!("tree {t}: cat_boundaries do not rise from 0"),
+        ));
+    }
+    let bits: Vec<u32> = array("cat_threshold", get(kv, "cat_threshold", at)?, words)?;
+    Ok(bounds
+        .windows(2)
+        .map(|w| CatSplit {
+            words: bits[w[0]..w[1]].to_vec(),
+            nan_left: false,
+            invalid_left: false,
+            in_left: true,
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -131,12 +131,7 @@ impl Walk<'_> {
             self.leaf(buf, d, n.value as f64);
             return;
         }
-        let v = self.x[n.feature as usize];
-        let goes_left = if v.is_nan() {
-            n.default_left
-        } else {
-            v < n.threshold
-        };
+        let goes_left = self.tree.goes_left(&n, self.x[n.feature as usize]);
         let (hot, cold) = if goes_left {
             (n.left, n.right)
         } else {

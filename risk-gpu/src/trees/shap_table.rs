@@ -191,6 +191,9 @@ fn preorder(t: &Tree) -> Vec<(usize, usize, bool, usize)> {
 impl ShapTables {
     /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] / [`MAX_LEAF_DEPTH`].
     pub fn new(e: &Ensemble) -> Option<Self> {
+        if e.has_categorical() {
+            return None;
+        }
         let mut s = Self {
             trees: Vec::with_capacity(e.trees.len()),
             internal: Vec::new(),

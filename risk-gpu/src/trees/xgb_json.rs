@@ -19,7 +19,7 @@
 //! is the model's, split indices are below `num_feature`, children are in range and form
 //! a tree ([`Tree::new`]), and TreeSHAP's covers are usable (see [`Tree::new`]).
 
-use super::ensemble::{Ensemble, Node, Tree, LEAF};
+use super::ensemble::{Ensemble, Node, Tree, LEAF, NO_CAT};
 use super::TreeError;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -471,6 +471,7 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
             default_left,
             value: if is_leaf { cond } else { 0.0 },
             cover: t.sum_hessian[i] as f32,
+            cat: NO_CAT,
         });
     }
     Tree::new(nodes, ti, num_features)
