@@ -106,3 +106,29 @@ pub fn ref_txn(r: &Reference, i: usize) -> risk_core::Transaction {
         .copy_from_slice(&r.x[i * r.features..(i + 1) * r.features]);
     t
 }
+
+/// Rows written by the `tools/` reference scripts as JSON: numbers, and `"nan"`, `"inf"`,
+/// `"-inf"` for what JSON cannot hold.
+pub fn json_rows(v: &serde_json::Value) -> Vec<Vec<f32>> {
+    let num = |x: &serde_json::Value| match x.as_str() {
+        Some("nan") => f32::NAN,
+        Some("inf") => f32::INFINITY,
+        Some("-inf") => f32::NEG_INFINITY,
+        Some(o) => panic!("{o} is not a number"),
+        None => x.as_f64().unwrap() as f32,
+    };
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_array().unwrap().iter().map(num).collect())
+        .collect()
+}
+
+/// A JSON array of numbers.
+pub fn json_f64s(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}

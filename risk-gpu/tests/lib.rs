@@ -16,3 +16,4 @@ mod trees;
 mod trees_bad_input;
 mod trees_lightgbm;
 mod trees_ubjson;
+mod trees_xgb_variants;

@@ -118,13 +118,13 @@ fn absurd_sizes_and_unsupported_models() {
     v["learner"]["learner_model_param"]["num_class"] = "3".into();
     assert!(matches!(load(&v), Err(TreeError::Unsupported(_))));
 
+    // A categorical split needs its categories (trees_xgb_variants.rs reads real ones).
     let mut v = good();
     tree0(&mut v)["split_type"][0] = 1.into();
     let e = load(&v).unwrap_err();
     assert!(
-        matches!(e, TreeError::Unsupported(_))
-            && e.to_string()
-                .contains("categorical split in tree 0, node 0"),
+        matches!(e, TreeError::BadTree { tree: 0, node: 0, .. })
+            && e.to_string().contains("categorical split without categories"),
         "{e}"
     );
 }

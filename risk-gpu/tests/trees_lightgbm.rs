@@ -26,13 +26,6 @@ struct Reference {
 
 fn reference() -> Reference {
     let v: serde_json::Value = serde_json::from_str(&text("reference.json")).unwrap();
-    let num = |x: &serde_json::Value| match x.as_str() {
-        Some("nan") => f64::NAN,
-        Some("inf") => f64::INFINITY,
-        Some("-inf") => f64::NEG_INFINITY,
-        Some(o) => panic!("{o}"),
-        None => x.as_f64().unwrap(),
-    };
     Reference {
         names: v["features"]
             .as_array()
@@ -40,28 +33,9 @@ fn reference() -> Reference {
             .iter()
             .map(|n| n.as_str().unwrap().to_owned())
             .collect(),
-        rows: v["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| {
-                r.as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|x| num(x) as f32)
-                    .collect()
-            })
-            .collect(),
+        rows: json_rows(&v["rows"]),
         models: v["models"].clone(),
     }
-}
-
-fn f64s(v: &serde_json::Value) -> Vec<f64> {
-    v.as_array()
-        .unwrap()
-        .iter()
-        .map(|x| x.as_f64().unwrap())
-        .collect()
 }
 
 const ACCEPTED: [&str; 5] = [
@@ -82,8 +56,8 @@ fn lightgbm_models_score_and_explain_as_lightgbm() {
         assert_eq!(m.num_features(), r.names.len(), "{name}");
         assert_eq!(m.ensemble().feature_names.as_ref(), Some(&r.names));
         let want = &r.models[name];
-        let raw = f64s(&want["raw"]);
-        let prob = f64s(&want["prob"]);
+        let raw = json_f64s(&want["raw"]);
+        let prob = json_f64s(&want["prob"]);
         let (mut worst_m, mut worst_p, mut worst_c) = (0f64, 0f64, 0f64);
         let (mut phi, mut phi_rec) = (Vec::new(), Vec::new());
         for (i, x) in r.rows.iter().enumerate() {
@@ -100,7 +74,7 @@ fn lightgbm_models_score_and_explain_as_lightgbm() {
             worst_p = worst_p.max((m.predict(x) as f64 - prob[i]).abs());
             m.contributions(x, &mut phi);
             m.contributions_recursive(x, &mut phi_rec);
-            let c = f64s(&want["contrib"][i]);
+            let c = json_f64s(&want["contrib"][i]);
             assert_eq!(phi.len(), c.len());
             for (k, ((p, q), w)) in phi.iter().zip(&phi_rec).zip(&c).enumerate() {
                 assert!(

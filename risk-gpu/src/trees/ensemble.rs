@@ -17,8 +17,19 @@ pub const NO_CAT: u32 = u32::MAX;
 /// Most 32-bit words in one tree's category sets (2^20 words: 32 M categories).
 pub const MAX_CAT_WORDS: usize = 1 << 20;
 
-/// A categorical split: the row's value, truncated toward zero to a whole number, is
-/// looked up in a set of categories (LightGBM's bitset).
+/// How a categorical split reads a value as a category.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CatCast {
+    /// LightGBM: truncated toward zero (`static_cast<int>`); negative after that is no
+    /// category (so `-0.5` is category 0).
+    Truncate,
+    /// XGBoost: a value below 0 or at least 2^24 is no category (`InvalidCat`), else
+    /// truncated toward zero.
+    XGBoost,
+}
+
+/// A categorical split: the row's value, read as a category ([`CatCast`]), is looked up
+/// in a set of categories.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatSplit {
     /// The set: category `c` is in it when bit `c % 32` of word `c / 32` is set.
@@ -29,6 +40,8 @@ pub struct CatSplit {
     pub invalid_left: bool,
     /// Whether the categories in the set go left (else right).
     pub in_left: bool,
+    /// How the value becomes a category.
+    pub cast: CatCast,
 }
 
 impl CatSplit {
@@ -38,13 +51,20 @@ impl CatSplit {
         if v.is_nan() {
             return self.nan_left;
         }
-        // Truncation toward zero, as C's `static_cast<int>`; beyond i32 it saturates
-        // (a huge value is then no category in any set small enough to be read).
-        let c = v as i32;
-        if c < 0 {
-            return self.invalid_left;
-        }
-        let c = c as u32 as usize;
+        let c = match self.cast {
+            // Truncation toward zero, as C's `static_cast<int>`; beyond i32 it saturates
+            // (a huge value is then no category in any set small enough to be read).
+            CatCast::Truncate => match v as i32 {
+                c if c < 0 => return self.invalid_left,
+                c => c as usize,
+            },
+            CatCast::XGBoost => {
+                if !(0.0..16_777_216.0).contains(&v) {
+                    return self.invalid_left;
+                }
+                v as usize
+            }
+        };
         let hit = self
             .words
             .get(c / 32)

@@ -35,7 +35,7 @@
 //! `feature_names`, `num_leaves` against each per-node array, trees numbered in order and
 //! as many as `tree_sizes` says, children in range and forming a tree ([`Tree::new`]).
 
-use super::ensemble::{CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
+use super::ensemble::{CatCast, CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
 use super::xgb_json::{MAX_FEATURES, MAX_NODES, MAX_TREES};
 use super::TreeError;
 use std::collections::HashMap;
@@ -503,6 +503,7 @@ fn categories(
             nan_left: false,
             invalid_left: false,
             in_left: true,
+            cast: CatCast::Truncate,
         })
         .collect())
 }

@@ -2,10 +2,13 @@
 //! `save_model("m.ubj")`, read by [`super::ubjson`] into the same layout).
 //!
 //! Reads `learner.learner_model_param` (`base_score`, `num_feature`, `num_class`,
-//! `num_target`), `learner.objective.name` (must be `binary:logistic` or `reg:logistic`),
+//! `num_target`), `learner.objective.name` (`binary:logistic`, `reg:logistic` or
+//! `binary:logitraw`, whose base_score is a margin), the booster (`gbtree`, or `dart`:
+//! its `gbtree` with each tree's leaves times its `weight_drop`),
 //! and each tree's `left_children`, `right_children`, `split_indices`, `split_conditions`
-//! (leaf values on leaves), `default_left`, `split_type`, `sum_hessian`. Categorical
-//! splits (`split_type` 1) are rejected with an error naming the tree and node.
+//! (leaf values on leaves), `default_left`, `split_type`, `sum_hessian`; categorical
+//! splits (`split_type` 1) from `categories`, `categories_nodes`, `categories_segments`
+//! and `categories_sizes` (see [`CatSplit`]).
 //!
 //! Every count the file states is checked against the others before anything is built
 //! from it, so that a model that loads can score any row of `num_feature` values:
@@ -19,7 +22,7 @@
 //! is the model's, split indices are below `num_feature`, children are in range and form
 //! a tree ([`Tree::new`]), and TreeSHAP's covers are usable (see [`Tree::new`]).
 
-use super::ensemble::{Ensemble, Node, Tree, LEAF, NO_CAT};
+use super::ensemble::{CatCast, CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
 use super::TreeError;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -71,6 +74,9 @@ struct Objective {
 struct Booster {
     name: String,
     model: Option<GbTree>,
+    /// `dart`: the `gbtree` it wraps and each tree's weight.
+    gbtree: Option<Box<Booster>>,
+    weight_drop: Option<Vec<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -103,11 +109,13 @@ struct RawTree {
     loss_changes: Option<Vec<IgnoredAny>>,
     parents: Option<Vec<IgnoredAny>>,
     #[serde(default)]
-    categories_nodes: Vec<IgnoredAny>,
+    categories: Vec<i64>,
     #[serde(default)]
-    categories_segments: Vec<IgnoredAny>,
+    categories_nodes: Vec<i64>,
     #[serde(default)]
-    categories_sizes: Vec<IgnoredAny>,
+    categories_segments: Vec<i64>,
+    #[serde(default)]
+    categories_sizes: Vec<i64>,
     tree_param: TreeParam,
 }
 
@@ -184,18 +192,39 @@ pub fn parse_ubjson(bytes: &[u8]) -> Result<Ensemble, TreeError> {
 
 fn validate(f: File) -> Result<Ensemble, TreeError> {
     let l = f.learner;
-    let obj = l.objective.name.as_str();
-    if obj != "binary:logistic" && obj != "reg:logistic" {
-        return Err(TreeError::Unsupported(format!(
-            "objective {obj:?} (supported: binary:logistic, reg:logistic)"
-        )));
-    }
-    if l.gradient_booster.name != "gbtree" {
-        return Err(TreeError::Unsupported(format!(
-            "booster {:?} (supported: gbtree)",
-            l.gradient_booster.name
-        )));
-    }
+    // `binary:logitraw` outputs the margin itself, its base_score is a margin
+    // (`ProbToMargin` is the identity); the probability is still the margin's logistic.
+    let raw = match l.objective.name.as_str() {
+        "binary:logistic" | "reg:logistic" => false,
+        "binary:logitraw" => true,
+        obj => {
+            return Err(TreeError::Unsupported(format!(
+                "objective {obj:?} (supported: binary:logistic, reg:logistic, binary:logitraw)"
+            )))
+        }
+    };
+    let (booster, weights) = match l.gradient_booster.name.as_str() {
+        "gbtree" => (l.gradient_booster, None),
+        "dart" => {
+            let w = l.gradient_booster.weight_drop.unwrap_or_default();
+            let inner = l
+                .gradient_booster
+                .gbtree
+                .ok_or_else(|| TreeError::Format("dart booster has no gbtree".into()))?;
+            if inner.name != "gbtree" {
+                return Err(TreeError::Format(format!(
+                    "dart booster wraps {:?}, not gbtree",
+                    inner.name
+                )));
+            }
+            (*inner, Some(w))
+        }
+        name => {
+            return Err(TreeError::Unsupported(format!(
+                "booster {name:?} (supported: gbtree, dart)"
+            )))
+        }
+    };
     let p = &l.learner_model_param;
     // Output groups: `num_class` (0 for binary objectives) and `num_target` (at least 1).
     if let Some(v) = &p.num_class {
@@ -222,24 +251,58 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
         return Err(TreeError::Format("num_feature 0 out of range".into()));
     }
     let base = number("base_score", &p.base_score)?;
-    if !(base > 0.0 && base < 1.0) {
+    if raw && !base.is_finite() {
+        return Err(TreeError::Format(format!(
+            "base_score {base} is not finite"
+        )));
+    }
+    if !raw && !(base > 0.0 && base < 1.0) {
         return Err(TreeError::Format(format!(
             "base_score {base} is not a probability in (0, 1)"
         )));
     }
     check_features(&l.feature_names, l.feature_types.len(), num_features)?;
-    let model = l
-        .gradient_booster
+    let model = booster
         .model
         .ok_or_else(|| TreeError::Format("gradient_booster has no model".into()))?;
     check_tree_counts(&model)?;
-    let mut trees = Vec::with_capacity(model.trees.len());
+    let n = model.trees.len();
+    let mut trees = Vec::with_capacity(n);
     for (ti, t) in model.trees.into_iter().enumerate() {
         trees.push(tree(ti, t, num_features)?);
     }
+    if let Some(w) = weights {
+        // XGBoost multiplies each tree's leaf by its weight in float (`weight_drop`;
+        // a model saved before any tree was dropped may list none: all 1).
+        if !w.is_empty() && w.len() != n {
+            return Err(TreeError::Format(format!(
+                "weight_drop has {} weights for {n} trees",
+                w.len()
+            )));
+        }
+        if let Some(x) = w.iter().find(|x| !(x.is_finite() && **x >= 0.0)) {
+            return Err(TreeError::Format(format!(
+                "weight_drop {x} is not a finite non-negative weight"
+            )));
+        }
+        for (t, &wt) in trees.iter_mut().zip(&w) {
+            for nd in t.nodes.iter_mut().filter(|nd| nd.is_leaf()) {
+                nd.value *= wt as f32;
+                if !nd.value.is_finite() {
+                    return Err(TreeError::Format(format!(
+                        "weight_drop {wt} makes a leaf infinite"
+                    )));
+                }
+            }
+        }
+    }
     Ok(Ensemble {
         trees,
-        base_margin: (base / (1.0 - base)).ln(),
+        base_margin: if raw {
+            base
+        } else {
+            (base / (1.0 - base)).ln()
+        },
         num_features,
         feature_names: (!l.feature_names.is_empty()).then_some(l.feature_names),
         zero_as_missing: Vec::new(),
@@ -405,13 +468,7 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
             return Err(bad(0, format!("{name} has {len} entries for {n} nodes")));
         }
     }
-    if let Some(i) = t.split_type.iter().position(|&s| s == 1) {
-        return Err(TreeError::Unsupported(format!(
-            "categorical split in tree {ti}, node {i}: retrain with categorical features \
-             encoded as numbers (enable_categorical=False)"
-        )));
-    }
-    if let Some(i) = t.split_type.iter().position(|&s| s != 0) {
+    if let Some(i) = t.split_type.iter().position(|&s| s != 0 && s != 1) {
         return Err(bad(
             i,
             format!(
@@ -420,20 +477,7 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
             ),
         ));
     }
-    let cats = [
-        t.categories_nodes.len(),
-        t.categories_segments.len(),
-        t.categories_sizes.len(),
-    ];
-    if cats.iter().any(|&c| c != 0) {
-        return Err(bad(
-            0,
-            format!(
-                "categories_nodes / _segments / _sizes have {cats:?} entries but no node has a \
-                 categorical split"
-            ),
-        ));
-    }
+    let cat_of = categories(&t, n, &bad)?;
     let child = |c: i64, i: usize| -> Result<u32, TreeError> {
         match c {
             -1 => Ok(LEAF),
@@ -463,16 +507,121 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
         };
         let is_leaf = left == LEAF && right == LEAF;
         let cond = t.split_conditions[i] as f32;
+        let cat = cat_of.get(&i).map_or(NO_CAT, |&(k, _)| k);
+        if is_leaf && cat != NO_CAT {
+            return Err(bad(i, "a leaf has categories".into()));
+        }
         nodes.push(Node {
             feature: if is_leaf { 0 } else { feat as u32 },
-            threshold: if is_leaf { 0.0 } else { cond },
+            // A categorical node's split_conditions is no threshold.
+            threshold: if is_leaf || cat != NO_CAT { 0.0 } else { cond },
             left,
             right,
             default_left,
             value: if is_leaf { cond } else { 0.0 },
             cover: t.sum_hessian[i] as f32,
-            cat: NO_CAT,
+            cat,
         });
     }
-    Tree::new(nodes, ti, num_features)
+    let mut sets: Vec<(u32, CatSplit)> = cat_of
+        .into_values()
+        .map(|(k, mut set)| {
+            set.nan_left = nodes
+                .iter()
+                .find(|n| n.cat == k)
+                .is_some_and(|n| n.default_left);
+            (k, set)
+        })
+        .collect();
+    sets.sort_by_key(|(k, _)| *k);
+    Tree::with_categories(
+        nodes,
+        sets.into_iter().map(|(_, s)| s).collect(),
+        ti,
+        num_features,
+    )
+}
+
+/// Largest category XGBoost reads (`OutOfRangeCat`: 2^24; from there on a value is no
+/// category).
+const MAX_CATEGORY: i64 = 1 << 24;
+
+/// The tree's categorical splits (`split_type` 1), by node: `categories_nodes` names
+/// exactly those nodes, each with a segment (`categories_segments`, `categories_sizes`)
+/// of the sorted `categories` it sends right (XGBoost's `common::Decision`: categories in
+/// the set go right; NaN takes the default branch; a value below 0 or at least 2^24 goes
+/// left).
+fn categories(
+    t: &RawTree,
+    n: usize,
+    bad: &dyn Fn(usize, String) -> TreeError,
+) -> Result<std::collections::HashMap<usize, (u32, CatSplit)>, TreeError> {
+    let k = t.categories_nodes.len();
+    if t.categories_segments.len() != k || t.categories_sizes.len() != k {
+        return Err(bad(
+            0,
+            format!(
+                "categories_nodes / _segments / _sizes have {k} / {} / {} entries",
+                t.categories_segments.len(),
+                t.categories_sizes.len()
+            ),
+        ));
+    }
+    let is_cat = |i: usize| t.split_type.get(i) == Some(&1);
+    let mut out = std::collections::HashMap::with_capacity(k);
+    let mut words_total = 0usize;
+    for j in 0..k {
+        let node = t.categories_nodes[j];
+        let i = usize::try_from(node)
+            .ok()
+            .filter(|&i| i < n && is_cat(i))
+            .ok_or_else(|| {
+                bad(
+                    0,
+                    format!("categories_nodes[{j}] = {node} is not a categorical split"),
+                )
+            })?;
+        let (beg, size) = (t.categories_segments[j], t.categories_sizes[j]);
+        let seg = usize::try_from(beg)
+            .ok()
+            .zip(usize::try_from(size).ok())
+            .and_then(|(b, s)| t.categories.get(b..b.checked_add(s)?))
+            .ok_or_else(|| {
+                bad(
+                    i,
+                    format!(
+                        "categories segment {beg}+{size} is outside the {} categories",
+                        t.categories.len()
+                    ),
+                )
+            })?;
+        if let Some(&c) = seg.iter().find(|&&c| !(0..MAX_CATEGORY).contains(&c)) {
+            return Err(bad(i, format!("category {c} is outside 0..2^24")));
+        }
+        let words = seg.iter().max().map_or(0, |&m| m as usize / 32 + 1);
+        words_total += words;
+        if words_total > MAX_CAT_WORDS {
+            return Err(TreeError::TooLarge(format!(
+                "category sets of more than {MAX_CAT_WORDS} words in one tree"
+            )));
+        }
+        let mut bits = vec![0u32; words];
+        for &c in seg {
+            bits[c as usize / 32] |= 1 << (c % 32);
+        }
+        let set = CatSplit {
+            words: bits,
+            nan_left: false, // the node's default_left, set by the caller
+            invalid_left: true,
+            in_left: false,
+            cast: CatCast::XGBoost,
+        };
+        if out.insert(i, (j as u32, set)).is_some() {
+            return Err(bad(i, "named twice in categories_nodes".into()));
+        }
+    }
+    if let Some(i) = (0..n).find(|&i| is_cat(i) && !out.contains_key(&i)) {
+        return Err(bad(i, "categorical split without categories".into()));
+    }
+    Ok(out)
 }
