@@ -256,7 +256,8 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
             "base_score {base} is not finite"
         )));
     }
-    if !raw && !(base > 0.0 && base < 1.0) {
+    let probability = base > 0.0 && base < 1.0;
+    if !(raw || probability) {
         return Err(TreeError::Format(format!(
             "base_score {base} is not a probability in (0, 1)"
         )));
