@@ -9,6 +9,8 @@ writes their outputs on shared rows (testdata/models/lgbm/):
 - `xentropy.txt`: `objective=cross_entropy` on soft labels.
 - `categorical.txt`: `hour` and `velocity_1h` as categorical features (bitset splits),
   NaN in `hour`.
+- `regression.txt`, `poisson.txt`: regressions (identity and log link) of the loss
+  amount and of a chargeback count.
 - `shap_120x6.txt`: 120 trees of depth 6 (63 leaves) on 15 features, the TreeSHAP bench's
   shape (issue [21] part 3).
 - `refused_*.txt`: models the loader refuses with a typed error (linear trees, `sigmoid:2`, multiclass, regression, random forest's averaged output).
@@ -147,6 +149,11 @@ def main():
     xc[np.random.default_rng(4).random(len(xc)) < 0.05, 1] = np.nan
     models["categorical"] = train(base(seed=10, cat_smooth=5, min_data_per_group=50), xc, y, 60,
                                   categorical_feature=[1, 3])
+    rr = np.random.default_rng(13)
+    loss = y * np.nan_to_num(x[:, 0]) * rr.uniform(0.5, 1.0, len(y))
+    models["regression"] = train(base(objective="regression", seed=11), x, loss, 40)
+    models["poisson"] = train(base(objective="poisson", seed=12), x,
+                              rr.poisson(0.2 + 1.5 * y).astype(float), 40)
     models["shap_120x6"] = train(base(num_leaves=63, max_depth=6, learning_rate=0.05,
                                       min_data_in_leaf=10), x, y, 120)
     for name, b in models.items():
@@ -155,7 +162,7 @@ def main():
         "refused_linear": (base(linear_tree=True), {}),
         "refused_sigmoid2": (base(sigmoid=2.0), {}),
         "refused_multiclass": (base(objective="multiclass", num_class=3), {}),
-        "refused_regression": (base(objective="regression"), {}),
+        "refused_reg_sqrt": (base(objective="regression", reg_sqrt=True), {}),
         "refused_rf": (base(boosting="rf", bagging_fraction=0.5), {}),
     }
     for name, (params, ds) in refused.items():

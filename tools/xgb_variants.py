@@ -8,6 +8,8 @@
 - `logitraw.json`: `binary:logitraw` (the margin is the output; the probability is its
   logistic).
 - `dart.json`: `booster="dart"` (trees weighted by `weight_drop` at inference).
+- `squarederror.json`, `poisson.json`: regressions (identity and log link) of the loss
+  amount and of a count.
 - `reference.json`: rows (float32; NaN, negative, fractional, unseen and out-of-range
   categories) and for each model `predict(output_margin=True)` and
   `predict(pred_contribs=True)`.
@@ -45,6 +47,14 @@ def data(n, seed):
     return x, y
 
 
+def loss_and_count(x, y, seed):
+    """Regression targets: the amount lost (0 unless fraud) and a chargeback count."""
+    r = np.random.default_rng(seed)
+    loss = y * np.nan_to_num(x[:, 0]) * r.uniform(0.5, 1.0, len(y))
+    count = r.poisson(0.2 + 1.5 * y)
+    return loss, count.astype(np.float64)
+
+
 def num(v):
     v = float(v)
     if math.isnan(v):
@@ -66,6 +76,12 @@ def main():
         "dart": xgb.train(dict(common, objective="binary:logistic", booster="dart",
                                rate_drop=0.2, skip_drop=0.3), d, 40),
     }
+    loss, count = loss_and_count(x, y, 13)
+    for name, obj, target, extra in [("squarederror", "reg:squarederror", loss, {}),
+                                     ("poisson", "count:poisson", count, {})]:
+        dr = xgb.DMatrix(x, target, feature_names=NAMES, feature_types=TYPES,
+                         enable_categorical=True)
+        models[name] = xgb.train(dict(common, objective=obj, **extra), dr, 40)
     for name, b in models.items():
         b.save_model(str(OUT / f"{name}.json"))
     models["categorical"].save_model(str(OUT / "categorical.ubj"))
@@ -81,6 +97,7 @@ def main():
     for name, b in models.items():
         ref["models"][name] = {
             "margin": [float(v) for v in b.predict(dt, output_margin=True)],
+            "output": [float(v) for v in b.predict(dt)],
             "contrib": [[float(v) for v in r] for r in b.predict(dt, pred_contribs=True)],
         }
     (OUT / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")

@@ -6,6 +6,7 @@
 //! path = "models/xgb_fraud.json"   # relative to risk.toml; JSON or UBJSON
 //! explain_above = 0.3              # SHAP reason codes for scores at or above (default 0.3)
 //! top_k = 3                        # reasons per decision (default 3)
+//! score_transform = "clamp"        # regressions only: "clamp", "logistic", "linear:LO:HI"
 //!
 //! [fast.scorer]
 //! kind = "lightgbm"                # a LightGBM text model (save_model), same options
@@ -78,6 +79,7 @@ use crate::bert::{BertBackend, BertFiles, BertScorer};
 use crate::llm::deep::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{InputMap, InputSource, OnnxConfig, OnnxScorer};
 use crate::qlinear::plan::{Precision, QuantPlan};
+use crate::trees::score_transform::ScoreTransform;
 use crate::trees::{ModelFamily, XgbModel, XgbScorer};
 use risk_core::{ConfigError, Scorer, ScorerRegistry, ScorerSpec};
 use std::sync::Arc;
@@ -351,7 +353,13 @@ fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, Conf
     }
     let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
     let top_k = count(spec, "top_k", 3)?;
-    let s = XgbScorer::new(Arc::new(model), &spec.schema, explain, top_k)
+    let transform = if spec.table.contains_key("score_transform") {
+        ScoreTransform::parse(spec.str("score_transform")?)
+            .map_err(|e| ConfigError::invalid(format!("{}.score_transform", spec.key), e))?
+    } else {
+        ScoreTransform::Probability
+    };
+    let s = XgbScorer::with_transform(Arc::new(model), &spec.schema, explain, top_k, transform)
         .map_err(|e| scorer_err(spec, e))?;
     Ok(Arc::new(s))
 }

@@ -123,8 +123,16 @@ fn absurd_sizes_and_unsupported_models() {
     tree0(&mut v)["split_type"][0] = 1.into();
     let e = load(&v).unwrap_err();
     assert!(
-        matches!(e, TreeError::BadTree { tree: 0, node: 0, .. })
-            && e.to_string().contains("categorical split without categories"),
+        matches!(
+            e,
+            TreeError::BadTree {
+                tree: 0,
+                node: 0,
+                ..
+            }
+        ) && e
+            .to_string()
+            .contains("categorical split without categories"),
         "{e}"
     );
 }

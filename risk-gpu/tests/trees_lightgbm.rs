@@ -38,11 +38,13 @@ fn reference() -> Reference {
     }
 }
 
-const ACCEPTED: [&str; 5] = [
+const ACCEPTED: [&str; 7] = [
     "binary_nan",
     "binary_zero",
     "xentropy",
     "categorical",
+    "regression",
+    "poisson",
     "shap_120x6",
 ];
 
@@ -71,7 +73,8 @@ fn lightgbm_models_score_and_explain_as_lightgbm() {
             );
             assert!((got - m.ensemble().margin_walk(x)).abs() < 1e-9);
             worst_m = worst_m.max((got - raw[i]).abs());
-            worst_p = worst_p.max((m.predict(x) as f64 - prob[i]).abs());
+            // The output (a probability, or a regression's value: relative).
+            worst_p = worst_p.max((m.predict(x) as f64 - prob[i]).abs() / prob[i].abs().max(1.0));
             m.contributions(x, &mut phi);
             m.contributions_recursive(x, &mut phi_rec);
             let c = json_f64s(&want["contrib"][i]);
@@ -196,7 +199,7 @@ fn what_is_not_read_is_refused_naming_it() {
         ("refused_linear.txt", "linear trees"),
         ("refused_sigmoid2.txt", "sigmoid:2"),
         ("refused_multiclass.txt", "multiclass"),
-        ("refused_regression.txt", "regression"),
+        ("refused_reg_sqrt.txt", "reg_sqrt"),
         ("refused_rf.txt", "average_output"),
     ] {
         match XgbModel::from_file(lgbm().join(file)) {
@@ -372,6 +375,31 @@ fn risk_toml_names_a_lightgbm_tier_and_its_reasons() {
     )
     .unwrap_err();
     assert!(err.to_string().contains("kind = \"xgboost\""), "{err}");
+    // A regression needs the policy's score_transform, and gets it.
+    let reg = toml("lightgbm", "regression.txt");
+    let err = Engine::from_toml_str(&reg, &models(), p, &reg_registry()).unwrap_err();
+    assert!(err.to_string().contains("score_transform"), "{err}");
+    let with = format!("{reg}score_transform = \"linear:0:50\"\n");
+    let e = Engine::from_toml_str(&with, &models(), p, &reg_registry()).unwrap();
+    let m = XgbModel::from_file(lgbm().join("regression.txt")).unwrap();
+    let d = e.decide(&t).unwrap();
+    let want = (m.predict(&x) as f64 / 50.0).clamp(0.0, 1.0) as f32;
+    assert!((d.model_score.unwrap() - want).abs() < 1e-6);
+    let bad = format!("{reg}score_transform = \"linear:50:0\"\n");
+    let err = Engine::from_toml_str(&bad, &models(), p, &reg_registry()).unwrap_err();
+    assert!(err.to_string().contains("score_transform"), "{err}");
+    // A binary model takes none.
+    let both = format!(
+        "{}score_transform = \"clamp\"\n",
+        toml("lightgbm", "binary_nan.txt")
+    );
+    assert!(Engine::from_toml_str(&both, &models(), p, &reg_registry()).is_err());
+}
+
+fn reg_registry() -> risk_core::ScorerRegistry {
+    let mut reg = risk_core::ScorerRegistry::default();
+    risk_gpu::register(&mut reg);
+    reg
 }
 
 fn fuzz_seeds() -> Vec<(std::path::PathBuf, Vec<u8>)> {

@@ -288,13 +288,44 @@ impl Tree {
     }
 }
 
-/// A binary-logistic ensemble: margin = base margin + sum of leaves.
+/// How the margin becomes the model's output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Link {
+    /// The logistic of the margin: a probability (binary objectives).
+    Logistic,
+    /// The margin itself (squared error, absolute error, Huber, quantile, ...).
+    Identity,
+    /// `exp` of the margin (Poisson, gamma, Tweedie: a log link).
+    Exp,
+}
+
+impl Link {
+    /// The output for a margin.
+    #[inline]
+    pub fn apply(self, margin: f64) -> f64 {
+        match self {
+            Self::Logistic => sigmoid(margin),
+            Self::Identity => margin,
+            Self::Exp => margin.exp(),
+        }
+    }
+
+    /// Whether the output is a probability in `[0, 1]`.
+    pub fn is_probability(self) -> bool {
+        self == Self::Logistic
+    }
+}
+
+/// A tree ensemble: margin = base margin + sum of leaves; output = `link(margin)`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ensemble {
     /// Trees.
     pub trees: Vec<Tree>,
-    /// Margin added to every prediction (logit of the base score).
+    /// Margin added to every prediction (the base score in margin units).
     pub base_margin: f64,
+    /// How the margin becomes the output.
+    pub link: Link,
     /// Features the model reads.
     pub num_features: usize,
     /// Feature names, when the model has them.

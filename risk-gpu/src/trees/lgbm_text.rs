@@ -26,16 +26,17 @@
 //!   when it is in the node's bitset (`cat_threshold`), NaN and negative values go right
 //!   ([`CatSplit`]).
 //!
-//! Objectives read: `binary` (with `sigmoid:1`) and `cross_entropy`: the probability is
-//! the logistic of the margin. Refused with [`TreeError::Unsupported`] naming what was
-//! found: other objectives (regression, multiclass, ranking, `sigmoid` other than 1),
+//! Objectives read ([`Link`]): `binary` (with `sigmoid:1`) and `cross_entropy` (the
+//! probability is the logistic of the margin), the regressions (identity, or `exp` for
+//! Poisson, gamma, Tweedie). Refused with [`TreeError::Unsupported`] naming what was
+//! found: other objectives (multiclass, ranking, `sigmoid` other than 1, `reg_sqrt`),
 //! linear trees, random forests' averaged output.
 //!
 //! Every count is checked before anything is built from it: `max_feature_idx` and
 //! `feature_names`, `num_leaves` against each per-node array, trees numbered in order and
 //! as many as `tree_sizes` says, children in range and forming a tree ([`Tree::new`]).
 
-use super::ensemble::{CatCast, CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
+use super::ensemble::{CatCast, CatSplit, Ensemble, Link, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
 use super::xgb_json::{MAX_FEATURES, MAX_NODES, MAX_TREES};
 use super::TreeError;
 use std::collections::HashMap;
@@ -178,7 +179,7 @@ pub fn parse(bytes: &[u8]) -> Result<Ensemble, TreeError> {
             version.1
         )));
     }
-    objective(get(&head, "objective", 1)?)?;
+    let link = objective(get(&head, "objective", 1)?)?;
     if let Some((n, _)) = head.get("average_output") {
         return Err(TreeError::Unsupported(format!(
             "LightGBM line {n}: average_output (a random forest, boosting=\"rf\"): its trees \
@@ -277,19 +278,25 @@ pub fn parse(bytes: &[u8]) -> Result<Ensemble, TreeError> {
     Ok(Ensemble {
         trees,
         base_margin: 0.0,
+        link,
         num_features: nf,
         feature_names: (!positional).then_some(names),
         zero_as_missing,
     })
 }
 
-/// Accepts the objectives whose output is the logistic of the margin.
-fn objective((n, v): (usize, &str)) -> Result<(), TreeError> {
+/// The objective's link: the logistic for `binary` (with `sigmoid:1`) and
+/// `cross_entropy`; the identity for the regressions (`regression` without `sqrt`,
+/// `regression_l1`, `huber`, `fair`, `quantile`, `mape`); `exp` for the log-link ones
+/// (`poisson`, `gamma`, `tweedie`).
+fn objective((n, v): (usize, &str)) -> Result<Link, TreeError> {
     let mut parts = v.split(' ').filter(|t| !t.is_empty());
     let name = parts.next().unwrap_or("");
     let unsupported = |what: String| {
         TreeError::Unsupported(format!(
-            "LightGBM line {n}: {what} (read: objective binary with sigmoid:1, cross_entropy)"
+            "LightGBM line {n}: {what} (read: binary with sigmoid:1, cross_entropy, \
+             regression, regression_l1, huber, fair, quantile, mape, poisson, gamma, \
+             tweedie; multiclass is not read yet)"
         ))
     };
     match name {
@@ -301,9 +308,18 @@ fn objective((n, v): (usize, &str)) -> Result<(), TreeError> {
                     }
                 }
             }
-            Ok(())
+            Ok(Link::Logistic)
         }
-        "cross_entropy" | "xentropy" => Ok(()),
+        "cross_entropy" | "xentropy" => Ok(Link::Logistic),
+        "regression" | "regression_l1" | "huber" | "fair" | "quantile" | "mape" => {
+            if v.split(' ').any(|p| p == "sqrt") {
+                return Err(unsupported(format!(
+                    "objective {v:?} (reg_sqrt: the output is the square of the margin)"
+                )));
+            }
+            Ok(Link::Identity)
+        }
+        "poisson" | "gamma" | "tweedie" => Ok(Link::Exp),
         _ => Err(unsupported(format!("objective {v:?}"))),
     }
 }

@@ -17,16 +17,18 @@ mod bytes;
 pub mod ensemble;
 pub mod flat;
 pub mod lgbm_text;
+pub mod score_transform;
 pub mod shap;
 pub mod shap_table;
 pub mod ubjson;
 pub mod xgb_json;
 
-use ensemble::{sigmoid, Ensemble};
+use ensemble::{Ensemble, Link};
 use flat::Flat;
 use risk_core::{
     FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
 };
+use score_transform::ScoreTransform;
 use std::cell::RefCell;
 use std::path::Path;
 use std::sync::Arc;
@@ -110,8 +112,8 @@ impl ModelFamily {
     }
 }
 
-/// A loaded gradient-boosted binary classifier: XGBoost or LightGBM (the name stays
-/// from when XGBoost was the only family).
+/// A loaded gradient-boosted model, a binary classifier or a regression ([`Link`]):
+/// XGBoost or LightGBM (the name stays from when XGBoost was the only family).
 #[derive(Debug, Clone)]
 pub struct XgbModel {
     ensemble: Ensemble,
@@ -296,13 +298,19 @@ impl XgbModel {
         self.flat.as_ref().map_or("walk", |f| f.kernel())
     }
 
-    /// Probability of one row.
-    #[inline]
-    pub fn predict(&self, x: &[f32]) -> f32 {
-        sigmoid(self.margin(x)) as f32
+    /// How the margin becomes the output ([`Link::Logistic`]: a probability).
+    pub fn link(&self) -> Link {
+        self.ensemble.link
     }
 
-    /// Probabilities of many rows into `out` (same length as `rows`), equal bit for bit
+    /// The model's output for one row: a probability for binary objectives, the
+    /// predicted value for regressions ([`link`](Self::link)).
+    #[inline]
+    pub fn predict(&self, x: &[f32]) -> f32 {
+        self.ensemble.link.apply(self.margin(x)) as f32
+    }
+
+    /// Outputs of many rows into `out` (same length as `rows`), equal bit for bit
     /// to [`predict`](Self::predict) row by row. Each row runs the single-row kernel
     /// (rows in lanes measured no faster here, see BENCHMARKS.md), chosen once per batch.
     ///
@@ -327,7 +335,7 @@ impl XgbModel {
             let m = &mut m[..rc.len()];
             f.leaf_sums(rc, m);
             for (o, &m) in oc.iter_mut().zip(m.iter()) {
-                *o = sigmoid(m + self.ensemble.base_margin) as f32;
+                *o = self.ensemble.link.apply(m + self.ensemble.base_margin) as f32;
             }
         }
     }
@@ -378,19 +386,41 @@ pub struct XgbScorer {
     explain_above: f32,
     top_k: usize,
     schema_fp: u64,
+    transform: ScoreTransform,
 }
 
 impl XgbScorer {
     /// Binds `model` to `schema`. Model feature names (when the file has them) must be
     /// schema fields; without names, model feature `i` is schema slot `i` and the counts
     /// must match. Reasons are computed for scores `>= explain_above` (`f32::INFINITY`
-    /// turns them off; 0 explains everything).
+    /// turns them off; 0 explains everything). A regression model is refused: see
+    /// [`with_transform`](Self::with_transform).
     pub fn new(
         model: Arc<XgbModel>,
         schema: &FeatureSchema,
         explain_above: f32,
         top_k: usize,
     ) -> Result<Self, TreeError> {
+        Self::with_transform(
+            model,
+            schema,
+            explain_above,
+            top_k,
+            ScoreTransform::Probability,
+        )
+    }
+
+    /// [`new`](Self::new) with the mapping from the model's output to the probability
+    /// (a regression needs one, a binary model takes [`ScoreTransform::Probability`]).
+    /// Reasons are the SHAP contributions to the margin.
+    pub fn with_transform(
+        model: Arc<XgbModel>,
+        schema: &FeatureSchema,
+        explain_above: f32,
+        top_k: usize,
+        transform: ScoreTransform,
+    ) -> Result<Self, TreeError> {
+        transform.check(model.link())?;
         let nf = model.num_features();
         let map: Vec<Slot> = match &model.ensemble.feature_names {
             Some(names) => names
@@ -429,6 +459,7 @@ impl XgbScorer {
             codes,
             explain_above,
             top_k: top_k.min(risk_core::Reasons::CAPACITY),
+            transform,
         })
     }
 
@@ -488,7 +519,7 @@ impl Scorer for XgbScorer {
 
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
         self.with_row(t, |x| {
-            let mut s = Score::new(self.model.predict(x));
+            let mut s = Score::new(self.transform.apply(self.model.predict(x)));
             if s.probability >= self.explain_above && self.top_k > 0 {
                 self.explain(x, &mut s);
             }
@@ -511,7 +542,8 @@ impl Scorer for XgbScorer {
         };
         let mut p = vec![0f32; refs.len()];
         self.model.predict_batch(&refs, &mut p);
-        for (x, &prob) in refs.iter().zip(&p) {
+        for (x, &y) in refs.iter().zip(&p) {
+            let prob = self.transform.apply(y);
             let mut s = Score::new(prob);
             if prob >= self.explain_above && self.top_k > 0 {
                 self.explain(x, &mut s);
@@ -523,7 +555,7 @@ impl Scorer for XgbScorer {
 
     fn warmup(&self) -> Result<(), ScoreError> {
         let x = vec![f32::NAN; self.model.num_features()];
-        let p = self.model.predict(&x);
+        let p = self.transform.apply(self.model.predict(&x));
         let mut phi = Vec::new();
         self.model.contributions(&x, &mut phi);
         if !(0.0..=1.0).contains(&p) {

@@ -2,8 +2,8 @@
 //! `save_model("m.ubj")`, read by [`super::ubjson`] into the same layout).
 //!
 //! Reads `learner.learner_model_param` (`base_score`, `num_feature`, `num_class`,
-//! `num_target`), `learner.objective.name` (`binary:logistic`, `reg:logistic` or
-//! `binary:logitraw`, whose base_score is a margin), the booster (`gbtree`, or `dart`:
+//! `num_target`), `learner.objective.name` (the binary objectives, and regressions with an
+//! identity or log link: [`Link`]), the booster (`gbtree`, or `dart`:
 //! its `gbtree` with each tree's leaves times its `weight_drop`),
 //! and each tree's `left_children`, `right_children`, `split_indices`, `split_conditions`
 //! (leaf values on leaves), `default_left`, `split_type`, `sum_hessian`; categorical
@@ -22,7 +22,7 @@
 //! is the model's, split indices are below `num_feature`, children are in range and form
 //! a tree ([`Tree::new`]), and TreeSHAP's covers are usable (see [`Tree::new`]).
 
-use super::ensemble::{CatCast, CatSplit, Ensemble, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
+use super::ensemble::{CatCast, CatSplit, Ensemble, Link, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
 use super::TreeError;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -192,14 +192,27 @@ pub fn parse_ubjson(bytes: &[u8]) -> Result<Ensemble, TreeError> {
 
 fn validate(f: File) -> Result<Ensemble, TreeError> {
     let l = f.learner;
-    // `binary:logitraw` outputs the margin itself, its base_score is a margin
-    // (`ProbToMargin` is the identity); the probability is still the margin's logistic.
-    let raw = match l.objective.name.as_str() {
-        "binary:logistic" | "reg:logistic" => false,
-        "binary:logitraw" => true,
+    // The link, and how base_score becomes a margin (XGBoost's `ProbToMargin`): the logit
+    // for the logistic objectives; `binary:logitraw` and the identity-link regressions
+    // take it as a margin; the log-link ones its log. (`binary:logitraw` outputs the
+    // margin; its probability is still the margin's logistic.)
+    let (link, base_to_margin): (Link, fn(f64) -> Option<f64>) = match l.objective.name.as_str() {
+        "binary:logistic" | "reg:logistic" => (Link::Logistic, |b| {
+            (b > 0.0 && b < 1.0).then(|| (b / (1.0 - b)).ln())
+        }),
+        "binary:logitraw" => (Link::Logistic, |b| Some(b)),
+        "reg:squarederror"
+        | "reg:squaredlogerror"
+        | "reg:pseudohubererror"
+        | "reg:absoluteerror"
+        | "reg:quantileerror" => (Link::Identity, |b| Some(b)),
+        "count:poisson" | "reg:gamma" | "reg:tweedie" => (Link::Exp, |b| (b > 0.0).then(|| b.ln())),
         obj => {
             return Err(TreeError::Unsupported(format!(
-                "objective {obj:?} (supported: binary:logistic, reg:logistic, binary:logitraw)"
+                "objective {obj:?} (read: binary:logistic, reg:logistic, \
+                     binary:logitraw, reg:squarederror, reg:squaredlogerror, \
+                     reg:pseudohubererror, reg:absoluteerror, reg:quantileerror, \
+                     count:poisson, reg:gamma, reg:tweedie; multi-class is not read yet)"
             )))
         }
     };
@@ -251,17 +264,14 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
         return Err(TreeError::Format("num_feature 0 out of range".into()));
     }
     let base = number("base_score", &p.base_score)?;
-    if raw && !base.is_finite() {
-        return Err(TreeError::Format(format!(
-            "base_score {base} is not finite"
-        )));
-    }
-    let probability = base > 0.0 && base < 1.0;
-    if !(raw || probability) {
-        return Err(TreeError::Format(format!(
-            "base_score {base} is not a probability in (0, 1)"
-        )));
-    }
+    let base_margin = base_to_margin(base)
+        .filter(|m| m.is_finite())
+        .ok_or_else(|| {
+            TreeError::Format(format!(
+                "base_score {base} is outside what objective {:?} allows",
+                l.objective.name
+            ))
+        })?;
     check_features(&l.feature_names, l.feature_types.len(), num_features)?;
     let model = booster
         .model
@@ -299,11 +309,8 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
     }
     Ok(Ensemble {
         trees,
-        base_margin: if raw {
-            base
-        } else {
-            (base / (1.0 - base)).ln()
-        },
+        base_margin,
+        link,
         num_features,
         feature_names: (!l.feature_names.is_empty()).then_some(l.feature_names),
         zero_as_missing: Vec::new(),
