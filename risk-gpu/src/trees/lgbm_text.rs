@@ -552,12 +552,14 @@ mod tests {
     }
 
     #[test]
-    fn objectives_with_a_logistic_output_are_read_and_others_named() {
-        assert!(objective((7, "binary sigmoid:1")).is_ok());
-        assert!(objective((7, "cross_entropy")).is_ok());
+    fn objectives_give_their_link_and_others_are_named() {
+        assert_eq!(objective((7, "binary sigmoid:1")).unwrap(), Link::Logistic);
+        assert_eq!(objective((7, "cross_entropy")).unwrap(), Link::Logistic);
+        assert_eq!(objective((7, "regression")).unwrap(), Link::Identity);
+        assert_eq!(objective((7, "poisson max_delta_step:0.7")).unwrap(), Link::Exp);
         for o in [
             "binary sigmoid:2",
-            "regression",
+            "regression sqrt",
             "multiclass num_class:3",
             "",
         ] {
