@@ -11,6 +11,8 @@ writes their outputs on shared rows (testdata/models/lgbm/):
   NaN in `hour`.
 - `regression.txt`, `poisson.txt`: regressions (identity and log link) of the loss
   amount and of a chargeback count.
+- `multiclass.txt`: `multiclass` over fraud types (0 legitimate, 1 card testing, 2
+  account takeover); `reference.json` holds its per-class margins, probabilities and SHAP.
 - `shap_120x6.txt`: 120 trees of depth 6 (63 leaves) on 15 features, the TreeSHAP bench's
   shape (issue [21] part 3).
 - `refused_*.txt`: models the loader refuses with a typed error (linear trees, `sigmoid:2`, multiclass, regression, random forest's averaged output).
@@ -156,12 +158,15 @@ def main():
                               rr.poisson(0.2 + 1.5 * y).astype(float), 40)
     models["shap_120x6"] = train(base(num_leaves=63, max_depth=6, learning_rate=0.05,
                                       min_data_in_leaf=10), x, y, 120)
+    kind = np.where(y > 0, np.where(np.nan_to_num(x[:, 0]) < 20, 1, 2), 0).astype(float)
+    multi = train(base(objective="multiclass", num_class=3, seed=13), x, kind, 30)
+    multi.save_model(str(OUT / "multiclass.txt"))
     for name, b in models.items():
         b.save_model(str(OUT / f"{name}.txt"))
     refused = {
         "refused_linear": (base(linear_tree=True), {}),
         "refused_sigmoid2": (base(sigmoid=2.0), {}),
-        "refused_multiclass": (base(objective="multiclass", num_class=3), {}),
+        "refused_multiclassova": (base(objective="multiclassova", num_class=3), {}),
         "refused_reg_sqrt": (base(objective="regression", reg_sqrt=True), {}),
         "refused_rf": (base(boosting="rf", bagging_fraction=0.5), {}),
     }
@@ -192,6 +197,13 @@ def main():
             "prob": [float(v) for v in b.predict(t)],
             "contrib": [[float(v) for v in r] for r in b.predict(t, pred_contrib=True)],
         }
+    k = multi.num_model_per_iteration()
+    ref["multiclass"] = {
+        "margin": multi.predict(t, raw_score=True).tolist(),
+        "prob": multi.predict(t).tolist(),
+        "contrib": [np.split(r, k) for r in multi.predict(t, pred_contrib=True)],
+    }
+    ref["multiclass"]["contrib"] = [[c.tolist() for c in r] for r in ref["multiclass"]["contrib"]]
     (OUT / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
     for f in sorted(OUT.iterdir()):
         print(f"{f.relative_to(OUT.parent.parent.parent)}: {f.stat().st_size} bytes")

@@ -10,6 +10,8 @@
 - `dart.json`: `booster="dart"` (trees weighted by `weight_drop` at inference).
 - `squarederror.json`, `poisson.json`: regressions (identity and log link) of the loss
   amount and of a count.
+- `multiclass.json`: `multi:softprob` over fraud types (0 legitimate, 1 card testing,
+  2 account takeover); `reference.json` holds its margins, probabilities and SHAP per class.
 - `reference.json`: rows (float32; NaN, negative, fractional, unseen and out-of-range
   categories) and for each model `predict(output_margin=True)` and
   `predict(pred_contribs=True)`.
@@ -82,6 +84,10 @@ def main():
         dr = xgb.DMatrix(x, target, feature_names=NAMES, feature_types=TYPES,
                          enable_categorical=True)
         models[name] = xgb.train(dict(common, objective=obj, **extra), dr, 40)
+    kind = np.where(y > 0, np.where(np.nan_to_num(x[:, 0]) < 20, 1, 2), 0)
+    dm = xgb.DMatrix(x, kind, feature_names=NAMES, feature_types=TYPES, enable_categorical=True)
+    multi = xgb.train(dict(common, objective="multi:softprob", num_class=3), dm, 30)
+    multi.save_model(str(OUT / "multiclass.json"))
     for name, b in models.items():
         b.save_model(str(OUT / f"{name}.json"))
     models["categorical"].save_model(str(OUT / "categorical.ubj"))
@@ -100,6 +106,11 @@ def main():
             "output": [float(v) for v in b.predict(dt)],
             "contrib": [[float(v) for v in r] for r in b.predict(dt, pred_contribs=True)],
         }
+    ref["multiclass"] = {
+        "margin": multi.predict(dt, output_margin=True).tolist(),
+        "prob": multi.predict(dt).tolist(),
+        "contrib": multi.predict(dt, pred_contribs=True).tolist(),
+    }
     (OUT / "reference.json").write_text(json.dumps(ref, separators=(",", ":")) + "\n")
     for f in sorted(OUT.iterdir()):
         print(f"{f.relative_to(OUT.parent.parent.parent)}: {f.stat().st_size} bytes")

@@ -7,6 +7,8 @@
 //! explain_above = 0.3              # SHAP reason codes for scores at or above (default 0.3)
 //! top_k = 3                        # reasons per decision (default 3)
 //! score_transform = "clamp"        # regressions only: "clamp", "logistic", "linear:LO:HI"
+//! classes = [2, 3]                 # multi-class models only: the fraud classes (the score
+//!                                  # is their summed probability)
 //!
 //! [fast.scorer]
 //! kind = "lightgbm"                # a LightGBM text model (save_model), same options
@@ -79,6 +81,7 @@ use crate::bert::{BertBackend, BertFiles, BertScorer};
 use crate::llm::deep::{DeepFiles, DeepOptions, DeepScorer};
 use crate::onnx::{InputMap, InputSource, OnnxConfig, OnnxScorer};
 use crate::qlinear::plan::{Precision, QuantPlan};
+use crate::trees::multiclass::{MultiClassModel, MultiClassScorer};
 use crate::trees::score_transform::ScoreTransform;
 use crate::trees::{ModelFamily, XgbModel, XgbScorer};
 use risk_core::{ConfigError, Scorer, ScorerRegistry, ScorerSpec};
@@ -339,6 +342,9 @@ fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
 /// A tree model of `family` (kind `xgboost` or `lightgbm`): `path`, `explain_above`
 /// (0.3), `top_k` (3). A file of the other family is refused, naming the kind it needs.
 fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, ConfigError> {
+    if spec.table.contains_key("classes") {
+        return multiclass(spec, family);
+    }
     let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
     if model.family() != family {
         return Err(ConfigError::invalid(
@@ -360,6 +366,41 @@ fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, Conf
         ScoreTransform::Probability
     };
     let s = XgbScorer::with_transform(Arc::new(model), &spec.schema, explain, top_k, transform)
+        .map_err(|e| scorer_err(spec, e))?;
+    Ok(Arc::new(s))
+}
+
+/// A multi-class tree model: `classes` names the fraud classes (their summed probability
+/// is the score).
+fn multiclass(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, ConfigError> {
+    let key = format!("{}.classes", spec.key);
+    let classes: Vec<usize> = spec
+        .table
+        .get("classes")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| ConfigError::invalid(&key, "an array of class numbers"))?
+        .iter()
+        .map(|v| {
+            v.as_integer()
+                .and_then(|i| usize::try_from(i).ok())
+                .ok_or_else(|| ConfigError::invalid(&key, format!("{v} is not a class number")))
+        })
+        .collect::<Result<_, _>>()?;
+    let model = MultiClassModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
+    if model.family() != family {
+        return Err(ConfigError::invalid(
+            format!("{}.path", spec.key),
+            format!(
+                "{} is a {:?} model: name it with kind = \"{}\"",
+                model.version(),
+                model.family(),
+                model.family().name()
+            ),
+        ));
+    }
+    let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
+    let top_k = count(spec, "top_k", 3)?;
+    let s = MultiClassScorer::new(Arc::new(model), &spec.schema, &classes, explain, top_k)
         .map_err(|e| scorer_err(spec, e))?;
     Ok(Arc::new(s))
 }

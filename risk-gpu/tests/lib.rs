@@ -15,5 +15,6 @@ mod remote;
 mod trees;
 mod trees_bad_input;
 mod trees_lightgbm;
+mod trees_multiclass;
 mod trees_ubjson;
 mod trees_xgb_variants;

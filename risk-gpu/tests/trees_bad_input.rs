@@ -112,6 +112,11 @@ fn absurd_sizes_and_unsupported_models() {
 
     let mut v = good();
     v["learner"]["objective"]["name"] = "multi:softprob".into();
+    let e = load(&v).unwrap_err();
+    assert!(e.to_string().contains("num_class 0 (at least 2)"), "{e}");
+
+    let mut v = good();
+    v["learner"]["objective"]["name"] = "rank:ndcg".into();
     assert!(matches!(load(&v), Err(TreeError::Unsupported(_))));
 
     let mut v = good();
@@ -256,7 +261,7 @@ fn booster_counts_must_agree_with_the_trees() {
     refused(&v, format, "tree_info[7] = -1");
     let mut v = good();
     model(&mut v)["tree_info"][7] = 1.into();
-    refused(&v, unsupported, "more than one output group");
+    refused(&v, unsupported, "output group beyond the model's 1");
     let mut v = good();
     model(&mut v)["iteration_indptr"][100] = 101.into();
     refused(&v, format, "iteration_indptr");
@@ -292,7 +297,15 @@ fn output_counts_must_mean_one_binary_output() {
     refused(&v, format, "num_feature");
     let mut v = good();
     param(&mut v, "base_score", "[5E-1,5E-1]");
-    refused(&v, unsupported, "base_score \"[5E-1,5E-1]\" has 2 values");
+    refused(
+        &v,
+        format,
+        "base_score \"[5E-1,5E-1]\" has 2 values for 1 output",
+    );
+    // Classes without a multi-class objective.
+    let mut v = good();
+    param(&mut v, "num_class", "3");
+    refused(&v, unsupported, "num_class = 3 with objective");
 }
 
 #[test]

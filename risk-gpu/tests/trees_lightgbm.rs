@@ -198,7 +198,7 @@ fn what_is_not_read_is_refused_naming_it() {
     for (file, says) in [
         ("refused_linear.txt", "linear trees"),
         ("refused_sigmoid2.txt", "sigmoid:2"),
-        ("refused_multiclass.txt", "multiclass"),
+        ("refused_multiclassova.txt", "multiclassova"),
         ("refused_reg_sqrt.txt", "reg_sqrt"),
         ("refused_rf.txt", "average_output"),
     ] {

@@ -298,6 +298,10 @@ pub enum Link {
     Identity,
     /// `exp` of the margin (Poisson, gamma, Tweedie: a log link).
     Exp,
+    /// One class's share of a softmax over every class's margin: a multi-class model's
+    /// objective. Its per-class ensembles carry [`Identity`](Self::Identity) margins and
+    /// [`MultiClassModel`](super::multiclass::MultiClassModel) takes the softmax.
+    Softmax,
 }
 
 impl Link {
@@ -308,6 +312,8 @@ impl Link {
             Self::Logistic => sigmoid(margin),
             Self::Identity => margin,
             Self::Exp => margin.exp(),
+            // Alone, a class's margin says nothing of its share: the margin itself.
+            Self::Softmax => margin,
         }
     }
 

@@ -156,8 +156,14 @@ fn array<T: std::str::FromStr>(
     Ok(out)
 }
 
-/// Parses and validates a LightGBM text model.
+/// Parses and validates a LightGBM text model of one output.
 pub fn parse(bytes: &[u8]) -> Result<Ensemble, TreeError> {
+    super::xgb_json::one(parse_classes(bytes)?)
+}
+
+/// Parses and validates a LightGBM text model: one ensemble per output (per class for
+/// `multiclass`, tree `t` in class `t % num_class`; their ensembles give margins).
+pub fn parse_classes(bytes: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         TreeError::Format(format!(
             "LightGBM text model is not UTF-8 (byte {})",
@@ -186,16 +192,19 @@ pub fn parse(bytes: &[u8]) -> Result<Ensemble, TreeError> {
              are averaged, not summed; train with boosting=\"gbdt\""
         )));
     }
-    for key in ["num_class", "num_tree_per_iteration"] {
-        if let Some(&v) = head.get(key) {
-            let k = int(key, v, usize::MAX)?;
-            if k != 1 {
-                return Err(TreeError::Unsupported(format!(
-                    "LightGBM line {}: {key}={k} (one output only)",
-                    v.0
-                )));
-            }
-        }
+    let multi = link == Link::Softmax;
+    let link = if multi { Link::Identity } else { link };
+    let classes = int("num_class", get(&head, "num_class", 1)?, 1 << 16)?;
+    let per_iter = match head.get("num_tree_per_iteration") {
+        Some(&v) => int("num_tree_per_iteration", v, 1 << 16)?,
+        None => classes,
+    };
+    if per_iter != classes || (classes == 1) == multi || classes == 0 {
+        return Err(TreeError::Unsupported(format!(
+            "LightGBM num_class={classes}, num_tree_per_iteration={per_iter} with objective \
+             {:?} (one output, or one tree per class and iteration for multiclass)",
+            head["objective"].1
+        )));
     }
     let max_idx = get(&head, "max_feature_idx", 1)?;
     let nf = int("max_feature_idx", max_idx, MAX_FEATURES - 1)? + 1;
@@ -269,20 +278,28 @@ pub fn parse(bytes: &[u8]) -> Result<Ensemble, TreeError> {
             )));
         }
     }
-    let zero_as_missing = missing
+    let zero_as_missing: Vec<u32> = missing
         .iter()
         .enumerate()
         .filter(|(_, m)| matches!(m, Some((1, _, _))))
         .map(|(f, _)| f as u32)
         .collect();
-    Ok(Ensemble {
-        trees,
-        base_margin: 0.0,
-        link,
-        num_features: nf,
-        feature_names: (!positional).then_some(names),
-        zero_as_missing,
-    })
+    let names = (!positional).then_some(names);
+    let mut per_class: Vec<Vec<Tree>> = vec![Vec::new(); classes];
+    for (t, tree) in trees.into_iter().enumerate() {
+        per_class[t % classes].push(tree);
+    }
+    Ok(per_class
+        .into_iter()
+        .map(|trees| Ensemble {
+            trees,
+            base_margin: 0.0,
+            link,
+            num_features: nf,
+            feature_names: names.clone(),
+            zero_as_missing: zero_as_missing.clone(),
+        })
+        .collect())
 }
 
 /// The objective's link: the logistic for `binary` (with `sigmoid:1`) and
@@ -296,7 +313,7 @@ fn objective((n, v): (usize, &str)) -> Result<Link, TreeError> {
         TreeError::Unsupported(format!(
             "LightGBM line {n}: {what} (read: binary with sigmoid:1, cross_entropy, \
              regression, regression_l1, huber, fair, quantile, mape, poisson, gamma, \
-             tweedie; multiclass is not read yet)"
+             tweedie, multiclass)"
         ))
     };
     match name {
@@ -320,6 +337,7 @@ fn objective((n, v): (usize, &str)) -> Result<Link, TreeError> {
             Ok(Link::Identity)
         }
         "poisson" | "gamma" | "tweedie" => Ok(Link::Exp),
+        "multiclass" | "softmax" => Ok(Link::Softmax),
         _ => Err(unsupported(format!("objective {v:?}"))),
     }
 }
@@ -556,11 +574,14 @@ mod tests {
         assert_eq!(objective((7, "binary sigmoid:1")).unwrap(), Link::Logistic);
         assert_eq!(objective((7, "cross_entropy")).unwrap(), Link::Logistic);
         assert_eq!(objective((7, "regression")).unwrap(), Link::Identity);
-        assert_eq!(objective((7, "poisson max_delta_step:0.7")).unwrap(), Link::Exp);
+        assert_eq!(
+            objective((7, "poisson max_delta_step:0.7")).unwrap(),
+            Link::Exp
+        );
         for o in [
             "binary sigmoid:2",
             "regression sqrt",
-            "multiclass num_class:3",
+            "multiclassova num_class:3",
             "",
         ] {
             match objective((7, o)) {

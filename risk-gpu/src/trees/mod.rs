@@ -17,10 +17,12 @@ mod bytes;
 pub mod ensemble;
 pub mod flat;
 pub mod lgbm_text;
+pub mod multiclass;
 pub mod score_transform;
 pub mod shap;
 pub mod shap_table;
 pub mod ubjson;
+mod xgb_categories;
 pub mod xgb_json;
 
 use ensemble::{Ensemble, Link};
@@ -376,6 +378,34 @@ thread_local! {
     static INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The schema slot of each model feature: by name when the file names them (each must be
+/// a schema field), else feature `i` is slot `i` and the counts must match.
+pub(crate) fn feature_slots(
+    model: &XgbModel,
+    schema: &FeatureSchema,
+) -> Result<Vec<Slot>, TreeError> {
+    let nf = model.num_features();
+    match &model.ensemble.feature_names {
+        Some(names) => names
+            .iter()
+            .map(|n| {
+                schema.slot(n).ok_or_else(|| {
+                    TreeError::Schema(format!("model feature {n:?} is not in the schema"))
+                })
+            })
+            .collect(),
+        None => {
+            if nf != schema.len() {
+                return Err(TreeError::Schema(format!(
+                    "model reads {nf} positional features, the schema has {} fields",
+                    schema.len()
+                )));
+            }
+            Ok((0..nf as u32).map(Slot).collect())
+        }
+    }
+}
+
 /// [`XgbModel`] (XGBoost or LightGBM) as the fast tier.
 #[derive(Debug)]
 pub struct XgbScorer {
@@ -421,26 +451,7 @@ impl XgbScorer {
         transform: ScoreTransform,
     ) -> Result<Self, TreeError> {
         transform.check(model.link())?;
-        let nf = model.num_features();
-        let map: Vec<Slot> = match &model.ensemble.feature_names {
-            Some(names) => names
-                .iter()
-                .map(|n| {
-                    schema.slot(n).ok_or_else(|| {
-                        TreeError::Schema(format!("model feature {n:?} is not in the schema"))
-                    })
-                })
-                .collect::<Result<_, _>>()?,
-            None => {
-                if nf != schema.len() {
-                    return Err(TreeError::Schema(format!(
-                        "model reads {nf} positional features, the schema has {} fields",
-                        schema.len()
-                    )));
-                }
-                (0..nf as u32).map(Slot).collect()
-            }
-        };
+        let map = feature_slots(&model, schema)?;
         let identity = map.iter().enumerate().all(|(i, s)| s.index() == i);
         let codes = map
             .iter()

@@ -14,15 +14,15 @@
 //! from it, so that a model that loads can score any row of `num_feature` values:
 //! `feature_names` / `feature_types` have `num_feature` entries (names unique);
 //! `gbtree_model_param.num_trees`, `tree_info` and `iteration_indptr` agree with the
-//! number of trees, tree ids are `0..trees`, and `tree_info` names only the one output
-//! group that `num_class` / `num_target` allow; per tree, every per-node array
+//! number of trees, tree ids are `0..trees`, and `tree_info` names only output
+//! groups that `num_class` allows; per tree, every per-node array
 //! (`left_children`, `right_children`, `split_indices`, `split_conditions`,
 //! `default_left`, `sum_hessian`, and `split_type`, `base_weights`, `loss_changes`,
 //! `parents` where present) has `tree_param.num_nodes` entries, `tree_param.num_feature`
 //! is the model's, split indices are below `num_feature`, children are in range and form
 //! a tree ([`Tree::new`]), and TreeSHAP's covers are usable (see [`Tree::new`]).
 
-use super::ensemble::{CatCast, CatSplit, Ensemble, Link, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
+use super::ensemble::{CatSplit, Ensemble, Link, Node, Tree, LEAF, NO_CAT};
 use super::TreeError;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -94,7 +94,7 @@ struct GbTreeParam {
 }
 
 #[derive(Deserialize)]
-struct RawTree {
+pub(super) struct RawTree {
     id: Option<i64>,
     left_children: Vec<i64>,
     right_children: Vec<i64>,
@@ -102,20 +102,20 @@ struct RawTree {
     split_conditions: Vec<f64>,
     default_left: Vec<DefaultLeft>,
     #[serde(default)]
-    split_type: Vec<i64>,
+    pub(super) split_type: Vec<i64>,
     #[serde(default)]
     sum_hessian: Vec<f64>,
     base_weights: Option<Vec<IgnoredAny>>,
     loss_changes: Option<Vec<IgnoredAny>>,
     parents: Option<Vec<IgnoredAny>>,
     #[serde(default)]
-    categories: Vec<i64>,
+    pub(super) categories: Vec<i64>,
     #[serde(default)]
-    categories_nodes: Vec<i64>,
+    pub(super) categories_nodes: Vec<i64>,
     #[serde(default)]
-    categories_segments: Vec<i64>,
+    pub(super) categories_segments: Vec<i64>,
     #[serde(default)]
-    categories_sizes: Vec<i64>,
+    pub(super) categories_sizes: Vec<i64>,
     tree_param: TreeParam,
 }
 
@@ -136,24 +136,28 @@ struct TreeParam {
 
 // ===== scalar fields =====
 
-/// A probability-like number: XGBoost >= 2 writes vectors as `"[2.005E-2]"`, older
-/// versions a plain number. Exactly one value (one output).
-fn number(key: &str, s: &str) -> Result<f64, TreeError> {
+/// A number per output: XGBoost >= 2 writes vectors as `"[2.005E-2]"` (one value per
+/// class for multi-class models since 3.0), older versions a plain number. `outputs`
+/// values, or one (then the same for every output).
+fn numbers(key: &str, s: &str, outputs: usize) -> Result<Vec<f64>, TreeError> {
     let t = s.trim();
     let t = t
         .strip_prefix('[')
         .and_then(|t| t.strip_suffix(']'))
         .unwrap_or(t);
     let parts: Vec<&str> = t.split(',').map(str::trim).collect();
-    if parts.len() != 1 {
-        return Err(TreeError::Unsupported(format!(
-            "{key} {s:?} has {} values (one output only)",
+    if parts.len() != 1 && parts.len() != outputs {
+        return Err(TreeError::Format(format!(
+            "{key} {s:?} has {} values for {outputs} output(s)",
             parts.len()
         )));
     }
-    parts[0]
-        .parse::<f64>()
-        .map_err(|_| TreeError::Format(format!("{key} {s:?} is not a number")))
+    let v = parts
+        .iter()
+        .map(|p| p.parse::<f64>())
+        .collect::<Result<Vec<f64>, _>>()
+        .map_err(|_| TreeError::Format(format!("{key} {s:?} is not a number")))?;
+    Ok(if v.len() == 1 { vec![v[0]; outputs] } else { v })
 }
 
 /// A count written as a decimal string (`"18"`): a non-negative integer, at most `max`
@@ -171,14 +175,38 @@ fn count(key: &str, s: &str, max: usize) -> Result<usize, TreeError> {
 
 // ===== learner =====
 
-/// Parses and validates an XGBoost JSON model.
+/// Parses and validates an XGBoost JSON model of one output.
 pub fn parse(json: &[u8]) -> Result<Ensemble, TreeError> {
+    one(parse_classes(json)?)
+}
+
+/// Parses and validates an XGBoost JSON model: one ensemble per output (per class for
+/// `multi:softprob` / `multi:softmax`, whose ensembles give margins).
+pub fn parse_classes(json: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
     let f: File = serde_json::from_slice(json).map_err(|e| TreeError::Format(e.to_string()))?;
     validate(f)
 }
 
-/// Parses and validates an XGBoost UBJSON model (the same checks as [`parse`]).
+/// The single output of a model, or an error saying how to load a multi-class one.
+pub(super) fn one(mut v: Vec<Ensemble>) -> Result<Ensemble, TreeError> {
+    if v.len() != 1 {
+        return Err(TreeError::Unsupported(format!(
+            "a multi-class model ({} classes): load it as a MultiClassModel (risk.toml: name \
+             its fraud classes with classes = [...])",
+            v.len()
+        )));
+    }
+    Ok(v.remove(0))
+}
+
+/// Parses and validates an XGBoost UBJSON model of one output (the same checks as
+/// [`parse`]).
 pub fn parse_ubjson(bytes: &[u8]) -> Result<Ensemble, TreeError> {
+    one(parse_ubjson_classes(bytes)?)
+}
+
+/// [`parse_classes`] for UBJSON.
+pub fn parse_ubjson_classes(bytes: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
     if bytes.len() > MAX_UBJSON_FILE {
         return Err(TreeError::TooLarge(format!(
             "UBJSON model of {} bytes (at most {MAX_UBJSON_FILE})",
@@ -190,7 +218,7 @@ pub fn parse_ubjson(bytes: &[u8]) -> Result<Ensemble, TreeError> {
     validate(f)
 }
 
-fn validate(f: File) -> Result<Ensemble, TreeError> {
+fn validate(f: File) -> Result<Vec<Ensemble>, TreeError> {
     let l = f.learner;
     // The link, and how base_score becomes a margin (XGBoost's `ProbToMargin`): the logit
     // for the logistic objectives; `binary:logitraw` and the identity-link regressions
@@ -201,6 +229,8 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
             (b > 0.0 && b < 1.0).then(|| (b / (1.0 - b)).ln())
         }),
         "binary:logitraw" => (Link::Logistic, |b| Some(b)),
+        // One margin per class (softmax over them); base_score is a margin per class.
+        "multi:softprob" | "multi:softmax" => (Link::Identity, |b| Some(b)),
         "reg:squarederror"
         | "reg:squaredlogerror"
         | "reg:pseudohubererror"
@@ -212,7 +242,7 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
                 "objective {obj:?} (read: binary:logistic, reg:logistic, \
                      binary:logitraw, reg:squarederror, reg:squaredlogerror, \
                      reg:pseudohubererror, reg:absoluteerror, reg:quantileerror, \
-                     count:poisson, reg:gamma, reg:tweedie; multi-class is not read yet)"
+                     count:poisson, reg:gamma, reg:tweedie, multi:softprob, multi:softmax)"
             )))
         }
     };
@@ -239,15 +269,26 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
         }
     };
     let p = &l.learner_model_param;
-    // Output groups: `num_class` (0 for binary objectives) and `num_target` (at least 1).
-    if let Some(v) = &p.num_class {
-        let n = count("num_class", v, u32::MAX as usize)?;
-        if n > 1 {
-            return Err(TreeError::Unsupported(format!(
-                "num_class = {n} (one binary output only)"
-            )));
-        }
+    // Output groups: `num_class` (0 for binary objectives, the classes for multi-class
+    // ones) and `num_target` (at least 1).
+    let multi = l.objective.name.starts_with("multi:");
+    let classes = match &p.num_class {
+        Some(v) => count("num_class", v, 1 << 16)?,
+        None => 0,
+    };
+    if multi && classes < 2 {
+        return Err(TreeError::Format(format!(
+            "objective {:?} with num_class {classes} (at least 2)",
+            l.objective.name
+        )));
     }
+    if !multi && classes > 1 {
+        return Err(TreeError::Unsupported(format!(
+            "num_class = {classes} with objective {:?} (one output)",
+            l.objective.name
+        )));
+    }
+    let outputs = if multi { classes } else { 1 };
     if let Some(v) = &p.num_target {
         match count("num_target", v, u32::MAX as usize)? {
             0 => return Err(TreeError::Format("num_target 0 (at least 1)".into())),
@@ -263,21 +304,34 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
     if num_features == 0 {
         return Err(TreeError::Format("num_feature 0 out of range".into()));
     }
-    let base = number("base_score", &p.base_score)?;
-    let base_margin = base_to_margin(base)
-        .filter(|m| m.is_finite())
-        .ok_or_else(|| {
-            TreeError::Format(format!(
-                "base_score {base} is outside what objective {:?} allows",
-                l.objective.name
-            ))
-        })?;
+    let base_margins = numbers("base_score", &p.base_score, outputs)?
+        .into_iter()
+        .map(|base| {
+            base_to_margin(base)
+                .filter(|m| m.is_finite())
+                .ok_or_else(|| {
+                    TreeError::Format(format!(
+                        "base_score {base} is outside what objective {:?} allows",
+                        l.objective.name
+                    ))
+                })
+        })
+        .collect::<Result<Vec<f64>, _>>()?;
     check_features(&l.feature_names, l.feature_types.len(), num_features)?;
     let model = booster
         .model
         .ok_or_else(|| TreeError::Format("gradient_booster has no model".into()))?;
-    check_tree_counts(&model)?;
+    check_tree_counts(&model, outputs)?;
     let n = model.trees.len();
+    let groups: Vec<usize> = match &model.tree_info {
+        Some(info) => info.iter().map(|&g| g as usize).collect(),
+        None if outputs == 1 => vec![0; n],
+        None => {
+            return Err(TreeError::Format(
+                "a multi-class model without tree_info".into(),
+            ))
+        }
+    };
     let mut trees = Vec::with_capacity(n);
     for (ti, t) in model.trees.into_iter().enumerate() {
         trees.push(tree(ti, t, num_features)?);
@@ -307,14 +361,23 @@ fn validate(f: File) -> Result<Ensemble, TreeError> {
             }
         }
     }
-    Ok(Ensemble {
-        trees,
-        base_margin,
-        link,
-        num_features,
-        feature_names: (!l.feature_names.is_empty()).then_some(l.feature_names),
-        zero_as_missing: Vec::new(),
-    })
+    let names = (!l.feature_names.is_empty()).then_some(l.feature_names);
+    let mut per_class: Vec<Vec<Tree>> = vec![Vec::new(); outputs];
+    for (t, g) in trees.into_iter().zip(groups) {
+        per_class[g].push(t);
+    }
+    Ok(per_class
+        .into_iter()
+        .zip(base_margins)
+        .map(|(trees, base_margin)| Ensemble {
+            trees,
+            base_margin,
+            link,
+            num_features,
+            feature_names: names.clone(),
+            zero_as_missing: Vec::new(),
+        })
+        .collect())
 }
 
 /// `feature_names` and `feature_types`: absent (empty) or one per feature; names unique
@@ -341,8 +404,8 @@ fn check_features(names: &[String], types: usize, nf: usize) -> Result<(), TreeE
 }
 
 /// The booster's counts against its trees: `num_trees`, `num_parallel_tree`,
-/// `tree_info` (one output group: all 0), `iteration_indptr`, tree ids.
-fn check_tree_counts(m: &GbTree) -> Result<(), TreeError> {
+/// `tree_info` (groups below `outputs`), `iteration_indptr`, tree ids.
+fn check_tree_counts(m: &GbTree, outputs: usize) -> Result<(), TreeError> {
     let n = m.trees.len();
     if n > MAX_TREES {
         return Err(TreeError::TooLarge(format!("{n} trees (max {MAX_TREES})")));
@@ -377,8 +440,14 @@ fn check_tree_counts(m: &GbTree) -> Result<(), TreeError> {
                 "tree_info[{t}] = {g} is not an output group"
             )));
         }
-        if info.iter().any(|&g| g != 0) {
-            return Err(TreeError::Unsupported("more than one output group".into()));
+        if let Some((t, &g)) = info
+            .iter()
+            .enumerate()
+            .find(|(_, &g)| g as u64 >= outputs as u64)
+        {
+            return Err(TreeError::Unsupported(format!(
+                "tree_info[{t}] = {g}: output group beyond the model's {outputs}"
+            )));
         }
     }
     if let Some(ip) = &m.iteration_indptr {
@@ -485,7 +554,7 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
             ),
         ));
     }
-    let cat_of = categories(&t, n, &bad)?;
+    let cat_of = super::xgb_categories::categories(&t, n, &bad)?;
     let child = |c: i64, i: usize| -> Result<u32, TreeError> {
         match c {
             -1 => Ok(LEAF),
@@ -548,88 +617,4 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
         ti,
         num_features,
     )
-}
-
-/// Largest category XGBoost reads (`OutOfRangeCat`: 2^24; from there on a value is no
-/// category).
-const MAX_CATEGORY: i64 = 1 << 24;
-
-/// The tree's categorical splits (`split_type` 1), by node: `categories_nodes` names
-/// exactly those nodes, each with a segment (`categories_segments`, `categories_sizes`)
-/// of the sorted `categories` it sends right (XGBoost's `common::Decision`: categories in
-/// the set go right; NaN takes the default branch; a value below 0 or at least 2^24 goes
-/// left).
-fn categories(
-    t: &RawTree,
-    n: usize,
-    bad: &dyn Fn(usize, String) -> TreeError,
-) -> Result<std::collections::HashMap<usize, (u32, CatSplit)>, TreeError> {
-    let k = t.categories_nodes.len();
-    if t.categories_segments.len() != k || t.categories_sizes.len() != k {
-        return Err(bad(
-            0,
-            format!(
-                "categories_nodes / _segments / _sizes have {k} / {} / {} entries",
-                t.categories_segments.len(),
-                t.categories_sizes.len()
-            ),
-        ));
-    }
-    let is_cat = |i: usize| t.split_type.get(i) == Some(&1);
-    let mut out = std::collections::HashMap::with_capacity(k);
-    let mut words_total = 0usize;
-    for j in 0..k {
-        let node = t.categories_nodes[j];
-        let i = usize::try_from(node)
-            .ok()
-            .filter(|&i| i < n && is_cat(i))
-            .ok_or_else(|| {
-                bad(
-                    0,
-                    format!("categories_nodes[{j}] = {node} is not a categorical split"),
-                )
-            })?;
-        let (beg, size) = (t.categories_segments[j], t.categories_sizes[j]);
-        let seg = usize::try_from(beg)
-            .ok()
-            .zip(usize::try_from(size).ok())
-            .and_then(|(b, s)| t.categories.get(b..b.checked_add(s)?))
-            .ok_or_else(|| {
-                bad(
-                    i,
-                    format!(
-                        "categories segment {beg}+{size} is outside the {} categories",
-                        t.categories.len()
-                    ),
-                )
-            })?;
-        if let Some(&c) = seg.iter().find(|&&c| !(0..MAX_CATEGORY).contains(&c)) {
-            return Err(bad(i, format!("category {c} is outside 0..2^24")));
-        }
-        let words = seg.iter().max().map_or(0, |&m| m as usize / 32 + 1);
-        words_total += words;
-        if words_total > MAX_CAT_WORDS {
-            return Err(TreeError::TooLarge(format!(
-                "category sets of more than {MAX_CAT_WORDS} words in one tree"
-            )));
-        }
-        let mut bits = vec![0u32; words];
-        for &c in seg {
-            bits[c as usize / 32] |= 1 << (c % 32);
-        }
-        let set = CatSplit {
-            words: bits,
-            nan_left: false, // the node's default_left, set by the caller
-            invalid_left: true,
-            in_left: false,
-            cast: CatCast::XGBoost,
-        };
-        if out.insert(i, (j as u32, set)).is_some() {
-            return Err(bad(i, "named twice in categories_nodes".into()));
-        }
-    }
-    if let Some(i) = (0..n).find(|&i| is_cat(i) && !out.contains_key(&i)) {
-        return Err(bad(i, "categorical split without categories".into()));
-    }
-    Ok(out)
 }
