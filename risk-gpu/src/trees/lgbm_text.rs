@@ -26,7 +26,7 @@
 //!   when it is in the node's bitset (`cat_threshold`), NaN and negative values go right
 //!   ([`CatSplit`]).
 //!
-//! Objectives read ([`Link`]): `binary` (with `sigmoid:1`) and `cross_entropy` (the
+//! Objectives read ([`Link`](super::ensemble::Link)): `binary` (with `sigmoid:1`) and `cross_entropy` (the
 //! probability is the logistic of the margin), the regressions (identity, or `exp` for
 //! Poisson, gamma, Tweedie). Refused with [`TreeError::Unsupported`] naming what was
 //! found: other objectives (multiclass, ranking, `sigmoid` other than 1, `reg_sqrt`),
@@ -36,7 +36,8 @@
 //! `feature_names`, `num_leaves` against each per-node array, trees numbered in order and
 //! as many as `tree_sizes` says, children in range and forming a tree ([`Tree::new`]).
 
-use super::ensemble::{CatCast, CatSplit, Ensemble, Link, Node, Tree, LEAF, MAX_CAT_WORDS, NO_CAT};
+use super::ensemble::{CatCast, CatSplit, Ensemble, Tree, MAX_CAT_WORDS};
+use super::lgbm_tree::{assemble, build, objective, outputs, Missing, RawTree};
 use super::xgb_json::{MAX_FEATURES, MAX_NODES, MAX_TREES};
 use super::TreeError;
 use std::collections::HashMap;
@@ -192,20 +193,12 @@ pub fn parse_classes(bytes: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
              are averaged, not summed; train with boosting=\"gbdt\""
         )));
     }
-    let multi = link == Link::Softmax;
-    let link = if multi { Link::Identity } else { link };
     let classes = int("num_class", get(&head, "num_class", 1)?, 1 << 16)?;
     let per_iter = match head.get("num_tree_per_iteration") {
         Some(&v) => int("num_tree_per_iteration", v, 1 << 16)?,
         None => classes,
     };
-    if per_iter != classes || (classes == 1) == multi || classes == 0 {
-        return Err(TreeError::Unsupported(format!(
-            "LightGBM num_class={classes}, num_tree_per_iteration={per_iter} with objective \
-             {:?} (one output, or one tree per class and iteration for multiclass)",
-            head["objective"].1
-        )));
-    }
+    let link = outputs(link, classes, per_iter, head["objective"].1)?;
     let max_idx = get(&head, "max_feature_idx", 1)?;
     let nf = int("max_feature_idx", max_idx, MAX_FEATURES - 1)? + 1;
     let names: Vec<String> = array("feature_names", get(&head, "feature_names", 1)?, nf)?;
@@ -235,7 +228,7 @@ pub fn parse_classes(bytes: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
     }
 
     // Missing type per feature (LightGBM gives a feature's splits its feature's).
-    let mut missing: Vec<Option<(u8, usize, usize)>> = vec![None; nf];
+    let mut missing: Missing = vec![None; nf];
     let mut trees = Vec::new();
     loop {
         let Some((n, l)) = lines.next() else {
@@ -278,68 +271,9 @@ pub fn parse_classes(bytes: &[u8]) -> Result<Vec<Ensemble>, TreeError> {
             )));
         }
     }
-    let zero_as_missing: Vec<u32> = missing
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| matches!(m, Some((1, _, _))))
-        .map(|(f, _)| f as u32)
-        .collect();
-    let names = (!positional).then_some(names);
-    let mut per_class: Vec<Vec<Tree>> = vec![Vec::new(); classes];
-    for (t, tree) in trees.into_iter().enumerate() {
-        per_class[t % classes].push(tree);
-    }
-    Ok(per_class
-        .into_iter()
-        .map(|trees| Ensemble {
-            trees,
-            base_margin: 0.0,
-            link,
-            num_features: nf,
-            feature_names: names.clone(),
-            zero_as_missing: zero_as_missing.clone(),
-        })
-        .collect())
-}
-
-/// The objective's link: the logistic for `binary` (with `sigmoid:1`) and
-/// `cross_entropy`; the identity for the regressions (`regression` without `sqrt`,
-/// `regression_l1`, `huber`, `fair`, `quantile`, `mape`); `exp` for the log-link ones
-/// (`poisson`, `gamma`, `tweedie`).
-fn objective((n, v): (usize, &str)) -> Result<Link, TreeError> {
-    let mut parts = v.split(' ').filter(|t| !t.is_empty());
-    let name = parts.next().unwrap_or("");
-    let unsupported = |what: String| {
-        TreeError::Unsupported(format!(
-            "LightGBM line {n}: {what} (read: binary with sigmoid:1, cross_entropy, \
-             regression, regression_l1, huber, fair, quantile, mape, poisson, gamma, \
-             tweedie, multiclass)"
-        ))
-    };
-    match name {
-        "binary" => {
-            for p in parts {
-                if let Some(s) = p.strip_prefix("sigmoid:") {
-                    if s.parse::<f64>().ok() != Some(1.0) {
-                        return Err(unsupported(format!("objective binary with sigmoid:{s}")));
-                    }
-                }
-            }
-            Ok(Link::Logistic)
-        }
-        "cross_entropy" | "xentropy" => Ok(Link::Logistic),
-        "regression" | "regression_l1" | "huber" | "fair" | "quantile" | "mape" => {
-            if v.split(' ').any(|p| p == "sqrt") {
-                return Err(unsupported(format!(
-                    "objective {v:?} (reg_sqrt: the output is the square of the margin)"
-                )));
-            }
-            Ok(Link::Identity)
-        }
-        "poisson" | "gamma" | "tweedie" => Ok(Link::Exp),
-        "multiclass" | "softmax" => Ok(Link::Softmax),
-        _ => Err(unsupported(format!("objective {v:?}"))),
-    }
+    Ok(assemble(
+        trees, &missing, link, classes, nf, names, positional,
+    ))
 }
 
 /// One `Tree=` block as ensemble nodes: internal node `i` is node `i`, leaf `j` is node
@@ -349,7 +283,7 @@ fn tree(
     t: usize,
     at: usize,
     nf: usize,
-    missing: &mut [Option<(u8, usize, usize)>],
+    missing: &mut Missing,
 ) -> Result<Tree, TreeError> {
     let leaves = int("num_leaves", get(kv, "num_leaves", at)?, MAX_NODES / 2)?;
     if leaves == 0 {
@@ -372,132 +306,26 @@ fn tree(
         None => return Err(format(at, format!("tree {t}: leaf_count is missing"))),
     };
     let inner = leaves - 1;
-    let mut nodes = Vec::with_capacity(inner + leaves);
-    if inner > 0 {
-        let feature: Vec<u32> = array("split_feature", get(kv, "split_feature", at)?, inner)?;
-        let threshold: Vec<f64> = array("threshold", get(kv, "threshold", at)?, inner)?;
-        let decision: Vec<i32> = array("decision_type", get(kv, "decision_type", at)?, inner)?;
-        let left: Vec<i64> = array("left_child", get(kv, "left_child", at)?, inner)?;
-        let right: Vec<i64> = array("right_child", get(kv, "right_child", at)?, inner)?;
-        let cover: Vec<f64> = array("internal_count", get(kv, "internal_count", at)?, inner)?;
-        let child = |c: i64, i: usize| -> Result<u32, TreeError> {
-            let k = if c >= 0 {
-                (c as u64 as usize) < inner
-            } else {
-                ((!c) as u64 as usize) < leaves
-            };
-            if !k {
-                return Err(TreeError::BadTree {
-                    tree: t,
-                    node: i,
-                    reason: format!("child {c} out of range ({leaves} leaves)"),
-                });
-            }
-            Ok(if c >= 0 {
-                c as u32
-            } else {
-                (inner + (!c) as usize) as u32
-            })
-        };
-        for i in 0..inner {
-            let bad = |reason: String| TreeError::BadTree {
-                tree: t,
-                node: i,
-                reason,
-            };
-            let d = decision[i];
-            if !(0..16).contains(&d) {
-                return Err(bad(format!("decision_type {d} is not one LightGBM writes")));
-            }
-            let f = feature[i] as usize;
-            if f >= nf {
-                return Err(bad(format!("feature {f} out of range (model has {nf})")));
-            }
-            let thr = threshold[i];
-            if thr.is_nan() {
-                return Err(bad("threshold NaN".into()));
-            }
-            // A categorical split counts as a missing type of its own (4): LightGBM
-            // splits a feature one way only.
-            let categorical = d & 1 != 0;
-            let kind = if categorical { 4 } else { ((d >> 2) & 3) as u8 };
-            match missing[f] {
-                None => missing[f] = Some((kind, t, i)),
-                Some((k, t0, i0)) if k != kind => {
-                    return Err(bad(format!(
-                        "feature {f} has missing type {kind} here and {k} at tree {t0} \
-                         node {i0} (LightGBM gives a feature one missing type; 4: \
-                         categorical)"
-                    )))
-                }
-                _ => {}
-            }
-            if categorical {
-                // The threshold names the node's category set.
-                let k = thr as usize;
-                if thr < 0.0 || thr.fract() != 0.0 || k >= cats.len() {
-                    return Err(bad(format!(
-                        "categorical split {thr} is not one of the tree's {} sets",
-                        cats.len()
-                    )));
-                }
-                nodes.push(Node {
-                    feature: f as u32,
-                    threshold: 0.0,
-                    left: child(left[i], i)?,
-                    right: child(right[i], i)?,
-                    default_left: false,
-                    value: 0.0,
-                    cover: cover[i] as f32,
-                    cat: k as u32,
-                });
-                continue;
-            }
-            // LightGBM writes `inf` for a split of NaN from every number: f32::MAX sends
-            // every finite number but f32::MAX itself left (the engine refuses infinite
-            // values in a transaction).
-            let threshold = if thr >= f32::MAX as f64 {
-                f32::MAX
-            } else {
-                above(thr)
-            };
-            let default_left = match kind {
-                0 => 0.0 < threshold,
-                1 | 2 => d & 2 != 0,
-                _ => return Err(bad(format!("missing type 3 in decision_type {d}"))),
-            };
-            nodes.push(Node {
-                feature: f as u32,
-                threshold,
-                left: child(left[i], i)?,
-                right: child(right[i], i)?,
-                default_left,
-                value: 0.0,
-                cover: cover[i] as f32,
-                cat: NO_CAT,
-            });
+    let arr = |key: &str, len: usize| -> Result<(usize, &str), TreeError> {
+        if len == 0 {
+            Ok((at, ""))
+        } else {
+            get(kv, key, at)
         }
-    }
-    for (j, (&v, &c)) in values.iter().zip(&counts).enumerate() {
-        if !v.is_finite() || v.abs() > f32::MAX as f64 {
-            return Err(TreeError::BadTree {
-                tree: t,
-                node: inner + j,
-                reason: format!("leaf value {v} is not a finite float32"),
-            });
-        }
-        nodes.push(Node {
-            feature: 0,
-            threshold: 0.0,
-            left: LEAF,
-            right: LEAF,
-            default_left: false,
-            value: v as f32,
-            cover: c as f32,
-            cat: NO_CAT,
-        });
-    }
-    Tree::with_categories(nodes, cats, t, nf)
+    };
+    let raw = RawTree {
+        leaves,
+        feature: array("split_feature", arr("split_feature", inner)?, inner)?,
+        threshold: array("threshold", arr("threshold", inner)?, inner)?,
+        decision: array("decision_type", arr("decision_type", inner)?, inner)?,
+        left: array("left_child", arr("left_child", inner)?, inner)?,
+        right: array("right_child", arr("right_child", inner)?, inner)?,
+        internal_count: array("internal_count", arr("internal_count", inner)?, inner)?,
+        leaf_value: values,
+        leaf_count: counts,
+        cats,
+    };
+    build(raw, t, nf, missing)
 }
 
 /// The tree's category sets (`num_cat`, `cat_boundaries`, `cat_threshold`): LightGBM
@@ -545,6 +373,7 @@ fn categories(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::trees::ensemble::Link;
 
     #[test]
     fn above_is_the_float32_form_of_less_or_equal() {

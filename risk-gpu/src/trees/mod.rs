@@ -17,6 +17,7 @@ mod bytes;
 pub mod ensemble;
 pub mod flat;
 pub mod lgbm_text;
+mod lgbm_tree;
 pub mod multiclass;
 pub mod score_transform;
 pub mod shap;
