@@ -16,8 +16,11 @@ writes their outputs on shared rows (testdata/models/lgbm/):
 - `shap_120x6.txt`: 120 trees of depth 6 (63 leaves) on 15 features, the TreeSHAP bench's
   shape (issue [21] part 3).
 - `refused_*.txt`: models the loader refuses with a typed error (linear trees, `sigmoid:2`, multiclass, regression, random forest's averaged output).
+- `categorical.dump.json`, `multiclass.dump.json`: the same models as
+  `json.dump(booster.dump_model(), f)` (the loader reads both forms).
 - `fuzz/seeds/lgbm_text/`: small models (3 trees of 4 leaves; NaN, None and Zero missing
-  types, a split of NaN from every number), the `lgbm_text` fuzz target's seeds.
+  types, a split of NaN from every number; one also as a dump), the `lgbm_text` fuzz
+  target's seeds.
 - `reference.json`: the rows (float32, with NaN, zeros and values near the thresholds),
   and for each accepted model `predict(raw_score=True)` and `predict(pred_contrib=True)`.
 
@@ -163,6 +166,9 @@ def main():
     multi.save_model(str(OUT / "multiclass.txt"))
     for name, b in models.items():
         b.save_model(str(OUT / f"{name}.txt"))
+    for name, b in [("categorical", models["categorical"]), ("multiclass", multi)]:
+        with open(OUT / f"{name}.dump.json", "w") as f:
+            json.dump(b.dump_model(), f)
     refused = {
         "refused_linear": (base(linear_tree=True), {}),
         "refused_sigmoid2": (base(sigmoid=2.0), {}),
@@ -177,7 +183,10 @@ def main():
     seeds = OUT.parent.parent.parent / "fuzz" / "seeds" / "lgbm_text"
     seeds.mkdir(parents=True, exist_ok=True)
     small = base(num_leaves=4, min_data_in_leaf=200)
-    train(small, x, y, 3).save_model(str(seeds / "nan_missing.txt"))
+    seed_model = train(small, x, y, 3)
+    seed_model.save_model(str(seeds / "nan_missing.txt"))
+    with open(seeds / "nan_missing.dump.json", "w") as f:
+        json.dump(seed_model.dump_model(), f, indent=1)
     train(dict(small, zero_as_missing=True), xz, y, 3).save_model(str(seeds / "zero_missing.txt"))
     xi = x.copy()
     xi[:, [0, 7]] = np.nan_to_num(xi[:, [0, 7]])

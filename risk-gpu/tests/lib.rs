@@ -15,6 +15,7 @@ mod remote;
 mod trees;
 mod trees_bad_input;
 mod trees_lightgbm;
+mod trees_lightgbm_dump;
 mod trees_multiclass;
 mod trees_ubjson;
 mod trees_xgb_variants;

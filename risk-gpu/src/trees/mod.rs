@@ -1,7 +1,8 @@
 //! Native gradient-boosted tree scoring with exact TreeSHAP: XGBoost and LightGBM.
 //!
 //! [`XgbModel`] loads an XGBoost model, JSON ([`xgb_json`]) or UBJSON ([`ubjson`], the
-//! default of `save_model("m.ubj")`), or a LightGBM text model ([`lgbm_text`]), validates
+//! default of `save_model("m.ubj")`), or a LightGBM model (text, [`lgbm_text`], or
+//! `dump_model` JSON, [`lgbm_json`]), validates
 //! it against
 //! adversarial input ([`ensemble::Tree::new`]), and builds a padded, branch-free layout
 //! ([`flat`]) for scoring, run by a SIMD kernel where the CPU has one (AVX2 byte lanes,
@@ -16,6 +17,7 @@ mod binner;
 mod bytes;
 pub mod ensemble;
 pub mod flat;
+pub mod lgbm_json;
 pub mod lgbm_text;
 mod lgbm_tree;
 pub mod multiclass;
@@ -87,6 +89,20 @@ pub enum TreeError {
     Schema(String),
 }
 
+/// Any supported model file's bytes, told apart by content: the library that wrote it
+/// and one ensemble per output.
+pub(crate) fn parse_any(bytes: &[u8]) -> Result<(ModelFamily, Vec<Ensemble>), TreeError> {
+    Ok(if ubjson::looks_like(bytes) {
+        (ModelFamily::XGBoost, xgb_json::parse_ubjson_classes(bytes)?)
+    } else if lgbm_text::looks_like(bytes) {
+        (ModelFamily::LightGBM, lgbm_text::parse_classes(bytes)?)
+    } else if lgbm_json::looks_like(bytes) {
+        (ModelFamily::LightGBM, lgbm_json::parse_classes(bytes)?)
+    } else {
+        (ModelFamily::XGBoost, xgb_json::parse_classes(bytes)?)
+    })
+}
+
 /// Which library wrote a model file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -155,18 +171,21 @@ impl XgbModel {
     /// Parses a model: XGBoost JSON or UBJSON, or LightGBM text (told apart by content:
     /// [`ubjson::looks_like`], [`lgbm_text::looks_like`]).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TreeError> {
-        if ubjson::looks_like(bytes) {
-            Self::from_ubjson(bytes)
-        } else if lgbm_text::looks_like(bytes) {
-            Self::from_lightgbm(bytes)
-        } else {
-            Self::from_json(bytes)
-        }
+        let (family, classes) = parse_any(bytes)?;
+        let mut m = Self::build(xgb_json::one(classes)?, bytes)?;
+        m.family = family;
+        Ok(m)
     }
 
-    /// Parses a LightGBM text model (`Booster.save_model("m.txt")`; see [`lgbm_text`]).
+    /// Parses a LightGBM model: its text (`Booster.save_model("m.txt")`, [`lgbm_text`])
+    /// or its dump (`json.dump(booster.dump_model(), f)`, [`lgbm_json`]).
     pub fn from_lightgbm(bytes: &[u8]) -> Result<Self, TreeError> {
-        let mut m = Self::build(lgbm_text::parse(bytes)?, bytes)?;
+        let classes = if lgbm_json::looks_like(bytes) {
+            lgbm_json::parse_classes(bytes)?
+        } else {
+            lgbm_text::parse_classes(bytes)?
+        };
+        let mut m = Self::build(xgb_json::one(classes)?, bytes)?;
         m.family = ModelFamily::LightGBM;
         Ok(m)
     }
@@ -185,10 +204,10 @@ impl XgbModel {
                     .into(),
             ));
         }
-        if lgbm_text::looks_like(bytes) {
+        if lgbm_text::looks_like(bytes) || lgbm_json::looks_like(bytes) {
             return Err(TreeError::Format(
-                "this is a LightGBM text model, not XGBoost JSON: load it with \
-                 from_lightgbm, from_bytes or from_file"
+                "this is a LightGBM model, not XGBoost JSON: load it with from_lightgbm, \
+                 from_bytes or from_file"
                     .into(),
             ));
         }

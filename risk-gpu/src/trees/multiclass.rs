@@ -5,7 +5,7 @@
 //! policy names as fraud (say `card_testing`, `account_takeover`), and the reasons are the
 //! SHAP contributions to the margin of the most probable of them.
 
-use super::{lgbm_text, ubjson, xgb_json, ModelFamily, TreeError, XgbModel};
+use super::{xgb_json, ModelFamily, TreeError, XgbModel};
 use risk_core::{
     FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
 };
@@ -22,8 +22,8 @@ pub struct MultiClassModel {
 }
 
 impl MultiClassModel {
-    /// Loads a multi-class model file: XGBoost JSON or UBJSON, or LightGBM text (told
-    /// apart by content). A model of one output is refused (load it as an [`XgbModel`]).
+    /// Loads a multi-class model file: XGBoost JSON or UBJSON, LightGBM text or dump
+    /// (told apart by content). A model of one output is refused (load it as an [`XgbModel`]).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
         let p = path.as_ref();
         let io = |e: std::io::Error| TreeError::Io {
@@ -46,13 +46,7 @@ impl MultiClassModel {
 
     /// Parses a multi-class model from its bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TreeError> {
-        let (family, classes) = if ubjson::looks_like(bytes) {
-            (ModelFamily::XGBoost, xgb_json::parse_ubjson_classes(bytes)?)
-        } else if lgbm_text::looks_like(bytes) {
-            (ModelFamily::LightGBM, lgbm_text::parse_classes(bytes)?)
-        } else {
-            (ModelFamily::XGBoost, xgb_json::parse_classes(bytes)?)
-        };
+        let (family, classes) = super::parse_any(bytes)?;
         if classes.len() < 2 {
             return Err(TreeError::Unsupported(
                 "a model of one output, not multi-class: load it as an XgbModel (risk.toml: \
