@@ -26,12 +26,13 @@ mod state;
 mod state_scale;
 mod trees;
 mod trees_lightgbm;
+mod trees_variants;
 
 criterion_group!(
     name = benches;
     config = engine::config();
     targets = engine::overhead, engine::thread_hop, engine::fallback, deadline::wait, rules::evaluate, rules_mixed::evaluate,
-        trees::native_vs_ort, trees::load, trees_lightgbm::predict, ffi::overhead, lean::decide
+        trees::native_vs_ort, trees::load, trees_lightgbm::predict, trees_variants::predict, ffi::overhead, lean::decide
 );
 criterion_group!(
     name = audit;

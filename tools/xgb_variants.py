@@ -5,6 +5,8 @@
 - `categorical.json`: `enable_categorical=True` with two categorical features: `mcc_group`
   (40 categories, partition splits) and `channel` (3 categories, one-hot splits), NaN in
   both; `categorical.ubj` is the same model as UBJSON.
+- `numeric.json`: the categorical model's twin with every feature numeric (same data,
+  same parameters: the bench's peer of the same size).
 - `logitraw.json`: `binary:logitraw` (the margin is the output; the probability is its
   logistic).
 - `dart.json`: `booster="dart"` (trees weighted by `weight_drop` at inference).
@@ -74,6 +76,8 @@ def main():
                   max_cat_to_onehot=4)
     models = {
         "categorical": xgb.train(dict(common, objective="binary:logistic"), d, 60),
+        "numeric": xgb.train(dict(common, objective="binary:logistic"),
+                             xgb.DMatrix(x, y, feature_names=NAMES), 60),
         "logitraw": xgb.train(dict(common, objective="binary:logitraw", base_score=0.3), d, 40),
         "dart": xgb.train(dict(common, objective="binary:logistic", booster="dart",
                                rate_drop=0.2, skip_drop=0.3), d, 40),

@@ -145,9 +145,9 @@ fn categorical_splits_follow_lightgbms_bitsets() {
     let m = XgbModel::from_file(lgbm().join("categorical.txt")).unwrap();
     let e = m.ensemble();
     assert!(e.has_categorical());
-    // Neither the padded layout nor the subset tables take categorical splits.
+    // The padded layout does not take categorical splits (the subset tables do, but
+    // these leaf-wise trees are too deep for them: `trees_xgb_variants.rs` has tables).
     assert_eq!(m.kernel(), "walk");
-    assert!(!m.has_shap_tables());
     // Find a categorical node on `hour` (feature 1) and check LightGBM's rules on it:
     // truncation toward zero, NaN and negatives right, outside the bitset right.
     let (tree, node) = e

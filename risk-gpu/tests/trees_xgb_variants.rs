@@ -21,10 +21,17 @@ fn variants_score_and_explain_as_xgboost() {
     let r = reference();
     let rows = json_rows(&r["rows"]);
     assert!(rows.len() >= 300);
-    for name in ["categorical", "logitraw", "dart", "squarederror", "poisson"] {
+    for name in [
+        "categorical",
+        "numeric",
+        "logitraw",
+        "dart",
+        "squarederror",
+        "poisson",
+    ] {
         let m = XgbModel::from_file(dir().join(format!("{name}.json"))).unwrap();
-        // All are trained on the categorical features.
-        assert!(m.ensemble().has_categorical(), "{name}");
+        // All but the numeric twin are trained on the categorical features.
+        assert_eq!(m.ensemble().has_categorical(), name != "numeric", "{name}");
         let want = &r["models"][name];
         let margins = json_f64s(&want["margin"]);
         let outputs = json_f64s(&want["output"]);
@@ -80,7 +87,17 @@ fn categorical_ubjson_equals_its_json() {
     let u = XgbModel::from_file(dir().join("categorical.ubj")).unwrap();
     assert!(j.ensemble().has_categorical());
     assert_eq!(j.kernel(), "walk");
-    assert!(!j.has_shap_tables());
+    // Categorical splits in the subset tables (their threshold pass): equal to the
+    // recursive algorithm.
+    assert!(j.has_shap_tables());
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for x in json_rows(&reference()["rows"]) {
+        j.contributions(&x, &mut a);
+        j.contributions_recursive(&x, &mut b);
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 2e-6, "{p} vs {q}");
+        }
+    }
     for x in json_rows(&reference()["rows"]) {
         assert_eq!(j.margin(&x).to_bits(), u.margin(&x).to_bits());
     }

@@ -267,8 +267,8 @@ impl Tree {
         }
     }
 
-    /// Whether any node is a categorical split (the padded layout and the SHAP tables
-    /// decline such trees).
+    /// Whether any node is a categorical split (the padded layout declines such trees;
+    /// the SHAP tables take them by their threshold pass).
     pub fn has_categorical(&self) -> bool {
         !self.cats.is_empty()
     }

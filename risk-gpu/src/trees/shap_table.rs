@@ -25,7 +25,7 @@
 //! recursive algorithm.
 
 use super::binner::{Binner, Pext};
-use super::ensemble::{Ensemble, Tree, LEAF};
+use super::ensemble::{CatSplit, Ensemble, Tree, LEAF, NO_CAT};
 
 /// Largest table set built (values).
 pub const MAX_TABLE_VALUES: usize = 8 << 20;
@@ -90,6 +90,9 @@ struct PreNode {
     is_left: bool,
     /// Internal nodes: direction of a missing value.
     default_left: bool,
+    /// Internal nodes: index in [`ShapTables::cats`] of a categorical split, or
+    /// [`NO_CAT`].
+    cat: u32,
 }
 
 /// A tree's node ranges.
@@ -117,6 +120,8 @@ struct Internal {
     /// plus the feature count when missing values go right (as in the flat layout).
     slot: u32,
     threshold: f32,
+    /// Index in [`ShapTables::cats`] of a categorical split, or [`NO_CAT`].
+    cat: u32,
 }
 
 /// A leaf for the row pass.
@@ -170,6 +175,9 @@ pub struct ShapTables {
     /// Credits, stored as `f32` (half the memory, so more of it stays in cache); sums
     /// are accumulated in `f64`.
     values: Vec<f32>,
+    /// The categorical splits of every tree (a model with any takes the threshold pass,
+    /// not the bit pass).
+    cats: Vec<CatSplit>,
 }
 
 /// Preorder of a tree: (node, parent position, is left child, depth).
@@ -191,9 +199,6 @@ fn preorder(t: &Tree) -> Vec<(usize, usize, bool, usize)> {
 impl ShapTables {
     /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] / [`MAX_LEAF_DEPTH`].
     pub fn new(e: &Ensemble) -> Option<Self> {
-        if e.has_categorical() {
-            return None;
-        }
         let mut s = Self {
             trees: Vec::with_capacity(e.trees.len()),
             internal: Vec::new(),
@@ -208,10 +213,13 @@ impl ShapTables {
             },
             features: Vec::new(),
             values: Vec::new(),
+            cats: Vec::new(),
         };
         let mut buf = vec![Elem::default(); MAX_LEAF_DEPTH + 2];
         let mut subset_credits: Vec<f64> = Vec::new();
         for t in &e.trees {
+            let cat0 = s.cats.len() as u32;
+            s.cats.extend(t.cats.iter().cloned());
             let mut nodes: Vec<PreNode> = Vec::new();
             let order = preorder(t);
             // Path from the root (preorder positions) of the node being visited.
@@ -231,6 +239,11 @@ impl ShapTables {
                     shift: if depth == 0 { 31 } else { depth as u8 - 1 },
                     is_left,
                     default_left: n.default_left,
+                    cat: if n.cat == NO_CAT {
+                        NO_CAT
+                    } else {
+                        cat0 + n.cat
+                    },
                 };
                 if n.left == LEAF {
                     if depth > MAX_LEAF_DEPTH {
@@ -309,6 +322,9 @@ impl ShapTables {
 
     /// Builds the [`BitPass`], or `None` where the CPU or the model does not allow it.
     fn bit_pass(&self) -> Option<BitPass> {
+        if !self.cats.is_empty() {
+            return None;
+        }
         let cpu = Pext::detect()?;
         let nf = self.num_features;
         if self.trees.iter().any(|r| r.internal.1 - r.internal.0 > 64) {
@@ -390,6 +406,7 @@ impl ShapTables {
                     link,
                     slot: n.feature + right,
                     threshold: n.threshold,
+                    cat: n.cat,
                 });
             } else {
                 self.leaf_nodes.push(Leaf {
@@ -461,7 +478,11 @@ impl ShapTables {
             for r in &self.trees {
                 let internal = &self.internal[r.internal.0 as usize..r.internal.1 as usize];
                 for (j, n) in internal.iter().enumerate() {
-                    let goes_left = xx[n.slot as usize] < n.threshold;
+                    let goes_left = if n.cat == NO_CAT {
+                        xx[n.slot as usize] < n.threshold
+                    } else {
+                        self.cats[n.cat as usize].goes_left(x[n.slot as usize % nf])
+                    };
                     state[j + 1] = index(&state, n.link) | (goes_left as u32) << 31;
                 }
                 for n in &self.leaf_nodes[r.leaves.0 as usize..r.leaves.1 as usize] {
