@@ -346,17 +346,7 @@ fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, Conf
         return multiclass(spec, family);
     }
     let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
-    if model.family() != family {
-        return Err(ConfigError::invalid(
-            format!("{}.path", spec.key),
-            format!(
-                "{} is a {:?} model: name it with kind = \"{}\"",
-                model.version(),
-                model.family(),
-                model.family().name()
-            ),
-        ));
-    }
+    same_family(spec, family, model.family(), model.version())?;
     let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
     let top_k = count(spec, "top_k", 3)?;
     let transform = if spec.table.contains_key("score_transform") {
@@ -368,6 +358,25 @@ fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, Conf
     let s = XgbScorer::with_transform(Arc::new(model), &spec.schema, explain, top_k, transform)
         .map_err(|e| scorer_err(spec, e))?;
     Ok(Arc::new(s))
+}
+
+/// A model file of the other library than the kind names: refused, naming the kind.
+fn same_family(
+    spec: &ScorerSpec,
+    kind: ModelFamily,
+    file: ModelFamily,
+    version: &str,
+) -> Result<(), ConfigError> {
+    if kind == file {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(
+        format!("{}.path", spec.key),
+        format!(
+            "{version} is a {file:?} model: name it with kind = \"{}\"",
+            file.name()
+        ),
+    ))
 }
 
 /// A multi-class tree model: `classes` names the fraud classes (their summed probability
@@ -387,17 +396,7 @@ fn multiclass(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>,
         })
         .collect::<Result<_, _>>()?;
     let model = MultiClassModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
-    if model.family() != family {
-        return Err(ConfigError::invalid(
-            format!("{}.path", spec.key),
-            format!(
-                "{} is a {:?} model: name it with kind = \"{}\"",
-                model.version(),
-                model.family(),
-                model.family().name()
-            ),
-        ));
-    }
+    same_family(spec, family, model.family(), model.version())?;
     let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
     let top_k = count(spec, "top_k", 3)?;
     let s = MultiClassScorer::new(Arc::new(model), &spec.schema, &classes, explain, top_k)

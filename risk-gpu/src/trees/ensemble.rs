@@ -12,6 +12,10 @@ pub const MAX_DEPTH: usize = 64;
 /// larger up to rounding; the slack only absorbs rounding.
 pub const COVER_SLACK: f32 = 1e-3;
 
+/// LightGBM's zero range (`kZeroThreshold`, the float `1e-35f` read as a double): see
+/// [`Ensemble::zero_as_missing`].
+pub const ZERO_THRESHOLD: f32 = 1e-35;
+
 /// Not a categorical split ([`Node::cat`]).
 pub const NO_CAT: u32 = u32::MAX;
 /// Most 32-bit words in one tree's category sets (2^20 words: 32 M categories).
@@ -366,7 +370,7 @@ impl Ensemble {
         buf.extend_from_slice(x);
         for &f in &self.zero_as_missing {
             if let Some(v) = buf.get_mut(f as usize) {
-                if v.abs() <= super::lgbm_text::ZERO_THRESHOLD {
+                if v.abs() <= ZERO_THRESHOLD {
                     *v = f32::NAN;
                 }
             }

@@ -42,23 +42,12 @@ use super::xgb_json::{MAX_FEATURES, MAX_NODES, MAX_TREES};
 use super::TreeError;
 use std::collections::HashMap;
 
-/// LightGBM's zero range (`kZeroThreshold`, the float `1e-35f` read as a double).
-pub const ZERO_THRESHOLD: f32 = 1e-35;
+pub use super::ensemble::ZERO_THRESHOLD;
+pub use super::lgbm_tree::above;
 
 /// Whether `bytes` start like a LightGBM text model (its first line is `tree`).
 pub fn looks_like(bytes: &[u8]) -> bool {
     bytes.starts_with(b"tree\n") || bytes.starts_with(b"tree\r\n")
-}
-
-/// The smallest float32 strictly above `t`: for every float32 `x`,
-/// `(x as f64) <= t` exactly when `x < above(t)`.
-pub fn above(t: f64) -> f32 {
-    let f = t as f32;
-    if (f as f64) <= t {
-        f.next_up()
-    } else {
-        f
-    }
 }
 
 fn format(line: usize, m: impl std::fmt::Display) -> TreeError {

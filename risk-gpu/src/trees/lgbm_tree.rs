@@ -3,8 +3,18 @@
 //! [`super::lgbm_json`] `dump_model`'s JSON).
 
 use super::ensemble::{CatSplit, Ensemble, Link, Node, Tree, LEAF, NO_CAT};
-use super::lgbm_text::above;
 use super::TreeError;
+
+/// The smallest float32 strictly above `t`: for every float32 `x`,
+/// `(x as f64) <= t` exactly when `x < above(t)`.
+pub fn above(t: f64) -> f32 {
+    let f = t as f32;
+    if (f as f64) <= t {
+        f.next_up()
+    } else {
+        f
+    }
+}
 
 /// The objective's link: the logistic for `binary` (with `sigmoid:1`) and
 /// `cross_entropy`; the identity for the regressions (`regression` without `sqrt`,

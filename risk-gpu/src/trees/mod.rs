@@ -89,6 +89,26 @@ pub enum TreeError {
     Schema(String),
 }
 
+/// A model file's bytes (at most [`xgb_json::MAX_FILE`]) and its version: file name and
+/// content hash.
+pub(crate) fn read_model_file(p: &Path) -> Result<(Vec<u8>, String), TreeError> {
+    let io = |e: std::io::Error| TreeError::Io {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
+    let len = std::fs::metadata(p).map_err(io)?.len();
+    if len > xgb_json::MAX_FILE {
+        return Err(TreeError::TooLarge(format!("{len} bytes")));
+    }
+    let bytes = std::fs::read(p).map_err(io)?;
+    let version = format!(
+        "{}:{:016x}",
+        p.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
+        risk_core::schema::Fnv::hash(&bytes)
+    );
+    Ok((bytes, version))
+}
+
 /// Any supported model file's bytes, told apart by content: the library that wrote it
 /// and one ensemble per output.
 pub(crate) fn parse_any(bytes: &[u8]) -> Result<(ModelFamily, Vec<Ensemble>), TreeError> {
@@ -149,27 +169,15 @@ impl XgbModel {
     /// Loads a model file: XGBoost JSON or UBJSON, or LightGBM text (told apart by
     /// content, not name).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
-        let p = path.as_ref();
-        let io = |e: std::io::Error| TreeError::Io {
-            path: p.display().to_string(),
-            message: e.to_string(),
-        };
-        let len = std::fs::metadata(p).map_err(io)?.len();
-        if len > xgb_json::MAX_FILE {
-            return Err(TreeError::TooLarge(format!("{len} bytes")));
-        }
-        let bytes = std::fs::read(p).map_err(io)?;
+        let (bytes, version) = read_model_file(path.as_ref())?;
         let mut m = Self::from_bytes(&bytes)?;
-        m.version = format!(
-            "{}:{:016x}",
-            p.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
-            risk_core::schema::Fnv::hash(&bytes)
-        );
+        m.version = version;
         Ok(m)
     }
 
-    /// Parses a model: XGBoost JSON or UBJSON, or LightGBM text (told apart by content:
-    /// [`ubjson::looks_like`], [`lgbm_text::looks_like`]).
+    /// Parses a model: XGBoost JSON or UBJSON, or LightGBM text or dump (told apart by
+    /// content: [`ubjson::looks_like`], [`lgbm_text::looks_like`],
+    /// [`lgbm_json::looks_like`]).
     pub fn from_bytes(bytes: &[u8]) -> Result<Self, TreeError> {
         let (family, classes) = parse_any(bytes)?;
         let mut m = Self::build(xgb_json::one(classes)?, bytes)?;

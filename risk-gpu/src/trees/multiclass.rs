@@ -5,7 +5,7 @@
 //! policy names as fraud (say `card_testing`, `account_takeover`), and the reasons are the
 //! SHAP contributions to the margin of the most probable of them.
 
-use super::{xgb_json, ModelFamily, TreeError, XgbModel};
+use super::{ModelFamily, TreeError, XgbModel};
 use risk_core::{
     FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
 };
@@ -25,22 +25,9 @@ impl MultiClassModel {
     /// Loads a multi-class model file: XGBoost JSON or UBJSON, LightGBM text or dump
     /// (told apart by content). A model of one output is refused (load it as an [`XgbModel`]).
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TreeError> {
-        let p = path.as_ref();
-        let io = |e: std::io::Error| TreeError::Io {
-            path: p.display().to_string(),
-            message: e.to_string(),
-        };
-        let len = std::fs::metadata(p).map_err(io)?.len();
-        if len > xgb_json::MAX_FILE {
-            return Err(TreeError::TooLarge(format!("{len} bytes")));
-        }
-        let bytes = std::fs::read(p).map_err(io)?;
+        let (bytes, version) = super::read_model_file(path.as_ref())?;
         let mut m = Self::from_bytes(&bytes)?;
-        m.version = format!(
-            "{}:{:016x}",
-            p.file_name().and_then(|n| n.to_str()).unwrap_or("model"),
-            m.content_hash
-        );
+        m.version = version;
         Ok(m)
     }
 

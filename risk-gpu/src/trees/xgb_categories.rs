@@ -3,7 +3,6 @@
 //! [`super::xgb_json`]).
 
 use super::ensemble::{CatCast, CatSplit, MAX_CAT_WORDS};
-use super::xgb_json::RawTree;
 use super::TreeError;
 
 /// Largest category XGBoost reads (`OutOfRangeCat`: 2^24; from there on a value is no
@@ -15,8 +14,17 @@ const MAX_CATEGORY: i64 = 1 << 24;
 /// of the sorted `categories` it sends right (XGBoost's `common::Decision`: categories in
 /// the set go right; NaN takes the default branch; a value below 0 or at least 2^24 goes
 /// left).
+/// A tree's category arrays, as its JSON holds them.
+pub(super) struct Arrays<'a> {
+    pub split_type: &'a [i64],
+    pub categories: &'a [i64],
+    pub categories_nodes: &'a [i64],
+    pub categories_segments: &'a [i64],
+    pub categories_sizes: &'a [i64],
+}
+
 pub(super) fn categories(
-    t: &RawTree,
+    t: &Arrays,
     n: usize,
     bad: &dyn Fn(usize, String) -> TreeError,
 ) -> Result<std::collections::HashMap<usize, (u32, CatSplit)>, TreeError> {

@@ -94,7 +94,7 @@ struct GbTreeParam {
 }
 
 #[derive(Deserialize)]
-pub(super) struct RawTree {
+struct RawTree {
     id: Option<i64>,
     left_children: Vec<i64>,
     right_children: Vec<i64>,
@@ -102,20 +102,20 @@ pub(super) struct RawTree {
     split_conditions: Vec<f64>,
     default_left: Vec<DefaultLeft>,
     #[serde(default)]
-    pub(super) split_type: Vec<i64>,
+    split_type: Vec<i64>,
     #[serde(default)]
     sum_hessian: Vec<f64>,
     base_weights: Option<Vec<IgnoredAny>>,
     loss_changes: Option<Vec<IgnoredAny>>,
     parents: Option<Vec<IgnoredAny>>,
     #[serde(default)]
-    pub(super) categories: Vec<i64>,
+    categories: Vec<i64>,
     #[serde(default)]
-    pub(super) categories_nodes: Vec<i64>,
+    categories_nodes: Vec<i64>,
     #[serde(default)]
-    pub(super) categories_segments: Vec<i64>,
+    categories_segments: Vec<i64>,
     #[serde(default)]
-    pub(super) categories_sizes: Vec<i64>,
+    categories_sizes: Vec<i64>,
     tree_param: TreeParam,
 }
 
@@ -554,7 +554,14 @@ fn tree(ti: usize, t: RawTree, num_features: usize) -> Result<Tree, TreeError> {
             ),
         ));
     }
-    let cat_of = super::xgb_categories::categories(&t, n, &bad)?;
+    let arrays = super::xgb_categories::Arrays {
+        split_type: &t.split_type,
+        categories: &t.categories,
+        categories_nodes: &t.categories_nodes,
+        categories_segments: &t.categories_segments,
+        categories_sizes: &t.categories_sizes,
+    };
+    let cat_of = super::xgb_categories::categories(&arrays, n, &bad)?;
     let child = |c: i64, i: usize| -> Result<u32, TreeError> {
         match c {
             -1 => Ok(LEAF),
