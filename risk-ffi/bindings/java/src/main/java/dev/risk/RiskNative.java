@@ -24,13 +24,7 @@ final class RiskNative {
     static final int MAX_BATCH = 65_536;
 
     static {
-        String path = System.getProperty("risk.jni.path");
-        if (path == null || path.isEmpty()) {
-            throw new UnsatisfiedLinkError(
-                "system property risk.jni.path is not set: point it at librisk_jni.so "
-                    + "(built by risk-ffi/bindings/java/run_tests.sh)");
-        }
-        System.load(java.nio.file.Path.of(path).toAbsolutePath().toString());
+        NativeLoader.load();
     }
 
     private RiskNative() {}
