@@ -15,5 +15,11 @@ for lang in go java; do
   echo "==> bindings/$lang"
   bash "$root/risk-ffi/bindings/$lang/run_tests.sh"
 done
+# The paths a new user takes: the jar installed into a new local Maven repository and a
+# program depending on it; the Go example from empty module and build caches.
+echo "==> examples/java (the installed jar)"
+bash "$root/examples/java/run.sh"
+echo "==> examples/go (the module from empty caches)"
+bash "$root/examples/go/run.sh"
 echo "==> risk-ffi/python (the PyO3 package: pip install, pytest)"
 bash "$root/risk-ffi/python/run_tests.sh"

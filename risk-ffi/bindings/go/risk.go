@@ -1,19 +1,27 @@
 // Package risk is the Go binding of the risk payments-risk SDK, over its C ABI
-// (risk-ffi/include/risk.h, librisk_ffi.so).
+// (risk-ffi/include/risk.h).
 //
 // An Engine is safe for concurrent use by any number of goroutines. Close it when done;
 // an engine that becomes unreachable without Close is freed by a runtime cleanup.
 //
-// Linking: the package links -lrisk_ffi. Set CGO_LDFLAGS to find the library, e.g.
+// Linking: the package links the static library lib/<goos>_<goarch>/librisk_ffi.a of the
+// module directory through its #cgo directives, so builds need no CGO_* variables and
+// binaries do not depend on librisk_ffi.so. Put the library there once with
 //
-//	export CGO_LDFLAGS="-L$DIR -Wl,-rpath,$DIR"
+//	cd risk-ffi/bindings/go && go generate
 //
-// where DIR holds librisk_ffi.so (run_tests.sh does this from RISK_FFI_LIB_DIR).
+// which builds it with cargo (or, with RISK_FFI_LIB_DIR set, copies the one built there).
+// Only linux/amd64 has a library layout today; elsewhere the build fails with an error
+// naming risk_requires_linux_amd64_prebuilt_library_see_README.
 package risk
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../../include -I${SRCDIR}
-#cgo LDFLAGS: -lrisk_ffi
+// The Rust staticlib (built with features risk-core/kafka,risk-core/redis), then the system
+// libraries it needs, as rustc --print native-static-libs lists them: OpenSSL and zlib
+// (librdkafka), then Rust's std. One line per platform, its library in lib/<goos>_<goarch>/
+// (go generate puts it there: generate.go).
+#cgo linux,amd64 LDFLAGS: ${SRCDIR}/lib/linux_amd64/librisk_ffi.a -lssl -lcrypto -lz -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc
 #include "gorisk.h"
 */
 import "C"

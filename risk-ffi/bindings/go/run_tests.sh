@@ -1,42 +1,49 @@
 #!/usr/bin/env bash
-# Vets, tests (with the race detector) and benchmarks the Go binding against a built
-# librisk_ffi.so. Works from any directory; needs no network (the module has no
-# dependencies).
+# Vets, tests (with the race detector) and benchmarks the Go binding, linked statically
+# against librisk_ffi.a the way a user's build links it: `go generate` puts the archive in
+# lib/linux_amd64/, and nothing else is set (every CGO_* variable is unset). Works from any
+# directory; needs no network (the module has no dependencies).
 #
-#   RISK_FFI_LIB_DIR   directory holding librisk_ffi.so (default: <repo>/target/release)
+#   RISK_FFI_LIB_DIR   directory holding the built library, which `go generate` copies
+#                      instead of running cargo (default: <repo>/target/release)
 #   RISK_CONFIG        engine config for the tests (default: <repo>/examples/risk.toml)
 #   BENCHTIME          go test -benchtime (default: 20000x)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-lib_dir="${RISK_FFI_LIB_DIR:-$repo/target/release}"
-include_dir="$repo/risk-ffi/include"
 
 die() {
   echo "run_tests.sh: error: $*" >&2
   exit 1
 }
 
-[[ -d "$lib_dir" ]] || die "library directory '$lib_dir' does not exist.
-  Build the C ABI first (cargo build --release -p risk-ffi) or set RISK_FFI_LIB_DIR."
-lib_dir="$(cd "$lib_dir" && pwd)"
-[[ -f "$lib_dir/librisk_ffi.so" ]] || die "librisk_ffi.so not found in '$lib_dir'.
-  Build the C ABI first (cargo build --release -p risk-ffi) or set RISK_FFI_LIB_DIR
-  to the directory that holds it."
-[[ -f "$include_dir/risk.h" ]] || die "C header '$include_dir/risk.h' not found."
 command -v go >/dev/null || die "the go command is not on PATH."
-command -v "${CC:-gcc}" >/dev/null || command -v cc >/dev/null ||
-  die "no C compiler (cgo needs gcc or cc; set CC)."
+command -v ldd >/dev/null || die "ldd is not on PATH (it checks the test binary's dependencies)."
 
-export CGO_ENABLED=1
-export CGO_CFLAGS="-O2 -g -I'$include_dir'"
-# -L to link, rpath so the test binaries find the library without LD_LIBRARY_PATH.
-export CGO_LDFLAGS="'-L$lib_dir' '-Wl,-rpath,$lib_dir'"
+# The build must need nothing but the module's own #cgo directives.
+while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^CGO_' || true)
+unset LD_LIBRARY_PATH
+[[ "$(go env CGO_ENABLED)" == 1 ]] ||
+  die "cgo is disabled (go env CGO_ENABLED is not 1): the binding needs a C compiler (gcc or cc; set CC)."
+export RISK_FFI_LIB_DIR="${RISK_FFI_LIB_DIR:-$repo/target/release}"
 export RISK_CONFIG="${RISK_CONFIG:-$repo/examples/risk.toml}"
 
 cd "$here"
-echo "== $(go version); library $lib_dir/librisk_ffi.so"
+echo "== $(go version); CGO_* variables set: $(compgen -e | grep -c '^CGO_' || true)"
+echo "== go generate (RISK_FFI_LIB_DIR=$RISK_FFI_LIB_DIR)"
+go generate || die "go generate failed (its error is above)."
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+echo "== go test -c; ldd: the test binary must not depend on librisk_ffi.so"
+go test -c -o "$tmp/risk.test" .
+deps="$(ldd "$tmp/risk.test")" || die "ldd $tmp/risk.test failed."
+printf '%s\n' "$deps"
+if grep -F librisk_ffi <<<"$deps"; then
+  die "the test binary depends on librisk_ffi.so (above); the #cgo directives must link lib/linux_amd64/librisk_ffi.a."
+fi
+rm -f "$tmp/risk.test"
 
 echo "== go vet ./..."
 go vet ./...

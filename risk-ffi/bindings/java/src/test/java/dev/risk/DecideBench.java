@@ -9,8 +9,12 @@ import java.util.function.Supplier;
  * Per-call cost of {@link RiskEngine#decide} and {@link RiskEngine#decideJson} through JNI
  * (printed, not asserted).
  *
- * <pre>java -Drisk.jni.path=.../librisk_jni.so -cp target/classes:target/test-classes \
+ * <pre>java -cp target/risk-jni-0.1.0-SNAPSHOT.jar:target/test-classes \
  *     dev.risk.DecideBench examples/risk.toml [iterations]</pre>
+ *
+ * The first line is the native code's first load: extracting the jar's libraries, hashing
+ * them, {@code System.load} (or with {@code -Drisk.native.dir} kept from an earlier run:
+ * hashing and loading; with {@code -Drisk.jni.path}: loading alone).
  *
  * The transaction is the Rust criterion bench's ({@code benches/ffi.rs}) and the engine is
  * {@code examples/risk.toml} unchanged, so the lines compare with {@code ffi/c_abi_decide}
@@ -37,6 +41,10 @@ public final class DecideBench {
         Path toml = Path.of(args[0]);
         int iters = args.length > 1 ? Integer.parseInt(args[1]) : 200_000;
         int warm = Math.max(20_000, iters / 5);
+        long l0 = System.nanoTime();
+        String version = RiskEngine.version();
+        System.out.printf(Locale.ROOT, "%-40s %8.1f ms   (library %s)%n", "native code's first load",
+            (System.nanoTime() - l0) / 1e6, version);
         try (RiskEngine full = RiskEngine.fromPath(toml);
              RiskEngine constant = RiskEngine.fromToml(Configs.load(Configs.dirBeside(toml), "rules_only.toml", Map.of()), null)) {
             Transaction t = txn();
