@@ -404,6 +404,30 @@ thread_local! {
     static ROW: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     static PHI: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
     static INPUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    /// A multi-class model's class probabilities ([`multiclass::MultiClassScorer`]).
+    static CLASS_P: RefCell<Vec<f64>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The `top_k` largest positive contributions of `phi[..nf]` as reasons, largest first
+/// (a fixed array: no allocation per decision).
+fn push_top_k(phi: &[f64], top_k: usize, codes: &[ReasonCode], s: &mut Score) {
+    let k = top_k.min(risk_core::Reasons::CAPACITY);
+    if k == 0 {
+        return;
+    }
+    let mut best: [(f64, usize); risk_core::Reasons::CAPACITY] =
+        [(0.0, usize::MAX); risk_core::Reasons::CAPACITY];
+    for (i, &c) in phi.iter().enumerate() {
+        if c > best[k - 1].0 {
+            best[k - 1] = (c, i);
+            best[..k].sort_by(|a, b| b.0.total_cmp(&a.0));
+        }
+    }
+    for &(c, i) in &best[..k] {
+        if i != usize::MAX {
+            s.reasons.push(codes[i], c as f32);
+        }
+    }
 }
 
 /// The schema slot of each model feature: by name when the file names them (each must be
@@ -523,21 +547,13 @@ impl XgbScorer {
         PHI.with(|phi| {
             let mut phi = phi.borrow_mut();
             self.model.contributions(x, &mut phi);
-            let nf = self.model.num_features();
             // Top-k positive contributions (toward fraud), largest first.
-            let mut best: [(f64, usize); risk_core::Reasons::CAPACITY] =
-                [(0.0, usize::MAX); risk_core::Reasons::CAPACITY];
-            for (i, &c) in phi[..nf].iter().enumerate() {
-                if c > best[self.top_k - 1].0 {
-                    best[self.top_k - 1] = (c, i);
-                    best[..self.top_k].sort_by(|a, b| b.0.total_cmp(&a.0));
-                }
-            }
-            for &(c, i) in &best[..self.top_k] {
-                if i != usize::MAX {
-                    s.reasons.push(self.codes[i], c as f32);
-                }
-            }
+            push_top_k(
+                &phi[..self.model.num_features()],
+                self.top_k,
+                &self.codes,
+                s,
+            );
         });
     }
 }

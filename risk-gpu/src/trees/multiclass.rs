@@ -168,8 +168,14 @@ impl MultiClassScorer {
         })
     }
 
-    fn row(&self, t: &Transaction) -> Vec<f32> {
-        self.map.iter().map(|s| t.features.get(*s)).collect()
+    /// Runs `f` on the row as the model reads it (this thread's buffer: no allocation).
+    fn with_row<R>(&self, t: &Transaction, f: impl FnOnce(&[f32]) -> R) -> R {
+        super::ROW.with(|r| {
+            let mut r = r.borrow_mut();
+            r.clear();
+            r.extend(self.map.iter().map(|s| t.features.get(*s)));
+            f(&r)
+        })
     }
 }
 
@@ -188,29 +194,32 @@ impl Scorer for MultiClassScorer {
     }
 
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
-        let x = self.row(t);
-        let mut p = Vec::with_capacity(self.model.num_classes());
-        self.model.probabilities(&x, &mut p);
-        let prob: f64 = self.fraud.iter().map(|&c| p[c]).sum();
-        let mut s = Score::new(prob.clamp(0.0, 1.0) as f32);
-        if s.probability >= self.explain_above && self.top_k > 0 {
-            // The most probable fraud class, explained on its margin.
-            let (i, &c) = self
-                .fraud
-                .iter()
-                .enumerate()
-                .max_by(|a, b| p[*a.1].total_cmp(&p[*b.1]))
-                .expect("fraud classes are not empty");
-            let mut phi = Vec::new();
-            self.model.class(c).contributions(&x, &mut phi);
-            let nf = self.model.num_features();
-            let mut order: Vec<usize> = (0..nf).filter(|&f| phi[f] > 0.0).collect();
-            order.sort_by(|a, b| phi[*b].total_cmp(&phi[*a]));
-            for &f in order.iter().take(self.top_k) {
-                s.reasons.push(self.codes[i][f], phi[f] as f32);
-            }
-        }
-        Ok(s)
+        // This thread's buffers for the row, the class probabilities and the
+        // contributions: a decision allocates nothing.
+        self.with_row(t, |x| {
+            super::CLASS_P.with(|p| {
+                let mut p = p.borrow_mut();
+                self.model.probabilities(x, &mut p);
+                let prob: f64 = self.fraud.iter().map(|&c| p[c]).sum();
+                let mut s = Score::new(prob.clamp(0.0, 1.0) as f32);
+                if s.probability >= self.explain_above && self.top_k > 0 {
+                    // The most probable fraud class, explained on its margin.
+                    let (i, &c) = self
+                        .fraud
+                        .iter()
+                        .enumerate()
+                        .max_by(|a, b| p[*a.1].total_cmp(&p[*b.1]))
+                        .expect("fraud classes are not empty");
+                    super::PHI.with(|phi| {
+                        let mut phi = phi.borrow_mut();
+                        self.model.class(c).contributions(x, &mut phi);
+                        let nf = self.model.num_features();
+                        super::push_top_k(&phi[..nf], self.top_k, &self.codes[i], &mut s);
+                    });
+                }
+                Ok(s)
+            })
+        })
     }
 
     fn warmup(&self) -> Result<(), ScoreError> {
