@@ -28,61 +28,113 @@ mod trees;
 mod trees_lightgbm;
 mod trees_variants;
 
+/// Targets wrapped to run only when the command line's filter can select one of their
+/// groups (`risk_benches::filter`): a filtered run skips the other groups' set-up.
+macro_rules! gated {
+    ($($name:ident = $target:path, [$($g:literal),+];)+) => {
+        $(
+            fn $name(c: &mut criterion::Criterion) {
+                if risk_benches::filter::wanted(&[$($g),+]) {
+                    $target(c)
+                }
+            }
+        )+
+    };
+}
+
+gated! {
+    engine_overhead = engine::overhead, ["engine_overhead"];
+    engine_thread_hop = engine::thread_hop, ["fast_tier_placement"];
+    engine_fallback = engine::fallback, ["fallback"];
+    deadline_wait = deadline::wait, ["deadline_wait"];
+    rules_evaluate = rules::evaluate, ["rules"];
+    rules_mixed_evaluate = rules_mixed::evaluate, ["rules_mixed"];
+    trees_native_vs_ort = trees::native_vs_ort, ["trees"];
+    trees_load = trees::load, ["trees_load"];
+    trees_lightgbm_predict = trees_lightgbm::predict, ["lightgbm"];
+    trees_variants_predict = trees_variants::predict, ["tree_variants"];
+    ffi_overhead = ffi::overhead, ["ffi"];
+    lean_decide = lean::decide, ["lean"];
+    audit_decide = audit::decide, ["audit"];
+    audit_throughput = audit::throughput, ["audit_throughput_2_threads"];
+    audit_writer = audit::writer, ["audit_writer"];
+    audit_privacy = audit::privacy, ["privacy", "privacy_writer"];
+    llm_prefill = llm::prefill, ["llm"];
+    quant_kernels = quant::kernels, ["quant"];
+    quant_prefill = quant::prefill, ["quant"];
+    deploy_decide = deploy::decide, ["deploy", "slot"];
+    observe_decide = observe::decide, ["observe"];
+    observe_throughput = observe::throughput, ["observe_throughput_2_threads"];
+    gray_band_decide = gray_band::decide, ["gray_band"];
+    state_decide = state::decide, ["state"];
+    state_throughput = state::throughput, ["state_throughput"];
+    history_decide = history::decide, ["history"];
+    state_scale_scale = state_scale::scale, ["state_scale"];
+    state_scale_throughput = state_scale::throughput, ["state_scale_throughput"];
+    state_scale_exact = state_scale::exact, ["state_exact"];
+    redis_state = state::redis, ["state_redis", "state_redis_throughput"];
+    redis_state_tls = state::redis_tls, ["state_redis_tls"];
+    lists_shared = lists::shared, ["lists"];
+    bert_encode = bert::encode, ["bert"];
+    bert_decide = bert::decide, ["bert_decide"];
+    remote_decide = remote::decide, ["remote"];
+    kafka_throughput = kafka::throughput, ["audit_kafka"];
+}
+
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine::overhead, engine::thread_hop, engine::fallback, deadline::wait, rules::evaluate, rules_mixed::evaluate,
-        trees::native_vs_ort, trees::load, trees_lightgbm::predict, trees_variants::predict, ffi::overhead, lean::decide
+    targets = engine_overhead, engine_thread_hop, engine_fallback, deadline_wait, rules_evaluate, rules_mixed_evaluate, trees_native_vs_ort, trees_load, trees_lightgbm_predict, trees_variants_predict, ffi_overhead, lean_decide
 );
 criterion_group!(
     name = audit;
     config = engine::config();
-    targets = audit::decide, audit::throughput, audit::writer, audit::privacy
+    targets = audit_decide, audit_throughput, audit_writer, audit_privacy
 );
 criterion_group!(
     name = deep;
     config = engine::config();
-    targets = llm::prefill, quant::kernels, quant::prefill
+    targets = llm_prefill, quant_kernels, quant_prefill
 );
 criterion_group!(
     name = lifecycle;
     config = engine::config();
-    targets = deploy::decide, observe::decide, observe::throughput, gray_band::decide
+    targets = deploy_decide, observe_decide, observe_throughput, gray_band_decide
 );
 criterion_group!(
     name = state;
     config = engine::config();
-    targets = state::decide, state::throughput, history::decide
+    targets = state_decide, state_throughput, history_decide
 );
 criterion_group!(
     name = state_scale;
     config = engine::config();
-    targets = state_scale::scale, state_scale::throughput, state_scale::exact
+    targets = state_scale_scale, state_scale_throughput, state_scale_exact
 );
 criterion_group!(
     name = state_redis;
     config = engine::config();
-    targets = state::redis, state::redis_tls
+    targets = redis_state, redis_state_tls
 );
 criterion_group!(
     name = state_lists;
     config = engine::config();
-    targets = lists::shared
+    targets = lists_shared
 );
 criterion_group!(
     name = text;
     config = engine::config();
-    targets = bert::encode, bert::decide
+    targets = bert_encode, bert_decide
 );
 criterion_group!(
     name = remote;
     config = engine::config();
-    targets = remote::decide
+    targets = remote_decide
 );
 criterion_group!(
     name = audit_kafka;
     config = engine::config();
-    targets = kafka::throughput
+    targets = kafka_throughput
 );
 criterion_main!(
     benches,

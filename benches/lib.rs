@@ -2,6 +2,8 @@
 //! the engine's overhead can be measured against calling them directly.
 #![deny(missing_docs)]
 
+pub mod filter;
+
 use risk_core::{Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction};
 use std::time::Duration;
 
