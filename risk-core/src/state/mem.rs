@@ -10,7 +10,7 @@ use super::layout::{Divs, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
 use super::record::Spilled;
 use super::seq_plan::SeqPlans;
-use super::slab::{Found, Slab};
+use super::slab::{Found, Probe, Slab};
 use crate::decision::Action;
 use crate::seq::Sequence;
 use crate::txn::Transaction;
@@ -26,6 +26,16 @@ struct Source {
     layout: Layout,
     /// The divisors of each group of the source (layout order).
     divs: Vec<Divs>,
+}
+
+/// Asks the CPU for the words of `slot`'s record that an event at `ts` writes: each
+/// group's bucket of `ts`.
+#[inline]
+fn prefetch_writes(src: &Source, slot: u32, ts: i64) {
+    for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
+        let i = d.len.rem(d.bucket(ts));
+        Layout::slot_words(gl, i, |w| src.slab.prefetch_word(slot, w));
+    }
 }
 
 /// The in-process store.
@@ -126,18 +136,30 @@ impl MemStore {
                 src.slab.prefetch_set(req.keys[s]);
             }
         }
+        // Every key's set locked (in source order) and the record its tag points at on
+        // its way, with the buckets this event writes (at its own time: right unless it
+        // is late), before any key is compared: the record misses of a decision's keys
+        // overlap.
+        let mut probes: [Option<Probe<'_>>; MAX_SOURCES] = [const { None }; MAX_SOURCES];
+        for (s, src) in srcs.iter().enumerate() {
+            if req.keys[s] != 0 {
+                let p = src.slab.probe(req.keys[s]);
+                if let Some(slot) = p.slot() {
+                    prefetch_writes(src, slot, req.ts);
+                }
+                probes[s] = Some(p);
+            }
+        }
         let mut found: [Option<Found<'_>>; MAX_SOURCES] = [const { None }; MAX_SOURCES];
         for (s, src) in srcs.iter().enumerate() {
-            if req.keys[s] == 0 {
+            let Some(p) = probes[s].take() else {
                 continue;
-            }
+            };
+            let probed = p.slot();
             // `None`: not admitted (every set of the slab busy, or no memory): missing.
-            if let Some(f) = src.slab.find(req.keys[s], true) {
-                // The buckets this event writes (at its own time: right unless it is
-                // late), on their way with the record's head.
-                for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
-                    let i = d.len.rem(d.bucket(req.ts));
-                    Layout::slot_words(gl, i, |w| src.slab.prefetch_word(f.slot, w));
+            if let Some(f) = src.slab.confirm(p, true) {
+                if probed != Some(f.slot) {
+                    prefetch_writes(src, f.slot, req.ts); // a new or another record
                 }
                 found[s] = Some(f);
                 a.present[s] = true;

@@ -106,6 +106,24 @@ impl Drop for Chunk {
     }
 }
 
+/// A key's set locked by [`Slab::probe`], its record on its way.
+pub(crate) struct Probe<'a> {
+    guard: MutexGuard<'a, SetMeta>,
+    set: usize,
+    tag: u16,
+    key: u64,
+    /// The first way whose tag matches (`WAYS`: none).
+    way: usize,
+}
+
+impl Probe<'_> {
+    /// The slot the key's tag points at, if any (the key itself is not yet compared).
+    #[inline]
+    pub fn slot(&self) -> Option<u32> {
+        self.guard.slots.get(self.way).copied()
+    }
+}
+
 /// A key's place: its set's guard and its slot.
 pub(crate) struct Found<'a> {
     /// Held while the record is used.
@@ -242,13 +260,46 @@ impl Slab {
     /// Finds `key`, inserting a fresh record (evicting when needed) unless `insert` is
     /// false. `None`: not found (or no memory for a new chunk).
     pub fn find(&self, key: u64, insert: bool) -> Option<Found<'_>> {
+        self.confirm(self.probe(key), insert)
+    }
+
+    /// The first half of [`find`](Self::find): locks `key`'s set and starts bringing in
+    /// the record its tag points at, without waiting for it. A decision probes each of its
+    /// keys before it confirms any, so their record misses overlap instead of following
+    /// one another.
+    #[inline]
+    pub fn probe(&self, key: u64) -> Probe<'_> {
         let (s, tag) = place(key, self.mask);
-        let mut g = self.sets[s].0.lock();
-        for w in 0..WAYS {
+        let g = self.sets[s].0.lock();
+        let way = g.tags.iter().position(|&t| t == tag).unwrap_or(WAYS);
+        if way < WAYS {
+            self.prefetch_rec(g.slots[way]);
+        }
+        Probe {
+            guard: g,
+            set: s,
+            tag,
+            key,
+            way,
+        }
+    }
+
+    /// The second half of [`find`](Self::find): compares the probed record's key (and any
+    /// other way with the same tag), else inserts as `find` does.
+    pub fn confirm<'a>(&'a self, p: Probe<'a>, insert: bool) -> Option<Found<'a>> {
+        let Probe {
+            guard: mut g,
+            set: s,
+            tag,
+            key,
+            way: first,
+        } = p;
+        for w in first..WAYS {
             if g.tags[w] == tag {
                 let slot = g.slots[w];
-                // The whole record is on its way before its key word is compared.
-                self.prefetch_rec(slot);
+                if w != first {
+                    self.prefetch_rec(slot);
+                }
                 if self.rec_of(slot).key() == key {
                     g.refs |= 1 << w;
                     return Some(Found { _guard: g, slot });
