@@ -17,6 +17,7 @@ mod lists;
 mod llm;
 mod observe;
 mod quant;
+mod reference_rows;
 mod remote;
 mod rules;
 mod rules_mixed;

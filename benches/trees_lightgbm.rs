@@ -12,23 +12,8 @@ fn lgbm() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/models/lgbm")
 }
 
-/// The reference rows, row-major (`"nan"` / `"inf"` strings are NaN / infinities).
 fn rows() -> (usize, Vec<f32>) {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(lgbm().join("reference.json")).unwrap()).unwrap();
-    let rows = v["rows"].as_array().unwrap();
-    let nf = rows[0].as_array().unwrap().len();
-    let x = rows
-        .iter()
-        .flat_map(|r| r.as_array().unwrap().iter())
-        .map(|x| match x.as_str() {
-            Some("nan") => f32::NAN,
-            Some("inf") => f32::INFINITY,
-            Some("-inf") => f32::NEG_INFINITY,
-            _ => x.as_f64().unwrap() as f32,
-        })
-        .collect();
-    (nf, x)
+    crate::reference_rows::read(&lgbm().join("reference.json"))
 }
 
 /// `lightgbm/{predict_one_row, predict_batch_1024, tree_shap_one_row}/{model}` for the

@@ -15,20 +15,7 @@ fn dir() -> std::path::PathBuf {
 }
 
 fn rows() -> (usize, Vec<f32>) {
-    let v: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir().join("reference.json")).unwrap()).unwrap();
-    let rows = v["rows"].as_array().unwrap();
-    let nf = rows[0].as_array().unwrap().len();
-    let x = rows
-        .iter()
-        .flat_map(|r| r.as_array().unwrap().iter())
-        .map(|x| match x.as_str() {
-            Some("nan") => f32::NAN,
-            Some(o) => panic!("{o}"),
-            None => x.as_f64().unwrap() as f32,
-        })
-        .collect();
-    (nf, x)
+    crate::reference_rows::read(&dir().join("reference.json"))
 }
 
 /// `tree_variants/{predict_one_row, tree_shap_one_row}/{numeric, categorical}` and
