@@ -23,6 +23,7 @@ mod lgbm_tree;
 pub mod multiclass;
 pub mod score_transform;
 pub mod shap;
+mod shap_build;
 pub mod shap_table;
 pub mod ubjson;
 mod xgb_categories;
@@ -394,7 +395,7 @@ impl XgbModel {
         });
     }
 
-    /// Whether explanations use the per-leaf subset tables ([`shap_table`]).
+    /// Whether explanations use the subset tables ([`shap_table`]).
     pub fn has_shap_tables(&self) -> bool {
         self.tables.is_some()
     }
