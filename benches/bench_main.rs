@@ -56,6 +56,7 @@ gated! {
     trees_variants_predict = trees_variants::predict, ["tree_variants"];
     ffi_overhead = ffi::overhead, ["ffi"];
     lean_decide = lean::decide, ["lean"];
+    lean_explain = lean::explain, ["explain"];
     audit_decide = audit::decide, ["audit"];
     audit_throughput = audit::throughput, ["audit_throughput_2_threads"];
     audit_writer = audit::writer, ["audit_writer"];
@@ -85,7 +86,7 @@ gated! {
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine_overhead, engine_thread_hop, engine_fallback, deadline_wait, rules_evaluate, rules_mixed_evaluate, trees_native_vs_ort, trees_load, trees_lightgbm_predict, trees_variants_predict, ffi_overhead, lean_decide
+    targets = engine_overhead, engine_thread_hop, engine_fallback, deadline_wait, rules_evaluate, rules_mixed_evaluate, trees_native_vs_ort, trees_load, trees_lightgbm_predict, trees_variants_predict, ffi_overhead, lean_decide, lean_explain
 );
 criterion_group!(
     name = audit;

@@ -73,3 +73,60 @@ pub fn decide(c: &mut Criterion) {
     });
     g.finish();
 }
+
+/// The example engine with its model's reasons computed three ways, over the same rows:
+/// never (`explain_above` above every score: the capability switched off), by score (the
+/// example's `explain_above = 0.3`), and for review and decline decisions only
+/// (`explain = "decision"`, [`risk_core::Scorer::defers_reasons`]).
+pub fn explain(c: &mut Criterion) {
+    let root = risk_examples::hand_written::root();
+    let text = std::fs::read_to_string(root.join("examples/risk.toml")).expect("risk.toml");
+    assert!(
+        text.contains("explain_above = 0.3\n"),
+        "examples/risk.toml changed"
+    );
+    let mut reg = risk_core::ScorerRegistry::default();
+    risk_rules::register(&mut reg);
+    risk_gpu::register(&mut reg);
+    let build = |setting: &str| {
+        let t = text.replace("explain_above = 0.3\n", setting);
+        Engine::from_toml_str(
+            &t,
+            &root.join("examples"),
+            std::path::Path::new("risk.toml"),
+            &reg,
+        )
+        .expect("the example with another explain setting builds")
+    };
+    let engines = [
+        ("reasons_off", build("explain_above = 2.0\n")),
+        ("reasons_by_score", build("explain_above = 0.3\n")),
+        ("reasons_by_decision", build("explain = \"decision\"\n")),
+    ];
+    let txns = rows(&engines[0].1, 4_096);
+    for (name, e) in &engines {
+        let explained = txns
+            .iter()
+            .filter(|t| {
+                let d = e.decide(t).unwrap();
+                let any = d.reasons.iter().any(|r| r.code.name().starts_with("xgb:"));
+                any
+            })
+            .count();
+        eprintln!(
+            "explain/{name}: {explained} of {} rows explained",
+            txns.len()
+        );
+    }
+    let mut g = c.benchmark_group("explain");
+    for (name, e) in &engines {
+        let mut i = 0;
+        g.bench_function(*name, |b| {
+            b.iter(|| {
+                i = (i + 1) % txns.len();
+                black_box(e.decide(black_box(&txns[i])).unwrap())
+            })
+        });
+    }
+    g.finish();
+}

@@ -124,7 +124,8 @@ impl std::fmt::Debug for EnsembleScorer {
 pub const MAX_MEMBERS: usize = 8;
 
 impl EnsembleScorer {
-    /// An ensemble of `members` (1 to [`MAX_MEMBERS`], weights finite and positive).
+    /// An ensemble of `members` (1 to [`MAX_MEMBERS`], weights finite and positive, none
+    /// that [defers its reasons](Scorer::defers_reasons)).
     pub fn new(members: Vec<Member>) -> Result<Self, String> {
         if members.is_empty() || members.len() > MAX_MEMBERS {
             return Err(format!(
@@ -140,6 +141,15 @@ impl EnsembleScorer {
                 "member {} has weight {} (finite and > 0)",
                 m.scorer.info().name,
                 m.weight
+            ));
+        }
+        // Its members' reasons are weighted by the members that scored, which an
+        // explanation after the decision could not reproduce.
+        if let Some(m) = members.iter().find(|m| m.scorer.defers_reasons()) {
+            return Err(format!(
+                "member {} defers its reasons (explain = \"decision\"): an ensemble's \
+                 members give their reasons with their scores",
+                m.scorer.info().name
             ));
         }
         let mut list: Vec<(Member, ScorerInfo, Counters)> = members

@@ -5,6 +5,8 @@
 //! kind = "xgboost"
 //! path = "models/xgb_fraud.json"   # relative to risk.toml; JSON or UBJSON
 //! explain_above = 0.3              # SHAP reason codes for scores at or above (default 0.3)
+//! explain = "decision"             # or: SHAP reasons for review and decline decisions
+//!                                  # only, computed after the decision (no explain_above)
 //! top_k = 3                        # reasons per decision (default 3)
 //! score_transform = "clamp"        # regressions only: "clamp", "logistic", "linear:LO:HI"
 //! classes = [2, 3]                 # multi-class models only: the fraud classes (the score
@@ -339,15 +341,39 @@ fn bert(spec: &ScorerSpec) -> Result<BertScorer, ConfigError> {
     BertScorer::load(&files, spec.schema.clone()).map_err(|e| scorer_err(spec, e))
 }
 
+/// When a tree model's reasons are computed: `explain_above` (a score, 0.3 by default)
+/// or `explain = "decision"` (review and decline decisions, after the decision); `true`
+/// for the latter.
+fn explain_mode(spec: &ScorerSpec) -> Result<(f32, bool), ConfigError> {
+    let above = spec.f64("explain_above")?;
+    if !spec.table.contains_key("explain") {
+        return Ok((above.unwrap_or(0.3) as f32, false));
+    }
+    let key = format!("{}.explain", spec.key);
+    match spec.str("explain")? {
+        "decision" if above.is_some() => Err(ConfigError::invalid(
+            key,
+            "\"decision\" explains review and decline decisions: drop explain_above, or drop explain to explain by score",
+        )),
+        "decision" => Ok((f32::INFINITY, true)),
+        "score" => Ok((above.unwrap_or(0.3) as f32, false)),
+        o => Err(ConfigError::invalid(
+            key,
+            format!("{o:?} (\"decision\": review and decline decisions; \"score\": scores >= explain_above)"),
+        )),
+    }
+}
+
 /// A tree model of `family` (kind `xgboost` or `lightgbm`): `path`, `explain_above`
-/// (0.3), `top_k` (3). A file of the other family is refused, naming the kind it needs.
+/// (0.3) or `explain = "decision"`, `top_k` (3). A file of the other family is refused,
+/// naming the kind it needs.
 fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, ConfigError> {
     if spec.table.contains_key("classes") {
         return multiclass(spec, family);
     }
     let model = XgbModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
     same_family(spec, family, model.family(), model.version())?;
-    let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
+    let (explain, on_decision) = explain_mode(spec)?;
     let top_k = count(spec, "top_k", 3)?;
     let transform = if spec.table.contains_key("score_transform") {
         ScoreTransform::parse(spec.str("score_transform")?)
@@ -357,7 +383,11 @@ fn trees(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>, Conf
     };
     let s = XgbScorer::with_transform(Arc::new(model), &spec.schema, explain, top_k, transform)
         .map_err(|e| scorer_err(spec, e))?;
-    Ok(Arc::new(s))
+    Ok(Arc::new(if on_decision {
+        s.explain_on_decision()
+    } else {
+        s
+    }))
 }
 
 /// A model file of the other library than the kind names: refused, naming the kind.
@@ -397,11 +427,15 @@ fn multiclass(spec: &ScorerSpec, family: ModelFamily) -> Result<Arc<dyn Scorer>,
         .collect::<Result<_, _>>()?;
     let model = MultiClassModel::from_file(spec.path("path")?).map_err(|e| scorer_err(spec, e))?;
     same_family(spec, family, model.family(), model.version())?;
-    let explain = spec.f64("explain_above")?.unwrap_or(0.3) as f32;
+    let (explain, on_decision) = explain_mode(spec)?;
     let top_k = count(spec, "top_k", 3)?;
     let s = MultiClassScorer::new(Arc::new(model), &spec.schema, &classes, explain, top_k)
         .map_err(|e| scorer_err(spec, e))?;
-    Ok(Arc::new(s))
+    Ok(Arc::new(if on_decision {
+        s.explain_on_decision()
+    } else {
+        s
+    }))
 }
 
 /// Registers `xgboost`, `lightgbm`, `onnx`, `bert`, `llm` and (feature `kserve`, on by

@@ -14,6 +14,7 @@ mod quant;
 mod remote;
 mod trees;
 mod trees_bad_input;
+mod trees_explain;
 mod trees_lightgbm;
 mod trees_lightgbm_dump;
 mod trees_multiclass;

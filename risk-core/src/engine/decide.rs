@@ -207,6 +207,8 @@ impl Inner {
             None => 0.0,
         };
         let c = ch.policy.body.policy.combine(rules, model, shift);
+        // A model that defers its reasons explains review and decline decisions only.
+        let deferred = self.deferred_reasons(ch, txn, model, c.action);
         let escalation = self.escalate(txn, model, &c); // 5 escalate
         let (timings, end) = self.timings(tiers);
         let d = Decision {
@@ -220,7 +222,7 @@ impl Inner {
             rule_score: rules.map_or(f32::NAN, |r| r.probability),
             model_score: model.map(|m| m.probability),
             threshold_shift: shift,
-            reasons: merge_reasons(tiers, c.tier),
+            reasons: merge_reasons(tiers, deferred.as_ref(), c.tier),
             timings,
             escalation,
             rules_fired: rules.map(|r| r.fired).unwrap_or_default(),
@@ -377,18 +379,19 @@ impl Inner {
     }
 }
 
-/// The deciding tier's reasons first, then the other's, up to [`Reasons::CAPACITY`].
+/// The deciding tier's reasons first, then the other's, up to [`Reasons::CAPACITY`]
+/// (the model's `deferred` reasons, when it gave them after the decision).
 #[inline]
-fn merge_reasons(tiers: &Tiers, decided_by: Tier) -> Reasons {
-    let model = tiers.fast.as_ref().ok();
-    let rules = tiers.rules.as_ref();
+fn merge_reasons(tiers: &Tiers, deferred: Option<&Reasons>, decided_by: Tier) -> Reasons {
+    let model = deferred.or(tiers.fast.as_ref().ok().map(|s| &s.reasons));
+    let rules = tiers.rules.as_ref().map(|s| &s.reasons);
     let (first, second) = match decided_by {
         Tier::Fast => (model, rules),
         _ => (rules, model),
     };
     let mut reasons = Reasons::new();
     for s in [first, second].into_iter().flatten() {
-        for r in s.reasons.iter() {
+        for r in s.iter() {
             if reasons.len() < Reasons::CAPACITY {
                 reasons.push(r.code, r.weight);
             }

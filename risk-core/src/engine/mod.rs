@@ -18,6 +18,7 @@ mod deploy;
 mod drill;
 mod entity;
 mod event_time;
+mod explain;
 mod gray;
 mod gray_band;
 mod health;

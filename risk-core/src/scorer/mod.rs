@@ -128,6 +128,25 @@ pub trait Scorer: Send + Sync {
     fn schema_fingerprint(&self) -> Option<u64> {
         None
     }
+
+    /// Whether this scorer leaves its reasons out of [`score`](Self::score) until a
+    /// decision needs them: the engine then asks [`explain`](Self::explain) for review
+    /// and decline decisions only (a tree model's `explain = "decision"`: exact SHAP
+    /// costs several times the prediction, and an approval shows no reasons). Default
+    /// `false`: reasons, if any, come with the score.
+    fn defers_reasons(&self) -> bool {
+        false
+    }
+
+    /// Appends the reasons for `txn`'s score to `out`, most important first, whatever
+    /// this scorer does in [`score`](Self::score). Called by the engine for the review
+    /// and decline decisions of a scorer that [`defers_reasons`](Self::defers_reasons),
+    /// and by [`Engine::explain`](crate::Engine::explain) on request. The default adds
+    /// none.
+    fn explain(&self, txn: &Transaction, out: &mut Reasons) -> Result<(), ScoreError> {
+        let _ = (txn, out);
+        Ok(())
+    }
 }
 
 /// A scorer's answer.

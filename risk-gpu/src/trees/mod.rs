@@ -32,7 +32,8 @@ pub mod xgb_json;
 use ensemble::{Ensemble, Link};
 use flat::Flat;
 use risk_core::{
-    FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
+    FeatureSchema, Latency, ReasonCode, Reasons, Score, ScoreError, Scorer, ScorerInfo, Slot,
+    Transaction,
 };
 use score_transform::ScoreTransform;
 use std::cell::RefCell;
@@ -411,7 +412,7 @@ thread_local! {
 
 /// The `top_k` largest positive contributions of `phi[..nf]` as reasons, largest first
 /// (a fixed array: no allocation per decision).
-fn push_top_k(phi: &[f64], top_k: usize, codes: &[ReasonCode], s: &mut Score) {
+fn push_top_k(phi: &[f64], top_k: usize, codes: &[ReasonCode], out: &mut Reasons) {
     let k = top_k.min(risk_core::Reasons::CAPACITY);
     if k == 0 {
         return;
@@ -426,7 +427,7 @@ fn push_top_k(phi: &[f64], top_k: usize, codes: &[ReasonCode], s: &mut Score) {
     }
     for &(c, i) in &best[..k] {
         if i != usize::MAX {
-            s.reasons.push(codes[i], c as f32);
+            out.push(codes[i], c as f32);
         }
     }
 }
@@ -467,6 +468,9 @@ pub struct XgbScorer {
     map: Option<Vec<Slot>>,
     codes: Vec<ReasonCode>,
     explain_above: f32,
+    /// Reasons left to [`Scorer::explain`] once a decision needs them
+    /// ([`explain_on_decision`](XgbScorer::explain_on_decision)).
+    defer: bool,
     top_k: usize,
     schema_fp: u64,
     transform: ScoreTransform,
@@ -522,9 +526,18 @@ impl XgbScorer {
             map: (!identity).then_some(map),
             codes,
             explain_above,
+            defer: false,
             top_k: top_k.min(risk_core::Reasons::CAPACITY),
             transform,
         })
+    }
+
+    /// Computes reasons only for the decisions that need them (`explain = "decision"`
+    /// in `risk.toml`): no SHAP at scoring time, whatever the score; the engine asks
+    /// [`Scorer::explain`] for review and decline decisions ([`Scorer::defers_reasons`]).
+    pub fn explain_on_decision(mut self) -> Self {
+        self.defer = true;
+        self
     }
 
     /// The model.
@@ -544,7 +557,7 @@ impl XgbScorer {
         }
     }
 
-    fn explain(&self, x: &[f32], s: &mut Score) {
+    fn explain_row(&self, x: &[f32], out: &mut Reasons) {
         PHI.with(|phi| {
             let mut phi = phi.borrow_mut();
             self.model.contributions(x, &mut phi);
@@ -553,7 +566,7 @@ impl XgbScorer {
                 &phi[..self.model.num_features()],
                 self.top_k,
                 &self.codes,
-                s,
+                out,
             );
         });
     }
@@ -576,8 +589,8 @@ impl Scorer for XgbScorer {
     fn score(&self, t: &Transaction) -> Result<Score, ScoreError> {
         self.with_row(t, |x| {
             let mut s = Score::new(self.transform.apply(self.model.predict(x)));
-            if s.probability >= self.explain_above && self.top_k > 0 {
-                self.explain(x, &mut s);
+            if !self.defer && s.probability >= self.explain_above && self.top_k > 0 {
+                self.explain_row(x, &mut s.reasons);
             }
             Ok(s)
         })
@@ -601,11 +614,20 @@ impl Scorer for XgbScorer {
         for (x, &y) in refs.iter().zip(&p) {
             let prob = self.transform.apply(y);
             let mut s = Score::new(prob);
-            if prob >= self.explain_above && self.top_k > 0 {
-                self.explain(x, &mut s);
+            if !self.defer && prob >= self.explain_above && self.top_k > 0 {
+                self.explain_row(x, &mut s.reasons);
             }
             out.push(s);
         }
+        Ok(())
+    }
+
+    fn defers_reasons(&self) -> bool {
+        self.defer
+    }
+
+    fn explain(&self, t: &Transaction, out: &mut Reasons) -> Result<(), ScoreError> {
+        self.with_row(t, |x| self.explain_row(x, out));
         Ok(())
     }
 

@@ -7,7 +7,8 @@
 
 use super::{ModelFamily, TreeError, XgbModel};
 use risk_core::{
-    FeatureSchema, Latency, ReasonCode, Score, ScoreError, Scorer, ScorerInfo, Slot, Transaction,
+    FeatureSchema, Latency, ReasonCode, Reasons, Score, ScoreError, Scorer, ScorerInfo, Slot,
+    Transaction,
 };
 use std::path::Path;
 use std::sync::Arc;
@@ -116,6 +117,8 @@ pub struct MultiClassScorer {
     /// Reason codes per fraud class (in `fraud`'s order), per model feature.
     codes: Vec<Vec<ReasonCode>>,
     explain_above: f32,
+    /// Reasons left to [`Scorer::explain`] ([`explain_on_decision`](Self::explain_on_decision)).
+    defer: bool,
     top_k: usize,
     schema_fp: u64,
 }
@@ -164,8 +167,33 @@ impl MultiClassScorer {
             map,
             codes,
             explain_above,
+            defer: false,
             top_k: top_k.min(risk_core::Reasons::CAPACITY),
         })
+    }
+
+    /// Computes reasons only for the decisions that need them (`explain = "decision"`),
+    /// as [`super::XgbScorer::explain_on_decision`].
+    pub fn explain_on_decision(mut self) -> Self {
+        self.defer = true;
+        self
+    }
+
+    /// The top contributions to the margin of the most probable fraud class, given the
+    /// class probabilities `p`.
+    fn explain_row(&self, x: &[f32], p: &[f64], out: &mut Reasons) {
+        let (i, &c) = self
+            .fraud
+            .iter()
+            .enumerate()
+            .max_by(|a, b| p[*a.1].total_cmp(&p[*b.1]))
+            .expect("fraud classes are not empty");
+        super::PHI.with(|phi| {
+            let mut phi = phi.borrow_mut();
+            self.model.class(c).contributions(x, &mut phi);
+            let nf = self.model.num_features();
+            super::push_top_k(&phi[..nf], self.top_k, &self.codes[i], out);
+        });
     }
 
     /// Runs `f` on the row as the model reads it (this thread's buffer: no allocation).
@@ -202,24 +230,27 @@ impl Scorer for MultiClassScorer {
                 self.model.probabilities(x, &mut p);
                 let prob: f64 = self.fraud.iter().map(|&c| p[c]).sum();
                 let mut s = Score::new(prob.clamp(0.0, 1.0) as f32);
-                if s.probability >= self.explain_above && self.top_k > 0 {
-                    // The most probable fraud class, explained on its margin.
-                    let (i, &c) = self
-                        .fraud
-                        .iter()
-                        .enumerate()
-                        .max_by(|a, b| p[*a.1].total_cmp(&p[*b.1]))
-                        .expect("fraud classes are not empty");
-                    super::PHI.with(|phi| {
-                        let mut phi = phi.borrow_mut();
-                        self.model.class(c).contributions(x, &mut phi);
-                        let nf = self.model.num_features();
-                        super::push_top_k(&phi[..nf], self.top_k, &self.codes[i], &mut s);
-                    });
+                if !self.defer && s.probability >= self.explain_above && self.top_k > 0 {
+                    self.explain_row(x, &p, &mut s.reasons);
                 }
                 Ok(s)
             })
         })
+    }
+
+    fn defers_reasons(&self) -> bool {
+        self.defer
+    }
+
+    fn explain(&self, t: &Transaction, out: &mut Reasons) -> Result<(), ScoreError> {
+        self.with_row(t, |x| {
+            super::CLASS_P.with(|p| {
+                let mut p = p.borrow_mut();
+                self.model.probabilities(x, &mut p);
+                self.explain_row(x, &p, out);
+            })
+        });
+        Ok(())
     }
 
     fn warmup(&self) -> Result<(), ScoreError> {
