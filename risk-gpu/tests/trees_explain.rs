@@ -88,7 +88,10 @@ fn explain_settings_are_checked() {
         ),
         ("explain = \"sometimes\"\n", "\"sometimes\""),
     ] {
-        let err = engine(extra).err().expect(extra).to_string();
+        let Err(err) = engine(extra) else {
+            panic!("{extra}: accepted")
+        };
+        let err = err.to_string();
         assert!(
             err.contains("explain") && err.contains(says),
             "{extra}: {err}"
@@ -105,9 +108,9 @@ fn an_ensemble_refuses_a_member_that_defers_its_reasons() {
     let deferring = XgbScorer::new(model.clone(), &s, 0.3, 3)
         .unwrap()
         .explain_on_decision();
-    let err = EnsembleScorer::new(vec![Member::new(Arc::new(deferring), 1.0)])
-        .err()
-        .expect("refused");
+    let Err(err) = EnsembleScorer::new(vec![Member::new(Arc::new(deferring), 1.0)]) else {
+        panic!("an ensemble took a member that defers its reasons")
+    };
     assert!(err.contains("defers its reasons"), "{err}");
     let plain = XgbScorer::new(model, &s, 0.3, 3).unwrap();
     assert!(EnsembleScorer::new(vec![Member::new(Arc::new(plain), 1.0)]).is_ok());
