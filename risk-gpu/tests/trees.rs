@@ -82,6 +82,12 @@ fn tree_shap_equals_xgboost_pred_contribs_and_sums_to_the_margin() {
     let m = model();
     let nf = r.features;
     assert!(m.has_shap_tables());
+    // The AVX2 credit pass where the CPU has it (required by CI where it does).
+    let spread = kernel_runs(
+        "avx2-shap",
+        "tree_shap_equals_xgboost_pred_contribs_and_sums_to_the_margin",
+    );
+    assert_eq!(m.shap_kernel(), if spread { "avx2-shap" } else { "scalar" });
     let mut phi = Vec::new();
     let mut rec = Vec::new();
     let mut worst = 0f64;

@@ -24,6 +24,7 @@ pub mod multiclass;
 pub mod score_transform;
 pub mod shap;
 mod shap_build;
+mod shap_spread;
 pub mod shap_table;
 pub mod ubjson;
 mod xgb_categories;
@@ -41,14 +42,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 /// Every scoring kernel [`XgbModel::kernel`] can report.
-pub const KERNELS: [&str; 4] = ["avx2-bytes", "avx512-top", "scalar", "walk"];
+pub const KERNELS: [&str; 5] = ["avx2-bytes", "avx2-shap", "avx512-top", "scalar", "walk"];
 
 /// Whether this CPU can run the kernel `name` (one of [`KERNELS`]; `None` for another
-/// name): `"avx2-bytes"` needs AVX2 and POPCNT, `"avx512-top"` AVX-512F, the others
+/// name): `"avx2-bytes"` needs AVX2 and POPCNT, `"avx2-shap"` (the TreeSHAP tables'
+/// credit pass) AVX2, `"avx512-top"` AVX-512F, the others
 /// nothing. A model runs a SIMD kernel only if it also fits that kernel's limits.
 pub fn kernel_available(name: &str) -> Option<bool> {
     match name {
         "avx2-bytes" => Some(binner::available()),
+        "avx2-shap" => Some(shap_spread::available()),
         "avx512-top" => Some(avx512::available()),
         "scalar" | "walk" => Some(true),
         _ => None,
@@ -394,6 +397,12 @@ impl XgbModel {
         self.input(x, |x| {
             shap::contributions(&self.ensemble, self.bias, x, out)
         });
+    }
+
+    /// Which credit pass explanations use: `"avx2-shap"` or `"scalar"` over the subset
+    /// tables ([`shap_table`]), `"recursive"` without them.
+    pub fn shap_kernel(&self) -> &'static str {
+        self.tables.as_ref().map_or("recursive", |t| t.kernel())
     }
 
     /// Whether explanations use the subset tables ([`shap_table`]).
