@@ -383,6 +383,7 @@ impl XgbModel {
                 out.clear();
                 out.resize(self.ensemble.num_features + 1, 0.0);
                 t.add(x, out);
+                shap::add_trees(&self.ensemble, t.deep_trees().iter().copied(), x, out);
                 out[self.ensemble.num_features] += self.bias;
             }
             None => shap::contributions(&self.ensemble, self.bias, x, out),

@@ -196,19 +196,24 @@ pub fn expected_values(e: &Ensemble) -> Vec<f64> {
 pub fn contributions(e: &Ensemble, bias: f64, x: &[f32], out: &mut Vec<f64>) {
     out.clear();
     out.resize(e.num_features + 1, 0.0);
+    add_trees(e, 0..e.trees.len(), x, out);
+    out[e.num_features] += bias;
+}
+
+/// Adds the contributions of the trees `trees` of `e` to `phi[..num_features]`.
+pub fn add_trees(e: &Ensemble, trees: impl IntoIterator<Item = usize>, x: &[f32], phi: &mut [f64]) {
     let d = e.max_depth() + 2;
     let mut buf = vec![Elem::default(); (d + 1) * (d + 2) / 2 + d];
     let inv: Vec<f64> = (0..=d + 2)
         .map(|k| if k == 0 { 0.0 } else { 1.0 / k as f64 })
         .collect();
-    for t in &e.trees {
+    for t in trees {
         let mut w = Walk {
-            tree: t,
+            tree: &e.trees[t],
             x,
-            phi: &mut out[..],
+            phi: &mut *phi,
             inv: &inv,
         };
         w.recurse(0, &mut buf, 0, 1.0, 1.0, -1);
     }
-    out[e.num_features] += bias;
 }

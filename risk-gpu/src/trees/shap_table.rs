@@ -133,10 +133,14 @@ pub struct ShapTables {
     cats: Vec<CatSplit>,
     /// The AVX2 credit pass, where the CPU has it and rows are eight wide.
     spread: Option<Spread>,
+    /// Trees with a leaf deeper than [`MAX_LEAF_DEPTH`]: no tables, the caller explains
+    /// them by the recursive algorithm ([`deep_trees`](Self::deep_trees)).
+    deep: Vec<usize>,
 }
 
 impl ShapTables {
-    /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] / [`MAX_LEAF_DEPTH`].
+    /// Builds the tables, or `None` above [`MAX_TABLE_VALUES`] or when every tree has a
+    /// leaf deeper than [`MAX_LEAF_DEPTH`] (the others are [`deep_trees`](Self::deep_trees)).
     /// Subtrees share tables where the budget allows; otherwise every leaf has its own.
     pub fn new(e: &Ensemble) -> Option<Self> {
         Self::build(e, GROUP_BITS).or_else(|| Self::build(e, 0))
@@ -149,14 +153,23 @@ impl ShapTables {
         // Every unit's table (f64 rows of its own width), within the budget.
         let mut tables = Vec::with_capacity(e.trees.len());
         let (mut total, mut rows) = (0usize, 0usize);
-        for (t, order) in e.trees.iter().zip(&orders) {
+        let mut deep = Vec::new();
+        for (ti, (t, order)) in e.trees.iter().zip(&orders).enumerate() {
             let mut of_tree = Vec::new();
-            for g in units(order, group_bits) {
+            let roots = units(order, group_bits);
+            let bits_of = |g: usize| {
                 let p = &order[g];
-                let bits = p.depth + if p.leaf { 0 } else { p.internal };
-                if bits > MAX_LEAF_DEPTH {
-                    return None;
-                }
+                p.depth + if p.leaf { 0 } else { p.internal }
+            };
+            // A tree with a leaf deeper than the tables go is explained by the recursive
+            // algorithm, the rest of the ensemble by tables.
+            if roots.iter().any(|&g| bits_of(g) > MAX_LEAF_DEPTH) {
+                deep.push(ti);
+                tables.push(of_tree);
+                continue;
+            }
+            for g in roots {
+                let bits = bits_of(g);
                 // At least a row per index (the width is not known yet).
                 total += 1 << bits;
                 rows += 1 << bits;
@@ -168,6 +181,9 @@ impl ShapTables {
                 of_tree.push((g, u));
             }
             tables.push(of_tree);
+        }
+        if deep.len() == e.trees.len() {
+            return None;
         }
         let widest = tables
             .iter()
@@ -199,13 +215,22 @@ impl ShapTables {
             values: Vec::new(),
             cats: Vec::new(),
             spread: None,
+            deep,
         };
         let mut values: Vec<f32> = Vec::new();
         let mut masks: Vec<u64> = Vec::new();
-        for ((t, order), of_tree) in e.trees.iter().zip(&orders).zip(tables) {
+        for (ti, ((t, order), of_tree)) in e.trees.iter().zip(&orders).zip(tables).enumerate() {
+            let (i0, u0) = (s.internal.len() as u32, s.units.len() as u32);
+            if s.deep.contains(&ti) {
+                // No nodes and no units: the recursive algorithm explains it.
+                s.trees.push(Ranges {
+                    internal: (i0, i0),
+                    units: (u0, u0),
+                });
+                continue;
+            }
             let cat0 = s.cats.len() as u32;
             s.cats.extend(t.cats.iter().cloned());
-            let (i0, u0) = (s.internal.len() as u32, s.units.len() as u32);
             // State index of an internal node: 1 + its index (0: the root's sentinel).
             let link = |pos: usize| Link {
                 parent: if pos == 0 {
@@ -312,6 +337,11 @@ impl ShapTables {
             rank,
             mask,
         })
+    }
+
+    /// The trees these tables do not explain (leaves deeper than [`MAX_LEAF_DEPTH`]).
+    pub fn deep_trees(&self) -> &[usize] {
+        &self.deep
     }
 
     /// The credit pass: `"avx2-shap"` or `"scalar"`.
