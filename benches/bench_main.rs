@@ -53,6 +53,7 @@ gated! {
     trees_native_vs_ort = trees::native_vs_ort, ["trees"];
     trees_load = trees::load, ["trees_load"];
     trees_lightgbm_predict = trees_lightgbm::predict, ["lightgbm"];
+    trees_options = trees_lightgbm::options, ["tree_options"];
     trees_variants_predict = trees_variants::predict, ["tree_variants"];
     ffi_overhead = ffi::overhead, ["ffi"];
     lean_decide = lean::decide, ["lean"];
@@ -86,7 +87,7 @@ gated! {
 criterion_group!(
     name = benches;
     config = engine::config();
-    targets = engine_overhead, engine_thread_hop, engine_fallback, deadline_wait, rules_evaluate, rules_mixed_evaluate, trees_native_vs_ort, trees_load, trees_lightgbm_predict, trees_variants_predict, ffi_overhead, lean_decide, lean_explain
+    targets = engine_overhead, engine_thread_hop, engine_fallback, deadline_wait, rules_evaluate, rules_mixed_evaluate, trees_native_vs_ort, trees_load, trees_lightgbm_predict, trees_options, trees_variants_predict, ffi_overhead, lean_decide, lean_explain
 );
 criterion_group!(
     name = audit;

@@ -56,3 +56,52 @@ pub fn predict(c: &mut Criterion) {
     }
     g.finish();
 }
+
+/// What two of the tree tier's options add to a row on the same model and rows: LightGBM's
+/// `zero_as_missing` (`binary_zero.txt`: the row copied with its zero range read as
+/// missing before the trees, [`Ensemble::prepare`], against the whole prediction) and a
+/// regression's `score_transform` (`regression.txt`'s output mapped to a score, against
+/// the prediction without it).
+///
+/// [`Ensemble::prepare`]: risk_gpu::trees::ensemble::Ensemble::prepare
+pub fn options(c: &mut Criterion) {
+    use risk_gpu::trees::score_transform::ScoreTransform;
+    let (nf, x) = rows();
+    let n = x.len() / nf;
+    let row = |i: usize| &x[(i % n) * nf..(i % n + 1) * nf];
+    let mut g = c.benchmark_group("tree_options");
+    let zero = XgbModel::from_file(lgbm().join("binary_zero.txt")).unwrap();
+    assert!(!zero.ensemble().zero_as_missing.is_empty());
+    let mut i = 0usize;
+    g.bench_function("zero_as_missing/predict_one_row", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(zero.predict(black_box(row(i))))
+        })
+    });
+    // The option's whole work, alone (the trees themselves cost the same either way).
+    let mut buf = Vec::new();
+    g.bench_function("zero_as_missing/prepare_alone", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(zero.ensemble().prepare(black_box(row(i)), &mut buf).len())
+        })
+    });
+    let reg = XgbModel::from_file(lgbm().join("regression.txt")).unwrap();
+    g.bench_function("score_transform/off_predict", |b| {
+        b.iter(|| {
+            i += 1;
+            black_box(reg.predict(black_box(row(i))))
+        })
+    });
+    for t in ["clamp", "logistic", "linear:0:500"] {
+        let st = ScoreTransform::parse(t).unwrap();
+        g.bench_function(format!("score_transform/{t}"), |b| {
+            b.iter(|| {
+                i += 1;
+                black_box(st.apply(reg.predict(black_box(row(i)))))
+            })
+        });
+    }
+    g.finish();
+}
