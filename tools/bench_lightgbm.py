@@ -19,11 +19,11 @@ import argparse
 import ctypes
 import json
 import pathlib
-import statistics
-import time
 
 import lightgbm as lgb
 import numpy as np
+
+from bench_timing import per_call
 
 LGBM = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "models" / "lgbm"
 
@@ -33,17 +33,6 @@ def rows():
     conv = {"nan": np.nan, "inf": np.inf, "-inf": -np.inf}
     return np.array([[conv.get(v, v) if isinstance(v, str) else v for v in r]
                      for r in ref["rows"]], dtype=np.float32)
-
-
-def per_call(f, calls, repeats):
-    """Median over `repeats` of the mean time of `calls` calls, in nanoseconds."""
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter_ns()
-        for i in range(calls):
-            f(i)
-        out.append((time.perf_counter_ns() - t) / calls)
-    return statistics.median(out)
 
 
 def fast_config(lib, booster, predict_type, nf):

@@ -8,23 +8,13 @@
 import argparse
 import json
 import pathlib
-import statistics
-import time
 
 import numpy as np
 import xgboost as xgb
 
+from bench_timing import per_call
+
 DIR = pathlib.Path(__file__).resolve().parent.parent / "testdata" / "models" / "xgb_variants"
-
-
-def per_call(f, calls, repeats):
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter_ns()
-        for i in range(calls):
-            f(i)
-        out.append((time.perf_counter_ns() - t) / calls)
-    return statistics.median(out)
 
 
 def main():
