@@ -262,6 +262,25 @@ impl PyEngine {
             .map_err(|e| self.closed_or(errors::decide(&e, None)))
     }
 
+    /// The fast tier's reasons for `txn` (a mapping, as `decide`), on request: a list of
+    /// `(code, weight)`, most important first, computed whatever the model's `explain`
+    /// setting (a tree model's exact SHAP contributions). The features are used as
+    /// given (with entity state, pass the values the decision saw). `None` when no model
+    /// serves the transaction or its explanation failed. Raises as `decide` does for a
+    /// bad transaction.
+    fn explain(
+        &self,
+        py: Python<'_>,
+        txn: &Bound<'_, PyDict>,
+    ) -> PyResult<Option<Vec<(&'static str, f32)>>> {
+        let engine = self.live()?;
+        let t = crate::txn::from_mapping(engine.schema(), &self.keys, txn)?;
+        let r = py
+            .detach(|| engine.explain(&t))
+            .map_err(|e| self.closed_or(errors::decide(&e, None)))?;
+        Ok(r.map(|r| r.iter().map(|r| (r.code.name(), r.weight)).collect()))
+    }
+
     /// Decides every row of `data`: anything with the Arrow PyCapsule interface (a pyarrow
     /// Table or RecordBatch, a polars DataFrame, a pandas DataFrame) or a dict of equal-length
     /// arrays. Columns map to transaction fields and schema features by name (see

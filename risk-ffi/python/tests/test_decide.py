@@ -152,6 +152,23 @@ def test_decide_one(shared_engine):
         d.action = "approve"  # type: ignore[misc]
 
 
+def test_explain_on_request_gives_the_models_reasons(shared_engine):
+    # A decision the model explained: the same reasons on request.
+    t = base_txn(1)
+    d = shared_engine.decide(t)
+    model = [(n, w) for n, w in d.reasons if n.startswith("xgb:")]
+    assert model and shared_engine.explain(t) == model
+    # Below explain_above the decision carries none; on request it still has them.
+    low = dict(base_txn(4), amount=3.0, txn_count_1h=0, small_count_1h=0, amount_ratio=1.0,
+               device_new=0, is_foreign=0, high_risk_country=0)
+    d = shared_engine.decide(low)
+    assert d.model_score < 0.3 and not [n for n, _ in d.reasons if n.startswith("xgb:")]
+    asked = shared_engine.explain(low)
+    assert asked and all(n.startswith("xgb:") for n, _ in asked)
+    with pytest.raises(risk.DecideError):
+        shared_engine.explain(dict(base_txn(5), amount=float("nan")))
+
+
 def test_key_order_and_dict_subclasses_decide_alike(shared_engine):
     t = base_txn(2)
     a = shared_engine.decide(t)
