@@ -37,13 +37,7 @@ fn decision_mode_explains_reviews_and_declines_only_and_explain_answers_on_reque
     let r = reference();
     let (mut approved, mut explained) = (0, 0);
     for i in 0..r.rows.min(2_000) {
-        let mut t = Transaction::builder(by_decision.schema())
-            .amount(1.0, "USD")
-            .build()
-            .unwrap();
-        t.features
-            .values_mut()
-            .copy_from_slice(&r.x[i * r.features..(i + 1) * r.features]);
+        let mut t = ref_txn(&r, i);
         t.amount = t.features.values()[0] as f64;
         let d = by_decision.decide(&t).unwrap();
         let e = every.decide(&t).unwrap();
