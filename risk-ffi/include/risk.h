@@ -304,6 +304,20 @@ risk_result risk_engine_decide(const struct risk_engine *e,
                                const struct risk_txn *txn,
                                struct risk_decision *out);
 
+// Writes the fast tier's reasons for `txn`, on request (a case tool, a dispute), into
+// `out` and their number into `*n`: the model version `txn` is routed to computes them
+// whatever its decisions carry (a tree model's exact SHAP contributions), most
+// important first. The features are used as given. `*n` is 0 when no model serves the
+// transaction or its explanation failed. Bad input fails as `risk_engine_decide` fails.
+//
+// # Safety
+// `e` is a live engine; `txn` points to a valid `risk_txn`; `out` points to
+// `RISK_MAX_REASONS` writable `risk_reason`s; `n` is writable.
+risk_result risk_engine_explain(const struct risk_engine *e,
+                                const struct risk_txn *txn,
+                                struct risk_reason *out,
+                                uint32_t *n);
+
 // Decides `n` transactions (at most 65,536). `results[i]` gets each item's code and
 // `out[i]` its decision when `RISK_OK`. Returns `RISK_OK` when the batch was processed
 // (items may still have failed), or an error for the call itself.

@@ -2,7 +2,7 @@
 //! reload, shutdown and release.
 
 use crate::args::{bytes_arg, str_arg};
-use crate::decision::{risk_decision, to_c};
+use crate::decision::{risk_decision, risk_reason, to_c, RISK_MAX_REASONS};
 use crate::error::risk_result::{self, *};
 use crate::error::{config_err, decide_err, fail, guard};
 use crate::handle::{register_handle, unregister_handle, with_handle, Handle};
@@ -170,6 +170,57 @@ pub unsafe extern "C" fn risk_engine_decide(
                 Err(r) => return r,
             };
             decide_one(&h.engine, &t, out)
+        })
+    })
+}
+
+/// Writes the fast tier's reasons for `txn`, on request (a case tool, a dispute), into
+/// `out` and their number into `*n`: the model version `txn` is routed to computes them
+/// whatever its decisions carry (a tree model's exact SHAP contributions), most
+/// important first. The features are used as given. `*n` is 0 when no model serves the
+/// transaction or its explanation failed. Bad input fails as `risk_engine_decide` fails.
+///
+/// # Safety
+/// `e` is a live engine; `txn` points to a valid `risk_txn`; `out` points to
+/// `RISK_MAX_REASONS` writable `risk_reason`s; `n` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn risk_engine_explain(
+    e: *const risk_engine,
+    txn: *const risk_txn,
+    out: *mut risk_reason,
+    n: *mut u32,
+) -> risk_result {
+    guard(|| {
+        if txn.is_null() || out.is_null() || n.is_null() {
+            return fail(RISK_ERR_NULL, "txn, out or n is NULL");
+        }
+        with_handle(e, |h| {
+            // SAFETY: `txn` is non-NULL and valid per the caller's guarantee.
+            let t = match unsafe { build_txn(&h.engine, &*txn) } {
+                Ok(t) => t,
+                Err(r) => return r,
+            };
+            let reasons = match h.engine.explain(&t) {
+                Ok(r) => r.unwrap_or_default(),
+                Err(err) => return decide_err(err),
+            };
+            // SAFETY: `out` is non-NULL and points to `RISK_MAX_REASONS` elements, `n` is
+            // non-NULL and writable, per the caller's guarantee.
+            let (slots, count) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(out, RISK_MAX_REASONS),
+                    &mut *n,
+                )
+            };
+            *count = 0;
+            for (slot, r) in slots.iter_mut().zip(reasons.iter()) {
+                *slot = risk_reason {
+                    code: r.code.id(),
+                    weight: r.weight,
+                };
+                *count += 1;
+            }
+            RISK_OK
         })
     })
 }

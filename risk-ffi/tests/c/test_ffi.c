@@ -122,6 +122,36 @@ int main(int argc, char **argv) {
   size_t len = 0;
   EXPECT(risk_reason_name(0xFFFFFFF0u, NULL, 0, &len), RISK_ERR_INVALID);
 
+  /* ----- explain on request: the model's reasons, whatever the decision carried ----- */
+  {
+    risk_reason why[RISK_MAX_REASONS];
+    uint32_t nwhy = 99;
+    EXPECT(risk_engine_explain(engine, &t, why, &nwhy), RISK_OK);
+    CHECK(nwhy > 0 && nwhy <= RISK_MAX_REASONS, "explained: %u", nwhy);
+    uint32_t k = 0; /* the decision's model reasons, in order, equal the first ones */
+    for (uint32_t i = 0; i < d.n_reasons; i++) {
+      char name[128];
+      size_t nl = 0;
+      EXPECT(risk_reason_name(d.reasons[i].code, name, sizeof name, &nl), RISK_OK);
+      if (strncmp(name, "xgb:", 4) != 0) continue;
+      CHECK(k < nwhy && why[k].code == d.reasons[i].code && why[k].weight == d.reasons[i].weight,
+            "model reason %u of the decision", k);
+      k++;
+    }
+    for (uint32_t i = 0; i < nwhy; i++) {
+      char name[128];
+      size_t nl = 0;
+      EXPECT(risk_reason_name(why[i].code, name, sizeof name, &nl), RISK_OK);
+      CHECK(strncmp(name, "xgb:", 4) == 0, "a model reason: %s", name);
+    }
+    risk_txn bad = t;
+    bad.amount = NAN;
+    EXPECT(risk_engine_explain(engine, &bad, why, &nwhy), RISK_ERR_TRANSACTION);
+    EXPECT(risk_engine_explain(engine, NULL, why, &nwhy), RISK_ERR_NULL);
+    EXPECT(risk_engine_explain(engine, &t, NULL, &nwhy), RISK_ERR_NULL);
+    EXPECT(risk_engine_explain(engine, &t, why, NULL), RISK_ERR_NULL);
+  }
+
   /* bad transactions */
   risk_decision keep = d;
   t = base_txn(2, f, 3);
