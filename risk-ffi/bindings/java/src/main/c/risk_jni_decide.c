@@ -1,5 +1,5 @@
 /*
- * JNI glue of decisions (risk_engine_decide, risk_engine_decide_json,
+ * JNI glue of decisions (risk_engine_decide, risk_engine_explain, risk_engine_decide_json,
  * risk_engine_decide_batch) and of the code names (risk_reason_name, risk_fallback_name) for
  * dev.risk.RiskNative, used by dev.risk.RiskEngine. Rules: risk_jni.c.
  *
@@ -99,12 +99,32 @@ static int fill_txn(JNIEnv *env, risk_txn *t, const char *strs, jsize slen, cons
 
 /* ----- natives ----- */
 
-static void JNICALL n_decide(JNIEnv *env, jclass cls, jlong eng, jlong id, jlong entity, jlong ts, jdouble amount,
-                             jint mcc, jlong device, jbyteArray strings, jintArray offsets, jdoubleArray fvals,
-                             jlongArray out) {
-  (void)cls;
+/* Longs an explanation fills: the count, then (code, weight's float bits) per reason. */
+#define EXPLAIN_LONGS (1 + 2 * RISK_MAX_REASONS)
+
+/* Writes the reasons of risk_engine_explain into `out` (EXPLAIN_LONGS longs). */
+static void put_reasons(JNIEnv *env, jlongArray out, const risk_reason *why, uint32_t n) {
+  jlong a[EXPLAIN_LONGS];
+  memset(a, 0, sizeof a);
+  a[0] = (jlong)n;
+  for (uint32_t i = 0; i < n && i < RISK_MAX_REASONS; i++) {
+    a[1 + 2 * i] = (jlong)why[i].code;
+    float w = why[i].weight;
+    int32_t bits;
+    memcpy(&bits, &w, sizeof bits);
+    a[2 + 2 * i] = (jlong)bits;
+  }
+  (*env)->SetLongArrayRegion(env, out, 0, EXPLAIN_LONGS, a);
+}
+
+/* One transaction from its Java parts, decided (`explain` 0: a decision into `out`) or
+ * explained (`explain` 1: its reasons into `out`). */
+static void txn_call(JNIEnv *env, jlong eng, jlong id, jlong entity, jlong ts, jdouble amount, jint mcc,
+                     jlong device, jbyteArray strings, jintArray offsets, jdoubleArray fvals, jlongArray out,
+                     int explain) {
   if (!check_len(env, strings, 0, "strings") || !check_len(env, offsets, TXN_FIXED_STRINGS, "offsets") ||
-      !check_len(env, fvals, 0, "featureValues") || !check_len(env, out, DECISION_LONGS, "out"))
+      !check_len(env, fvals, 0, "featureValues") ||
+      !check_len(env, out, explain ? EXPLAIN_LONGS : DECISION_LONGS, "out"))
     return;
   if (mcc < 0 || mcc > 0xFFFF) {
     throw_iae(env, "mcc outside 0..65535");
@@ -157,6 +177,17 @@ static void JNICALL n_decide(JNIEnv *env, jclass cls, jlong eng, jlong id, jlong
   t.device = (uint64_t)device;
   if (!fill_txn(env, &t, strs, slen, offs, nf, vals, feats)) goto done;
 
+  if (explain) {
+    risk_reason why[RISK_MAX_REASONS];
+    uint32_t n = 0;
+    risk_result r = risk_engine_explain(engine_of(eng), &t, why, &n);
+    if (r != RISK_OK) {
+      throw_risk(env, r);
+      goto done;
+    }
+    put_reasons(env, out, why, n);
+    goto done;
+  }
   risk_decision d;
   risk_result r = risk_engine_decide(engine_of(eng), &t, &d);
   if (r != RISK_OK) {
@@ -170,6 +201,20 @@ done:
   if (offs != obuf) free(offs);
   if (vals != vbuf) free(vals);
   if (feats != fbuf) free(feats);
+}
+
+static void JNICALL n_decide(JNIEnv *env, jclass cls, jlong eng, jlong id, jlong entity, jlong ts, jdouble amount,
+                             jint mcc, jlong device, jbyteArray strings, jintArray offsets, jdoubleArray fvals,
+                             jlongArray out) {
+  (void)cls;
+  txn_call(env, eng, id, entity, ts, amount, mcc, device, strings, offsets, fvals, out, 0);
+}
+
+static void JNICALL n_explain(JNIEnv *env, jclass cls, jlong eng, jlong id, jlong entity, jlong ts, jdouble amount,
+                              jint mcc, jlong device, jbyteArray strings, jintArray offsets, jdoubleArray fvals,
+                              jlongArray out) {
+  (void)cls;
+  txn_call(env, eng, id, entity, ts, amount, mcc, device, strings, offsets, fvals, out, 1);
 }
 
 static void JNICALL n_decide_json(JNIEnv *env, jclass cls, jlong eng, jbyteArray json, jlongArray out) {
@@ -371,6 +416,7 @@ static jstring JNICALL n_fallback_name(JNIEnv *env, jclass cls, jint code) {
 
 static const JNINativeMethod DECIDE_METHODS[] = {
     {"decide", "(JJJJDIJ[B[I[D[J)V", (void *)n_decide},
+    {"explain", "(JJJJDIJ[B[I[D[J)V", (void *)n_explain},
     {"decideJson", "(J[B[J)V", (void *)n_decide_json},
     {"decideBatch", "(JI[J[D[I[B[I[I[D[J[I)[B", (void *)n_decide_batch},
     {"reasonName", "(I)[B", (void *)n_reason_name},

@@ -90,6 +90,34 @@ public final class RiskEngine implements AutoCloseable {
     }
 
     /**
+     * The fast tier's reasons for a transaction, on request (a case tool, a dispute): the
+     * model version it is routed to computes them whatever its decisions carry (a tree
+     * model's exact SHAP contributions), most important first. The features are used as
+     * given. Empty when no model serves the transaction or its explanation failed; a bad
+     * transaction throws as {@link #decide} does.
+     */
+    public List<Reason> explain(Transaction t) {
+        if (t == null) {
+            throw new IllegalArgumentException("transaction is null");
+        }
+        long[] out = new long[RiskNative.EXPLAIN_LONGS];
+        long stamp = lock.readLock();
+        try {
+            RiskNative.explain(live(), t.id(), t.entity(), t.timestampMs(), t.amount(), t.mcc(), t.device(),
+                t.strings, t.offsets, t.featureValues, out);
+        } finally {
+            lock.unlockRead(stamp);
+        }
+        int n = (int) Math.min(Math.max(out[0], 0), 8);
+        Reason[] rs = new Reason[n];
+        for (int i = 0; i < n; i++) {
+            int code = (int) out[1 + 2 * i];
+            rs[i] = new Reason(code, ReasonNames.of(code), Float.intBitsToFloat((int) out[2 + 2 * i]));
+        }
+        return List.of(rs);
+    }
+
+    /**
      * Decides a transaction given as JSON ({@code {"id", "entity", "timestamp_ms", "amount",
      * "currency", "mcc", "country", "channel", "device", "merchant", "ip", "email",
      * "features": {...}}}).

@@ -44,6 +44,13 @@ final class RiskNative {
                               int mcc, long device, byte[] strings, int[] offsets,
                               double[] featureValues, long[] out);
 
+    /** Longs {@link #explain} fills: the count, then (code, weight's float bits) per reason. */
+    static final int EXPLAIN_LONGS = 1 + 2 * 8;
+
+    static native void explain(long engine, long id, long entity, long timestampMs, double amount,
+                               int mcc, long device, byte[] strings, int[] offsets,
+                               double[] featureValues, long[] out);
+
     static native void decideJson(long engine, byte[] json, long[] out);
 
     /**

@@ -57,6 +57,30 @@ class DecideTest extends TestSupport {
     }
 
     @Test
+    void explainGivesTheModelsReasonsOnRequest() {
+        Transaction t = base(1).build();
+        Decision d = engine.decide(t);
+        List<Reason> why = engine.explain(t);
+        assertFalse(why.isEmpty(), "the example's model explains every transaction on request");
+        assertTrue(why.size() <= 8);
+        for (Reason r : why) {
+            assertTrue(r.name().startsWith("xgb:"), r.name());
+        }
+        // The decision's model reasons, when it carried them, are the same ones in order.
+        List<Reason> model = new ArrayList<>();
+        for (Reason r : d.reasons()) {
+            if (r.name().startsWith("xgb:")) {
+                model.add(r);
+            }
+        }
+        assertEquals(model, why.subList(0, model.size()));
+        RiskException e = riskError(RiskException.ERR_TRANSACTION,
+            () -> engine.explain(base(5).amount(Double.NaN, "USD").build()));
+        assertTrue(e.detail().contains("amount"), e.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> engine.explain(null));
+    }
+
+    @Test
     void theSameTransactionDecidesTwice() {
         Transaction t = base(2).build();
         checkDecision(engine.decide(t), 2);
