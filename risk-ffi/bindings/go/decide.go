@@ -1,4 +1,5 @@
-// Deciding: one transaction, one as JSON, a batch (in chunks of MaxBatch).
+// Deciding: one transaction, one as JSON, a batch (in chunks of MaxBatch); a model's
+// reasons on request.
 
 package risk
 
@@ -7,6 +8,10 @@ package risk
 
 static gorisk_res gorisk_decide(void *e, const risk_txn *t, risk_decision *d) {
 	return gorisk_done(risk_engine_decide((const risk_engine *)e, t, d));
+}
+
+static gorisk_res gorisk_explain(void *e, const risk_txn *t, risk_reason *out, uint32_t *n) {
+	return gorisk_done(risk_engine_explain((const risk_engine *)e, t, out, n));
 }
 
 static gorisk_res gorisk_decide_json(void *e, const char *json, size_t len, risk_decision *d) {
@@ -54,6 +59,31 @@ func (e *Engine) Decide(t Txn) (Decision, error) {
 		return Decision{}, err
 	}
 	return fromC(d), nil
+}
+
+// Explain returns the fast tier's reasons for t, on request (a case tool, a dispute): the
+// model version t is routed to computes them whatever its decisions carry (a tree model's
+// exact SHAP contributions), most important first. The features are used as given. Empty
+// when no model serves t or its explanation failed; a bad transaction fails as in Decide.
+func (e *Engine) Explain(t Txn) ([]Reason, error) {
+	extra, err := txnExtra(&t)
+	if err != nil {
+		return nil, err
+	}
+	a := getArena(C.RISK_MAX_REASONS*C.sizeof_risk_reason + 16 + sizeofTxn + extra)
+	defer putArena(a)
+	why := (*[C.RISK_MAX_REASONS]C.risk_reason)(a.alloc(C.RISK_MAX_REASONS*C.sizeof_risk_reason, 8))
+	n := (*C.uint32_t)(a.alloc(4, 4))
+	ct := (*C.risk_txn)(a.alloc(sizeofTxn, 8))
+	a.fillTxn(ct, &t)
+	if _, err := e.call(func(h unsafe.Pointer) C.gorisk_res { return C.gorisk_explain(h, ct, &why[0], n) }); err != nil {
+		return nil, err
+	}
+	out := make([]Reason, min(int(*n), C.RISK_MAX_REASONS))
+	for i := range out {
+		out[i] = Reason{Code: reasonName(uint32(why[i].code)), Weight: float32(why[i].weight)}
+	}
+	return out, nil
 }
 
 // DecideJSON decides a transaction given as JSON: {"id", "entity", "timestamp_ms",

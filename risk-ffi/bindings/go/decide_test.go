@@ -45,6 +45,43 @@ func TestDecideOne(t *testing.T) {
 	checkDecision(t, d, 2)
 }
 
+func TestExplainOnRequest(t *testing.T) {
+	e := openEngineNoDeadline(t)
+	tx := baseTxn(1)
+	d, err := e.Decide(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	why, err := e.Explain(tx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(why) == 0 || len(why) > 8 {
+		t.Fatalf("want the model's reasons, got %v", why)
+	}
+	for _, r := range why {
+		if !strings.HasPrefix(r.Code, "xgb:") {
+			t.Errorf("not a model reason: %+v", r)
+		}
+	}
+	// The decision's model reasons, when it carried them, are the same ones in order.
+	k := 0
+	for _, r := range d.Reasons {
+		if strings.HasPrefix(r.Code, "xgb:") {
+			if k >= len(why) || why[k] != r {
+				t.Errorf("decision reason %d %+v, explain gave %v", k, r, why)
+			}
+			k++
+		}
+	}
+	bad := baseTxn(2)
+	bad.Amount = math.NaN()
+	_, err = e.Explain(bad)
+	if re := wantCode(t, "explain NaN amount", err, ErrTransaction); !strings.Contains(re.Message, "amount") {
+		t.Errorf("message %q does not mention amount", re.Message)
+	}
+}
+
 const goodJSON = `{"id": 9, "entity": 5, "timestamp_ms": 1767571200000, "amount": 12.5,
 	"currency": "GBP", "country": "GB", "channel": "ecom",
 	"features": {"txn_count_1h": 1, "hour": null}}`
