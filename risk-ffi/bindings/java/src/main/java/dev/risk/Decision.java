@@ -41,18 +41,12 @@ public record Decision(
     // Layout written by risk_jni.c (put_decision): keep the two in step. Slot 6 holds
     // hard_rule in bit 0 and state in bits 8-15.
     static Decision fromLongs(long[] a, int o) {
-        int n = (int) Math.min(Math.max(a[o + 15], 0), 8);
-        Reason[] rs = new Reason[n];
-        for (int i = 0; i < n; i++) {
-            int code = (int) a[o + 16 + 2 * i];
-            rs[i] = new Reason(code, ReasonNames.of(code), Float.intBitsToFloat((int) a[o + 17 + 2 * i]));
-        }
         return new Decision(
             a[o], a[o + 1],
             Action.of((int) a[o + 2]), Tier.of((int) a[o + 3]), Fallback.of((int) a[o + 4]),
             Escalation.of((int) a[o + 5]), (a[o + 6] & 1) != 0, StateStatus.of((int) ((a[o + 6] >>> 8) & 0xff)), a[o + 7],
             Float.intBitsToFloat((int) a[o + 8]), Float.intBitsToFloat((int) a[o + 9]),
             Float.intBitsToFloat((int) a[o + 10]), Float.intBitsToFloat((int) a[o + 11]),
-            a[o + 12], a[o + 13], a[o + 14], List.of(rs));
+            a[o + 12], a[o + 13], a[o + 14], Reason.fromLongs(a, o + 15));
     }
 }

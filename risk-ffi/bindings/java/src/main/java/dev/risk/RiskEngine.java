@@ -108,13 +108,7 @@ public final class RiskEngine implements AutoCloseable {
         } finally {
             lock.unlockRead(stamp);
         }
-        int n = (int) Math.min(Math.max(out[0], 0), 8);
-        Reason[] rs = new Reason[n];
-        for (int i = 0; i < n; i++) {
-            int code = (int) out[1 + 2 * i];
-            rs[i] = new Reason(code, ReasonNames.of(code), Float.intBitsToFloat((int) out[2 + 2 * i]));
-        }
-        return List.of(rs);
+        return Reason.fromLongs(out, 0);
     }
 
     /**
