@@ -4,10 +4,14 @@
 //! A record is a run of 8-byte words: the key (word 0) and its clock (word 1), then every
 //! group's *hot* words (running totals, last event time, the inline distinct set's
 //! length) so that a read of a count or sum window touches the record's first line or
-//! two, with each ring's occupancy (a bit per bucket holding events, rings of up to 64
-//! buckets: empty buckets are neither cleared nor folded, so a key with a few events a day
-//! touches a few lines of its rings), then the groups' bucket rings, each column an array of its own (no padding: a
-//! count+sum bucket takes 12 bytes, a full stats bucket 28). No ring keeps a head: every
+//! two, with each ring's occupancy (a bit per bucket holding events: empty buckets are
+//! neither cleared nor folded, so a key with a few events a day touches a few lines of its
+//! rings; a ring of up to 64 buckets keeps its bits in its hot word), then the groups'
+//! bucket rings, each column an array of its own (no padding: a count+sum bucket takes 12
+//! bytes, a full stats bucket 28), then the occupancy bits of the rings longer than 64
+//! buckets, a word per 64 buckets (their hot occupancy word is unused, so that every
+//! other word stays where the layouts of earlier versions put it and a snapshot of
+//! those migrates by inserting these words). No ring keeps a head: every
 //! ring of a key is advanced to the bucket of the key's clock on every event, so a
 //! ring's head is `bucket(clock)` (and "never advanced" is a fresh record's clock,
 //! `i64::MIN`).
@@ -30,17 +34,25 @@ pub(crate) const INLINE_DISTINCT: usize = 4;
 pub(crate) const KEY: usize = 0;
 pub(crate) const CLOCK: usize = 1;
 
-/// Where one group's state lies in a record (word offsets; `len` buckets per ring).
+/// Where one group's state lies in a record (word offsets; `len` buckets per ring;
+/// `occ`: the ring's occupancy bits, [`occ_words`] words, the group's last hot word for
+/// rings of up to 64 buckets, after every ring for longer ones).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GLayout {
     /// hot: last event time, window count, occupancy; ring: count (u32).
-    Count { hot: usize, n: usize, len: usize },
+    Count {
+        hot: usize,
+        n: usize,
+        occ: usize,
+        len: usize,
+    },
     /// hot: last event time, window count, window sum, occupancy; ring: count (u32),
     /// sum (f64).
     Sum {
         hot: usize,
         n: usize,
         sum: usize,
+        occ: usize,
         len: usize,
     },
     /// hot: last event time, occupancy; ring: count (u32), min, max (f32), and with
@@ -51,6 +63,7 @@ pub(crate) enum GLayout {
         min: usize,
         max: usize,
         sums: Option<(usize, usize)>,
+        occ: usize,
         len: usize,
     },
     /// hot: last event time.
@@ -59,7 +72,21 @@ pub(crate) enum GLayout {
     /// (hash, bucket) pairs; `spill`: this group's index in the key's spill.
     Distinct { hot: usize, at: usize, spill: usize },
     /// hot: occupancy; ring: transactions (low u32), frauds (high u32) per bucket.
-    Label { hot: usize, ring: usize, len: usize },
+    Label {
+        hot: usize,
+        ring: usize,
+        occ: usize,
+        len: usize,
+    },
+}
+
+/// Buckets whose occupancy fits the group's hot word.
+pub(crate) const HOT_OCC: usize = 64;
+
+/// Words of occupancy bits a ring of `len` buckets keeps.
+#[inline]
+pub(crate) fn occ_words(len: usize) -> usize {
+    len.div_ceil(64).max(1)
 }
 
 /// The layout of one key source's records.
@@ -75,6 +102,10 @@ pub(crate) struct Layout {
     pub log_of: Vec<Option<LogAt>>,
     /// The source's sequences (`[[state.sequences]]`), after the rings.
     pub seqs: Vec<SeqAt>,
+    /// The occupancy bits of rings past [`HOT_OCC`] buckets: first word and words
+    /// (after the rings, before the sequences; what a record of the layouts before them
+    /// lacks).
+    pub long_occ: (usize, usize),
 }
 
 /// Where one sequence lies in a record: a header of two words (events held in the low
@@ -142,7 +173,7 @@ impl Layout {
             a
         };
         let mut spills = 0;
-        let groups = specs
+        let mut groups: Vec<GLayout> = specs
             .iter()
             .zip(hots)
             .map(|(spec, hot)| {
@@ -151,12 +182,14 @@ impl Layout {
                     (Kind::Stats, Cols::Count) => GLayout::Count {
                         hot,
                         n: take(half(len)),
+                        occ: hot + 2,
                         len,
                     },
                     (Kind::Stats, Cols::Sum) => GLayout::Sum {
                         hot,
                         n: take(half(len)),
                         sum: take(len),
+                        occ: hot + 3,
                         len,
                     },
                     (Kind::Stats, c @ (Cols::Full | Cols::MinMax)) => GLayout::Full {
@@ -165,6 +198,7 @@ impl Layout {
                         min: take(half(len)),
                         max: take(half(len)),
                         sums: (c == Cols::Full).then(|| (take(len), take(len))),
+                        occ: hot + 1,
                         len,
                     },
                     (Kind::Last, _) => GLayout::Last { hot },
@@ -179,11 +213,26 @@ impl Layout {
                     (Kind::Label, _) => GLayout::Label {
                         hot,
                         ring: take(len),
+                        occ: hot,
                         len,
                     },
                 }
             })
             .collect();
+        // The long rings' occupancy, after every ring.
+        let first = take(0);
+        for g in &mut groups {
+            if let GLayout::Count { occ, len, .. }
+            | GLayout::Sum { occ, len, .. }
+            | GLayout::Full { occ, len, .. }
+            | GLayout::Label { occ, len, .. } = g
+            {
+                if *len > HOT_OCC {
+                    *occ = take(occ_words(*len));
+                }
+            }
+        }
+        let long_occ = (first, take(0) - first);
         let n = specs.iter().filter(|s| s.max_events > 0).count();
         let mut li = 0;
         let log_of = specs
@@ -201,7 +250,37 @@ impl Layout {
             spills,
             log_of,
             seqs: Vec::new(),
+            long_occ,
         }
+    }
+
+    /// A record of the layout before the long rings' occupancy words (snapshots of
+    /// earlier versions) in this layout: those words inserted, every bucket marked as
+    /// possibly holding events (those versions cleared a bucket's columns when it left,
+    /// so an empty bucket folds as nothing).
+    pub fn migrate_long_occ(&self, old: &[u64]) -> Option<Vec<u64>> {
+        let (at, n) = self.long_occ;
+        if old.len() + n != self.words || old.len() < at {
+            return None;
+        }
+        let mut w = Vec::with_capacity(self.words);
+        w.extend_from_slice(&old[..at]);
+        w.resize(at + n, 0);
+        w.extend_from_slice(&old[at..]);
+        for g in &self.groups {
+            if let GLayout::Count { occ, len, .. }
+            | GLayout::Sum { occ, len, .. }
+            | GLayout::Full { occ, len, .. }
+            | GLayout::Label { occ, len, .. } = *g
+            {
+                if len > HOT_OCC {
+                    for i in 0..len {
+                        w[occ + i / 64] |= 1 << (i % 64);
+                    }
+                }
+            }
+        }
+        Some(w)
     }
 
     /// Words of the record's head (key, clock, every group's hot words): the part
@@ -223,6 +302,15 @@ impl Layout {
     /// The words that bucket slot `i` of group `gl` occupies, one per column (the
     /// lines an event at that bucket writes).
     pub fn slot_words(gl: &GLayout, i: usize, mut each: impl FnMut(usize)) {
+        if let GLayout::Count { occ, len, .. }
+        | GLayout::Sum { occ, len, .. }
+        | GLayout::Full { occ, len, .. }
+        | GLayout::Label { occ, len, .. } = *gl
+        {
+            if len > HOT_OCC {
+                each(occ + i / 64);
+            }
+        }
         match *gl {
             GLayout::Count { n, .. } => each(n + i / 2),
             GLayout::Sum { n, sum, .. } => {
@@ -379,55 +467,68 @@ impl RingAt {
         Some(self.idx(b))
     }
 
-    /// `each` slot of buckets `lo ..= hi` the ring holds whose bit is set in `occ`
-    /// (rings of at most 64 buckets), oldest first: the range is at most two runs of
-    /// slots, each walked by its set bits.
+    /// `each` slot of buckets `lo ..= hi` the ring holds whose bit is set in `occ` (the
+    /// ring's [`occ_words`]), oldest first: the range is at most two runs of slots, each
+    /// walked by its set bits.
     #[inline]
-    pub fn occupied_range(&self, lo: i64, hi: i64, occ: u64, mut each: impl FnMut(usize)) {
+    pub fn occupied_range(&self, lo: i64, hi: i64, occ: &[u64], mut each: impl FnMut(usize)) {
         let len = self.len;
         let first = lo.max(self.head.saturating_sub(len as i64 - 1));
         let last = hi.min(self.head);
-        if self.head == i64::MIN || last < first || occ == 0 {
+        if self.head == i64::MIN || last < first {
             return;
         }
         let n = (last - first + 1) as usize;
         let start = self.idx(first);
-        let run = |from: usize, count: usize| -> u64 {
-            if count == 0 {
-                0
-            } else if count >= 64 {
-                u64::MAX << from
-            } else {
-                ((1u64 << count) - 1) << from
-            }
-        };
         let a = n.min(len - start);
-        for m in [occ & run(start, a), occ & run(0, n - a)] {
-            let mut m = m;
-            while m != 0 {
-                each(m.trailing_zeros() as usize);
-                m &= m - 1;
-            }
-        }
+        bits_in(occ, start, start + a, &mut each);
+        bits_in(occ, 0, n - a, &mut each);
     }
+}
 
-    /// The slots of buckets `lo ..= hi` the ring holds, oldest first: one division,
-    /// then a wrapping increment.
-    #[inline]
-    pub fn range(&self, lo: i64, hi: i64) -> impl Iterator<Item = usize> {
-        let len = self.len;
-        let first = lo.max(self.head.saturating_sub(len as i64 - 1));
-        let last = hi.min(self.head);
-        let n = if self.head == i64::MIN || last < first {
-            0
+/// The words of slots `lo .. hi` of an occupancy bitmap and the mask of those slots in
+/// each.
+#[inline]
+fn masks(lo: usize, hi: usize) -> impl Iterator<Item = (usize, u64)> {
+    let words = if lo < hi {
+        lo / 64..(hi - 1) / 64 + 1
+    } else {
+        0..0
+    };
+    words.map(move |j| {
+        let from = if j == lo / 64 { lo % 64 } else { 0 };
+        let to = if j == (hi - 1) / 64 {
+            (hi - 1) % 64 + 1
         } else {
-            (last - first + 1) as usize
+            64
         };
-        let mut i = if n == 0 { 0 } else { self.idx(first) };
-        (0..n).map(move |_| {
-            let at = i;
-            i = if i + 1 == len { 0 } else { i + 1 };
-            at
-        })
+        (j, (u64::MAX >> (64 - (to - from))) << from)
+    })
+}
+
+/// Calls `each` for the set bits of `m`, lowest first, as slots of word `j`.
+#[inline]
+fn each_bit(j: usize, mut m: u64, each: &mut impl FnMut(usize)) {
+    while m != 0 {
+        each(j * 64 + m.trailing_zeros() as usize);
+        m &= m - 1;
+    }
+}
+
+/// Calls `each` for the set bits of slots `lo .. hi` of `occ`, in slot order.
+#[inline]
+pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
+    for (j, mask) in masks(lo, hi) {
+        each_bit(j, occ[j] & mask, each);
+    }
+}
+
+/// [`bits_in`], clearing each bit it passes.
+#[inline]
+pub(crate) fn take_bits(occ: &mut [u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
+    for (j, mask) in masks(lo, hi) {
+        let m = occ[j] & mask;
+        occ[j] &= !m;
+        each_bit(j, m, each);
     }
 }

@@ -336,6 +336,18 @@ impl MemStore {
         v
     }
 
+    /// A key of a snapshot written before rings longer than 64 buckets kept occupancy
+    /// bits, in this layout (as it was when its source has no such ring; a record of
+    /// another length is left for [`check`](Self::check) to refuse).
+    pub fn migrate_long_occ(&self, item: &mut SnapKey) {
+        let Some(src) = self.sources.get(item.0 as usize) else {
+            return;
+        };
+        if let Some(w) = src.layout.migrate_long_occ(&item.1) {
+            item.1 = w;
+        }
+    }
+
     /// Why a snapshot's key cannot be restored here, if it cannot.
     pub fn check(&self, plan: &Plan, item: &SnapKey) -> Result<(), String> {
         let (s, w, spill) = item;

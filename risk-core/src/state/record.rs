@@ -5,7 +5,9 @@
 use super::distinct::Distinct;
 use super::exact::EventLog;
 use super::group::{GroupInput, GroupRead, GroupSpec};
-use super::layout::{Advance, Divs, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY};
+use super::layout::{
+    occ_words, take_bits, Advance, Divs, GLayout, RingAt, CLOCK, INLINE_DISTINCT, KEY,
+};
 use bytemuck::Pod;
 
 /// What of a key lives outside its record: distinct sets that outgrew it (by distinct
@@ -43,55 +45,51 @@ fn f64_at(w: &[u64], at: usize) -> f64 {
     f64::from_bits(w[at])
 }
 
-/// Rings of up to this many buckets keep an occupancy word.
-const TRACKED: usize = 64;
-
-/// Whether slot `i` of a ring of `len` may hold events.
-#[inline]
-fn occupied(occ: u64, len: usize, i: usize) -> bool {
-    len > TRACKED || occ >> i & 1 != 0
-}
-
 /// Marks slot `i` as holding events.
 #[inline]
-fn occupy(occ: &mut u64, len: usize, i: usize) {
-    if len <= TRACKED {
-        *occ |= 1 << i;
-    }
+fn occupy(occ: &mut [u64], i: usize) {
+    occ[i / 64] |= 1 << (i % 64);
 }
 
 /// Vacates the slots the move of ring `r` to bucket `hb` passes: `leave(i, all)` for each
-/// one that may hold events (in bucket order when stepping; `all`: every bucket leaves,
-/// the window's totals restart). Returns `all`.
+/// one that holds events (in bucket order when stepping; `all`: every bucket leaves,
+/// the window's totals restart), clearing its bit. Returns `all`.
 #[inline]
-fn vacate(occ: &mut u64, r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool)) -> bool {
-    let tracked = r.len <= TRACKED;
+fn vacate(occ: &mut [u64], r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool)) -> bool {
     match r.advance(hb) {
         Advance::All => {
-            if tracked {
-                let mut m = *occ;
-                while m != 0 {
-                    leave(m.trailing_zeros() as usize, true);
-                    m &= m - 1;
-                }
-            } else {
-                (0..r.len).for_each(|i| leave(i, true));
-            }
-            *occ = 0;
+            take_bits(occ, 0, r.len, &mut |i| leave(i, true));
             true
         }
         Advance::Step { from, to } => {
-            for b in from..=to {
-                let i = r.idx(b);
-                if occupied(*occ, r.len, i) {
-                    leave(i, false);
-                    if tracked {
-                        *occ &= !(1 << i);
-                    }
-                }
-            }
+            // Buckets `from ..= to` (fewer than the ring's length): at most two runs.
+            let n = (to - from + 1).max(0) as usize;
+            let start = r.idx(from);
+            let a = n.min(r.len - start);
+            take_bits(occ, start, start + a, &mut |i| leave(i, false));
+            take_bits(occ, 0, n - a, &mut |i| leave(i, false));
             false
         }
+    }
+}
+
+/// A record split for one group: the words before its ring (its hot words among them),
+/// its ring's words onwards (up to the long rings' occupancy), and its occupancy bits.
+#[inline]
+fn parts(
+    w: &mut [u64],
+    ring: usize,
+    occ: usize,
+    len: usize,
+) -> (&mut [u64], &mut [u64], &mut [u64]) {
+    let (a, b) = w.split_at_mut(ring);
+    if occ < ring {
+        // The group's last hot word.
+        let (h, o) = a.split_at_mut(occ);
+        (h, b, &mut o[..1])
+    } else {
+        let (r, o) = b.split_at_mut(occ - ring);
+        (a, r, &mut o[..occ_words(len)])
     }
 }
 
@@ -163,13 +161,17 @@ impl Rec<'_> {
         let v = (add && input.pass).then_some(input.value);
         let w = &mut *self.w;
         match *gl {
-            GLayout::Count { hot, n, len } => {
+            GLayout::Count {
+                hot,
+                n,
+                occ: oa,
+                len,
+            } => {
                 let r = RingAt { head, len, q };
                 let mut tot = w[hot + 1] as u32;
-                let mut occ = w[hot + 2];
-                let (hw, rw) = w.split_at_mut(n);
+                let (hw, rw, occ) = parts(w, n, oa, len);
                 let ns = view_mut::<u32>(rw, 0, len);
-                let all = vacate(&mut occ, r, hb, |i, all| {
+                let all = vacate(occ, r, hb, |i, all| {
                     if !all {
                         tot = tot.saturating_sub(ns[i]);
                     }
@@ -183,24 +185,28 @@ impl Rec<'_> {
                 if let (Some(_), Some(i)) = (v, r.get(eb)) {
                     ns[i] = ns[i].saturating_add(1);
                     tot = tot.saturating_add(1);
-                    occupy(&mut occ, len, i);
+                    occupy(occ, i);
                 }
                 hw[hot + 1] = tot as u64;
-                hw[hot + 2] = occ;
                 last(hw, hot, v, te, &mut out);
             }
-            GLayout::Sum { hot, n, sum, len } => {
+            GLayout::Sum {
+                hot,
+                n,
+                sum,
+                occ: oa,
+                len,
+            } => {
                 let r = RingAt { head, len, q };
                 let mut tn = w[hot + 1] as u32;
                 let mut ts = f64_at(w, hot + 2);
-                let mut occ = w[hot + 3];
-                let (hw, rw) = w.split_at_mut(n);
+                let (hw, rw, occ) = parts(w, n, oa, len);
                 let (nw, sw) = rw.split_at_mut(sum - n);
                 let ns = view_mut::<u32>(nw, 0, len);
                 let ss = view_mut::<f64>(sw, 0, len);
                 // The reference subtracts each leaving bucket from the total in bucket
                 // order (the same order here; an empty bucket subtracts nothing).
-                let all = vacate(&mut occ, r, hb, |i, all| {
+                let all = vacate(occ, r, hb, |i, all| {
                     if !all {
                         tn = tn.saturating_sub(ns[i]);
                         ts -= ss[i];
@@ -220,11 +226,10 @@ impl Rec<'_> {
                     ss[i] += x;
                     tn = tn.saturating_add(1);
                     ts += x;
-                    occupy(&mut occ, len, i);
+                    occupy(occ, i);
                 }
                 hw[hot + 1] = tn as u64;
                 hw[hot + 2] = ts.to_bits();
-                hw[hot + 3] = occ;
                 last(hw, hot, v, te, &mut out);
             }
             GLayout::Full {
@@ -233,12 +238,16 @@ impl Rec<'_> {
                 min,
                 max,
                 sums: cols,
+                occ: oa,
                 len,
             } => {
                 let r = RingAt { head, len, q };
-                let mut occ = w[hot + 1];
+                // Column offsets from the ring's first word.
+                let (min, max) = (min - n, max - n);
+                let cols = cols.map(|(sum, sumsq)| (sum - n, sumsq - n));
+                let (hw, rw, occ) = parts(w, n, oa, len);
                 let clear = |w: &mut [u64], i: usize| {
-                    view_mut::<u32>(w, n, len)[i] = 0;
+                    view_mut::<u32>(w, 0, len)[i] = 0;
                     view_mut::<u32>(w, min, len)[i] = 0;
                     view_mut::<u32>(w, max, len)[i] = 0;
                     if let Some((sum, sumsq)) = cols {
@@ -246,17 +255,18 @@ impl Rec<'_> {
                         w[sumsq + i] = 0;
                     }
                 };
-                vacate(&mut occ, r, hb, |i, _| clear(w, i));
+                vacate(occ, r, hb, |i, _| clear(rw, i));
                 let r = RingAt { head: hb, len, q };
                 {
                     let (ns, mins, maxs) = (
-                        view::<u32>(w, n, len),
-                        view::<f32>(w, min, len),
-                        view::<f32>(w, max, len),
+                        view::<u32>(rw, 0, len),
+                        view::<f32>(rw, min, len),
+                        view::<f32>(rw, max, len),
                     );
-                    let sums = cols
-                        .map(|(sum, sumsq)| (view::<f64>(w, sum, len), view::<f64>(w, sumsq, len)));
-                    let mut fold = |i: usize| {
+                    let sums = cols.map(|(sum, sumsq)| {
+                        (view::<f64>(rw, sum, len), view::<f64>(rw, sumsq, len))
+                    });
+                    let fold = |i: usize| {
                         if ns[i] == 0 {
                             return;
                         }
@@ -277,61 +287,53 @@ impl Rec<'_> {
                             out.max.max(hi_)
                         };
                     };
-                    if len <= TRACKED {
-                        // Only the occupied slots, oldest first.
-                        r.occupied_range(lo, hb, occ, &mut fold);
-                    } else {
-                        r.range(lo, hb).for_each(fold);
-                    }
+                    // Only the occupied slots, oldest first.
+                    r.occupied_range(lo, hb, occ, fold);
                 }
                 if let (Some(x), Some(i)) = (v, r.get(eb)) {
                     let v32 = x as f32;
-                    let first = view::<u32>(w, n, len)[i] == 0;
-                    let mn = &mut view_mut::<f32>(w, min, len)[i];
+                    let first = view::<u32>(rw, 0, len)[i] == 0;
+                    let mn = &mut view_mut::<f32>(rw, min, len)[i];
                     *mn = if first { v32 } else { mn.min(v32) };
-                    let mx = &mut view_mut::<f32>(w, max, len)[i];
+                    let mx = &mut view_mut::<f32>(rw, max, len)[i];
                     *mx = if first { v32 } else { mx.max(v32) };
-                    let c = &mut view_mut::<u32>(w, n, len)[i];
+                    let c = &mut view_mut::<u32>(rw, 0, len)[i];
                     *c = c.saturating_add(1);
                     if let Some((sum, sumsq)) = cols {
-                        let s = &mut view_mut::<f64>(w, sum, len)[i];
+                        let s = &mut view_mut::<f64>(rw, sum, len)[i];
                         *s += x;
-                        let q = &mut view_mut::<f64>(w, sumsq, len)[i];
+                        let q = &mut view_mut::<f64>(rw, sumsq, len)[i];
                         *q += x * x;
                     }
-                    occupy(&mut occ, len, i);
+                    occupy(occ, i);
                 }
-                w[hot + 1] = occ;
-                last(w, hot, v, te, &mut out);
+                last(hw, hot, v, te, &mut out);
             }
             GLayout::Last { hot } => last(w, hot, v, te, &mut out),
             GLayout::Distinct { hot, at, spill } => {
                 self.distinct(hot, at, spill, spec, hb, eb, input, add, &mut out)
             }
-            GLayout::Label { hot, ring, len } => {
+            GLayout::Label {
+                ring, occ: oa, len, ..
+            } => {
                 let r = RingAt { head, len, q };
-                let mut occ = w[hot];
-                let bs = &mut w[ring..ring + len];
-                vacate(&mut occ, r, hb, |i, _| bs[i] = 0);
+                let (_, rw, occ) = parts(w, ring, oa, len);
+                let bs = &mut rw[..len];
+                vacate(occ, r, hb, |i, _| bs[i] = 0);
                 let r = RingAt { head: hb, len, q };
                 let top = hb - spec.delay_b;
                 let fold = |i: usize| {
                     out.txns += (bs[i] as u32) as f64;
                     out.frauds += ((bs[i] >> 32) as u32) as f64;
                 };
-                if len <= TRACKED {
-                    r.occupied_range(top - spec.window_b, top, occ, fold);
-                } else {
-                    r.range(top - spec.window_b, top).for_each(fold);
-                }
+                r.occupied_range(top - spec.window_b, top, occ, fold);
                 if add && input.pass {
                     if let Some(i) = r.get(eb) {
                         let t = (bs[i] as u32).saturating_add(1);
                         bs[i] = (bs[i] & !0xffff_ffff) | t as u64;
-                        occupy(&mut occ, len, i);
+                        occupy(occ, i);
                     }
                 }
-                w[hot] = occ;
             }
         }
         out

@@ -399,13 +399,17 @@ mod tests {
                 spec(Kind::Distinct, w * 3, b, 0, 2, Cols::Count),
                 spec(Kind::Label, w, b, (next() % 5) as i64, 0, Cols::Count),
                 spec(Kind::Stats, w / 2, 1, 0, 0, Cols::Sum),
-                // Rings past 64 buckets keep no occupancy word.
+                // Rings past 64 buckets keep their occupancy bits after the rings.
                 spec(Kind::Stats, w / 4, 70, 0, 0, Cols::Sum),
                 spec(Kind::Stats, w / 4, 66 + b, 0, 0, Cols::Full),
                 spec(Kind::Stats, w / 5, 64, 0, 0, Cols::Count),
                 spec(Kind::Label, w / 4, 60, 10, 0, Cols::Count),
                 spec(Kind::Stats, w, b + 1, 0, 0, Cols::MinMax),
                 spec(Kind::Stats, w / 4, 70, 0, 0, Cols::MinMax),
+                // Several words of occupancy: steps across words, runs that wrap.
+                spec(Kind::Stats, w / 8, 130 + b, 0, 0, Cols::Count),
+                spec(Kind::Stats, w / 8, 190, 0, 0, Cols::Full),
+                spec(Kind::Label, w / 8, 100, 40 + b, 0, Cols::Count),
             ];
             let layout = Layout::of_specs(&specs);
             let mut words = vec![0u64; layout.words];
@@ -493,7 +497,7 @@ mod tests {
                 if next() % 3 == 0 {
                     let at = seen[(next() % seen.len() as u64) as usize];
                     let delta = if next() % 4 == 0 { -1 } else { 1 };
-                    for g in [6, specs.len() - 1] {
+                    for g in [6, 11, specs.len() - 1] {
                         let eb = specs[g].bucket(at);
                         assert_eq!(
                             rec.label(&layout.groups[g], &Divs::of(&specs[g]), eb, delta),

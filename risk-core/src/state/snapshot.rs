@@ -1,10 +1,13 @@
 //! Snapshot to disk and restore on start.
 //!
-//! File: `RSKSTAT5` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
+//! File: `RSKSTAT7` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's source, record words
 //! as laid out by [`super::layout`] in the machine's byte order, and its spill: distinct
-//! sets and exact windows' events). Snapshots of the version before exact windows
-//! (`RSKSTAT3` / sealed `RSKSTAT4`: a spill of distinct sets only) are read and migrated.
+//! sets and exact windows' events). Snapshots of the versions before rings longer than
+//! 64 buckets kept occupancy bits (`RSKSTAT5` / sealed `RSKSTAT6`) are read and their
+//! records migrated ([`Layout::migrate_long_occ`](super::layout::Layout::migrate_long_occ));
+//! so are those of the version before exact windows (`RSKSTAT3` / sealed `RSKSTAT4`: a
+//! spill of distinct sets only).
 //! Snapshots of the earlier store (`RSKSTAT1` / `RSKSTAT2`: a table per group) are
 //! refused by name: start without them (the state refills from traffic).
 //! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
@@ -12,7 +15,7 @@
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
-//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT6`,
+//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT8`,
 //! payload = key id (4 bytes, [`Pseudonymiser::key_id`](crate::pseudo::Pseudonymiser::key_id))
 //! | nonce (12 random bytes) | ChaCha20-Poly1305 of the postcard bytes, under a key derived
 //! from the `[privacy] key`, with the header's magic and fingerprint as associated data. A
@@ -23,9 +26,11 @@ use super::{StateEngine, StateError};
 use crate::hash::Fnv;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RSKSTAT5";
+const MAGIC: &[u8; 8] = b"RSKSTAT7";
 /// A sealed snapshot (`[privacy] key` set).
-const SEALED: &[u8; 8] = b"RSKSTAT6";
+const SEALED: &[u8; 8] = b"RSKSTAT8";
+/// The versions before long rings' occupancy bits (plain, sealed): read, records migrated.
+const FORMAT_5: [&[u8; 8]; 2] = [b"RSKSTAT5", b"RSKSTAT6"];
 /// The version before exact windows (plain, sealed): read, spills migrated.
 const FORMAT_3: [&[u8; 8]; 2] = [b"RSKSTAT3", b"RSKSTAT4"];
 /// One key of a format-3 snapshot: its spill held distinct sets only.
@@ -159,13 +164,21 @@ impl StateEngine {
                 "a snapshot of the earlier state store (format 1), which this version cannot read: start without it (move the file away); the state refills from traffic".into(),
             ));
         }
-        let known = [MAGIC, SEALED, FORMAT_3[0], FORMAT_3[1]];
+        let known = [
+            MAGIC,
+            SEALED,
+            FORMAT_5[0],
+            FORMAT_5[1],
+            FORMAT_3[0],
+            FORMAT_3[1],
+        ];
         if bytes.len() < HEADER || !known.iter().any(|m| &bytes[..8] == *m) {
             return Err(bad("not a state snapshot (bad magic or too short)".into()));
         }
         let magic: &[u8; 8] = bytes[..8].try_into().expect("8 bytes");
-        let sealed = magic == SEALED || magic == FORMAT_3[1];
+        let sealed = [SEALED, FORMAT_5[1], FORMAT_3[1]].contains(&magic);
         let old = FORMAT_3.contains(&magic);
+        let before_occ = old || FORMAT_5.contains(&magic);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         if word(8) != self.fingerprint() {
             return Err(bad(
@@ -220,7 +233,7 @@ impl StateEngine {
             }
         };
         let decoding = |e: postcard::Error| bad(format!("decoding: {e}"));
-        let items: Vec<SnapKey> = if old {
+        let mut items: Vec<SnapKey> = if old {
             let v: Vec<SnapKey3> = postcard::from_bytes(payload).map_err(decoding)?;
             v.into_iter()
                 .map(|(s, w, d)| {
@@ -236,6 +249,9 @@ impl StateEngine {
         };
         // Each key's record must have the layout of its source's groups now.
         let mem = self.mem_or_refuse(path)?;
+        if before_occ {
+            items.iter_mut().for_each(|item| mem.migrate_long_occ(item));
+        }
         for item in &items {
             mem.check(&self.plan, item).map_err(bad)?;
         }
@@ -248,6 +264,7 @@ impl StateEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::layout::Layout;
     use crate::state::{Agg, FeatureDef, KeySource, StateConfig};
     use crate::txn::Transaction;
     use std::sync::Arc;
@@ -329,5 +346,99 @@ mod tests {
         a.sort_by_key(|k| k.1[0]);
         b.sort_by_key(|k| k.1[0]);
         assert_eq!(a, b);
+    }
+
+    /// Writes `items` as a plain snapshot of format `magic` for `st`'s definitions.
+    fn write_old(st: &StateEngine, magic: &[u8; 8], payload: &[u8], path: &Path) {
+        let mut bytes = magic.to_vec();
+        bytes.extend_from_slice(&st.fingerprint().to_le_bytes());
+        bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        bytes.extend_from_slice(payload);
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    /// A snapshot of the versions before rings longer than 64 buckets kept occupancy
+    /// bits (`RSKSTAT5`: records without those words) restores, and the engine that
+    /// restored it computes what the engine that wrote it computes, bit for bit.
+    #[test]
+    fn a_format_5_snapshot_gets_the_long_rings_occupancy() {
+        use std::time::Duration;
+        let day = Duration::from_secs(86_400);
+        let cfg = StateConfig {
+            features: vec![
+                FeatureDef::new("n30", KeySource::Entity, Agg::Count).window(day * 30, 720),
+                FeatureDef::new("s30", KeySource::Entity, Agg::Sum).window(day * 30, 720),
+                FeatureDef::new("max7", KeySource::Entity, Agg::Max).window(day * 7, 168),
+                FeatureDef::new("n1h", KeySource::Entity, Agg::Count)
+                    .window(Duration::from_secs(3_600), 12),
+            ],
+            ..StateConfig::default()
+        };
+        let schema = cfg
+            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
+            .build()
+            .unwrap();
+        let clock = crate::clock::ManualClock::new();
+        clock.set_unix_origin_ms(i64::MAX / 4);
+        let mk = || StateEngine::new(cfg.clone(), Arc::clone(&schema), clock.clone()).unwrap();
+        let txn = |i: u64| {
+            // Five cards, one every ~11 hours each, amounts that need every bit of a sum.
+            Transaction::builder(&schema)
+                .id(i + 1)
+                .entity(1 + i % 5)
+                .timestamp_ms(1_767_571_200_000 + (i * 7_919_000 + i % 7 * 3_600_000) as i64)
+                .amount((i % 97) as f64 / 7.0 + 0.25, "USD")
+                .build()
+                .unwrap()
+        };
+        let wrote = mk();
+        for i in 0..300 {
+            wrote.apply(&mut txn(i));
+        }
+        let layout = Layout::of(&wrote.plan, &wrote.seqs, 0);
+        let (at, n) = layout.long_occ;
+        assert_eq!(n, 12 + 3, "720 buckets and 168: 12 and 3 words");
+        let now = wrote.mem().unwrap().dump();
+        let old: Vec<SnapKey> = now
+            .iter()
+            .map(|(s, w, sp)| {
+                let mut w = w.clone();
+                w.drain(at..at + n);
+                (*s, w, sp.clone())
+            })
+            .collect();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v5.snap");
+        write_old(
+            &wrote,
+            b"RSKSTAT5",
+            &postcard::to_allocvec(&old).unwrap(),
+            &path,
+        );
+        let restored = mk();
+        assert_eq!(restored.restore(&path).unwrap(), now.len());
+        for i in 300..700 {
+            let (mut a, mut b) = (txn(i), txn(i));
+            wrote.apply(&mut a);
+            restored.apply(&mut b);
+            let bits = |t: &Transaction| -> Vec<u32> {
+                t.features.values().iter().map(|v| v.to_bits()).collect()
+            };
+            assert_eq!(bits(&a), bits(&b), "transaction {i}");
+        }
+        // A record of neither length is refused.
+        let torn: Vec<SnapKey> = old
+            .iter()
+            .map(|(s, w, sp)| (*s, w[..w.len() - 1].to_vec(), sp.clone()))
+            .collect();
+        write_old(
+            &wrote,
+            b"RSKSTAT5",
+            &postcard::to_allocvec(&torn).unwrap(),
+            &path,
+        );
+        let err = mk().restore(&path).unwrap_err().to_string();
+        assert!(err.contains("words where the definitions lay out"), "{err}");
     }
 }
