@@ -116,6 +116,18 @@ impl MemStore {
         Self { sources }
     }
 
+    /// Starts bringing in the index lines of `keys` (by source; 0: none): the first
+    /// thing a decision's state stage does, so that the lines arrive while it checks its
+    /// lists and builds its request.
+    #[inline]
+    pub fn prefetch_keys(&self, keys: &[u64; MAX_SOURCES]) {
+        for (src, &k) in self.sources.iter().zip(keys) {
+            if k != 0 {
+                src.slab.prefetch_set(k);
+            }
+        }
+    }
+
     /// Reads every group before the event and enters the event (groups without an
     /// outcome filter); `read(group, what it held)` is called as each group is read (no
     /// array of every group's read: filling and zeroing one measured more than reading).
@@ -129,13 +141,9 @@ impl MemStore {
     ) -> Applied {
         let mut a = Applied::new(req.ts);
         let srcs = &self.sources;
-        // Every key's index line first, then every record, then the arithmetic: the
-        // misses of a decision's keys overlap instead of following one another.
-        for (s, src) in srcs.iter().enumerate() {
-            if req.keys[s] != 0 {
-                src.slab.prefetch_set(req.keys[s]);
-            }
-        }
+        // Every key's index line first (`prefetch_keys`, before the request was built),
+        // then every record, then the arithmetic: the misses of a decision's keys overlap
+        // instead of following one another.
         // Every key's set locked (in source order) and the record its tag points at on
         // its way, with the buckets this event writes (at its own time: right unless it
         // is late), before any key is compared: the record misses of a decision's keys
