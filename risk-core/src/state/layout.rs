@@ -475,7 +475,7 @@ impl RingAt {
         let len = self.len;
         let first = lo.max(self.head.saturating_sub(len as i64 - 1));
         let last = hi.min(self.head);
-        if self.head == i64::MIN || last < first {
+        if self.head == i64::MIN || last < first || occ.len() == 1 && occ[0] == 0 {
             return;
         }
         let n = (last - first + 1) as usize;
@@ -486,24 +486,12 @@ impl RingAt {
     }
 }
 
-/// The words of slots `lo .. hi` of an occupancy bitmap and the mask of those slots in
-/// each.
-#[inline]
-fn masks(lo: usize, hi: usize) -> impl Iterator<Item = (usize, u64)> {
-    let words = if lo < hi {
-        lo / 64..(hi - 1) / 64 + 1
-    } else {
-        0..0
-    };
-    words.map(move |j| {
-        let from = if j == lo / 64 { lo % 64 } else { 0 };
-        let to = if j == (hi - 1) / 64 {
-            (hi - 1) % 64 + 1
-        } else {
-            64
-        };
-        (j, (u64::MAX >> (64 - (to - from))) << from)
-    })
+/// The bits of slots `lo .. hi` within word `j` (slots `64 j ..`), `lo < hi`.
+#[inline(always)]
+fn mask_in(j: usize, lo: usize, hi: usize) -> u64 {
+    let from = lo.max(j * 64) - j * 64;
+    let to = hi.min(j * 64 + 64) - j * 64;
+    (u64::MAX >> (64 - (to - from))) << from
 }
 
 /// Calls `each` for the set bits of `m`, lowest first, as slots of word `j`.
@@ -518,17 +506,21 @@ fn each_bit(j: usize, mut m: u64, each: &mut impl FnMut(usize)) {
 /// Calls `each` for the set bits of slots `lo .. hi` of `occ`, in slot order.
 #[inline]
 pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
-    for (j, mask) in masks(lo, hi) {
-        each_bit(j, occ[j] & mask, each);
+    if lo < hi {
+        for j in lo / 64..=(hi - 1) / 64 {
+            each_bit(j, occ[j] & mask_in(j, lo, hi), each);
+        }
     }
 }
 
 /// [`bits_in`], clearing each bit it passes.
 #[inline]
 pub(crate) fn take_bits(occ: &mut [u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
-    for (j, mask) in masks(lo, hi) {
-        let m = occ[j] & mask;
-        occ[j] &= !m;
-        each_bit(j, m, each);
+    if lo < hi {
+        for j in lo / 64..=(hi - 1) / 64 {
+            let m = occ[j] & mask_in(j, lo, hi);
+            occ[j] &= !m;
+            each_bit(j, m, each);
+        }
     }
 }

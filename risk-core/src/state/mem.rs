@@ -116,12 +116,13 @@ impl MemStore {
         Self { sources }
     }
 
-    /// Starts bringing in the index lines of `keys` (by source; 0: none): the first
-    /// thing a decision's state stage does, so that the lines arrive while it checks its
-    /// lists and builds its request.
+    /// Starts bringing in the index lines of `txn`'s keys: the first thing a
+    /// decision's state stage does, so that the lines arrive while it checks its lists
+    /// and builds its request.
     #[inline]
-    pub fn prefetch_keys(&self, keys: &[u64; MAX_SOURCES]) {
-        for (src, &k) in self.sources.iter().zip(keys) {
+    pub fn prefetch_keys(&self, plan: &Plan, txn: &crate::txn::Transaction) {
+        for (src, key) in self.sources.iter().zip(&plan.sources) {
+            let k = key.value(txn);
             if k != 0 {
                 src.slab.prefetch_set(k);
             }

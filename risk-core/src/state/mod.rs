@@ -321,9 +321,8 @@ impl StateEngine {
     #[inline]
     pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> StateOutcome {
         use plan::MAX_LISTS;
-        let keys = self.plan.keys(txn);
         if let Store::Mem(m) = &self.store {
-            m.prefetch_keys(&keys);
+            m.prefetch_keys(&self.plan, txn);
         }
         let mut hits = [f32::NAN; MAX_LISTS];
         for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
@@ -354,7 +353,7 @@ impl StateEngine {
                 self.counters.no_time.fetch_add(1, Relaxed);
                 self.clear(txn);
             } else {
-                res = match self.update(txn, now_ms, keys) {
+                res = match self.update(txn, now_ms) {
                     Ok(ticket) => StateOutcome {
                         status: StateStatus::Fresh,
                         lists_stale,
@@ -391,11 +390,10 @@ impl StateEngine {
         &self,
         txn: &mut Transaction,
         now_ms: i64,
-        keys: [u64; plan::MAX_SOURCES],
     ) -> Result<Option<Box<Ticket>>, StateFault> {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
-        let req = self.plan.request_keyed(txn, ts, keys);
+        let req = self.plan.request(txn, ts);
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
         let plan = &self.plan;
         #[cfg(feature = "redis")]

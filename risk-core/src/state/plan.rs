@@ -489,25 +489,17 @@ impl Plan {
         self.groups.iter().any(|g| g.outcome != 0)
     }
 
-    /// The keys of `txn`, by source (0: none).
+    /// The request for `txn` at bounded event time `ts`.
     #[inline]
-    pub fn keys(&self, txn: &Transaction) -> [u64; MAX_SOURCES] {
-        let mut keys = [0; MAX_SOURCES];
-        for (k, src) in keys.iter_mut().zip(&self.sources) {
-            *k = src.value(txn);
-        }
-        keys
-    }
-
-    /// The request for `txn` at bounded event time `ts`, its keys already taken
-    /// ([`keys`](Self::keys)).
-    #[inline]
-    pub fn request_keyed(&self, txn: &Transaction, ts: i64, keys: [u64; MAX_SOURCES]) -> Request {
+    pub fn request(&self, txn: &Transaction, ts: i64) -> Request {
         let mut r = Request {
             ts,
-            keys,
+            keys: [0; MAX_SOURCES],
             inputs: [GroupInput::default(); MAX_GROUPS],
         };
+        for (i, k) in self.sources.iter().enumerate() {
+            r.keys[i] = k.value(txn);
+        }
         for (g, inp) in self.groups.iter().zip(r.inputs.iter_mut()) {
             if !g.filters.iter().all(|f| f.pass(txn)) {
                 continue;

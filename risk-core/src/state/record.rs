@@ -63,7 +63,10 @@ fn vacate(occ: &mut [u64], r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool
         }
         Advance::Step { from, to } => {
             // Buckets `from ..= to` (fewer than the ring's length): at most two runs.
-            let n = (to - from + 1).max(0) as usize;
+            if to < from {
+                return false; // the same bucket
+            }
+            let n = (to - from + 1) as usize;
             let start = r.idx(from);
             let a = n.min(r.len - start);
             take_bits(occ, start, start + a, &mut |i| leave(i, false));
