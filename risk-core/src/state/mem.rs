@@ -8,7 +8,7 @@ use super::exact::Win;
 use super::group::GroupRead;
 use super::layout::{Divs, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
-use super::record::Spilled;
+use super::record::{fresh_read, Spilled};
 use super::seq_plan::SeqPlans;
 use super::slab::{Found, Probe, Slab};
 use crate::decision::Action;
@@ -120,7 +120,7 @@ impl MemStore {
     /// decision's state stage does, so that the lines arrive while it checks its lists
     /// and builds its request.
     #[inline]
-    pub fn prefetch_keys(&self, plan: &Plan, txn: &crate::txn::Transaction) {
+    pub fn prefetch_keys(&self, plan: &Plan, txn: &Transaction) {
         for (src, key) in self.sources.iter().zip(&plan.sources) {
             let k = key.value(txn);
             if k != 0 {
@@ -197,23 +197,23 @@ impl MemStore {
                 let hb = d.bucket(clock);
                 let eb = if te == clock { hb } else { d.bucket(te) };
                 let head = if old == clock { hb } else { d.head(old) };
-                let mut r = rec.read_add(
-                    gl,
-                    &grp.spec,
-                    d,
-                    head,
-                    hb,
-                    eb,
-                    te,
-                    &req.inputs[g],
-                    grp.outcome == 0,
-                );
-                if let Some(at) = *log {
-                    let keep = Win::of(&grp.spec).keep_after(clock, lateness_ms);
-                    let add = grp.outcome == 0;
-                    if !rec.exact(at, &grp.spec, te, keep, &req.inputs[g], add, &mut r) {
-                        a.fallback += 1;
-                    }
+                let (inp, add) = (&req.inputs[g], grp.outcome == 0);
+                let Some(at) = *log else {
+                    let r = rec.read_add(gl, &grp.spec, d, head, hb, eb, te, inp, add);
+                    read(g, &r);
+                    continue;
+                };
+                // An exact window: its log answers; its ring only when the log cannot.
+                let spec = &grp.spec;
+                rec.ring_advance(gl, d, head, hb);
+                let keep = Win::of(spec).keep_after(clock, lateness_ms);
+                let mut r = fresh_read();
+                if !rec.exact(at, spec, te, keep, inp, add, &mut r) {
+                    a.fallback += 1;
+                    rec.ring_fold(gl, spec, d, hb, &mut r);
+                }
+                if add && inp.pass {
+                    rec.ring_enter(gl, d, hb, eb, inp.value);
                 }
                 read(g, &r);
             }
@@ -244,12 +244,16 @@ impl MemStore {
             let groups = src.layout.groups.iter().zip(&src.divs);
             for (((gl, d), &g), log) in groups.zip(gs_of).zip(&src.layout.log_of) {
                 if plan.outcome_passes(g, action) {
+                    let hb = d.head(clock);
                     if let Some(at) = *log {
                         let spec = &plan.groups[g].spec;
                         let keep = Win::of(spec).keep_after(clock, lateness_ms);
                         rec.exact_add(at, spec, te, keep, &req.inputs[g]);
+                        if req.inputs[g].pass {
+                            rec.ring_enter(gl, d, hb, d.bucket(te), req.inputs[g].value);
+                        }
+                        continue;
                     }
-                    let hb = d.head(clock);
                     rec.read_add(
                         gl,
                         &plan.groups[g].spec,

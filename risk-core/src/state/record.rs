@@ -29,13 +29,13 @@ pub(crate) const NO_TIME: i64 = i64::MIN;
 const SPILLED: u64 = 1 << 63;
 
 #[inline]
-fn view<T: Pod>(w: &[u64], at: usize, len: usize) -> &[T] {
+pub(super) fn view<T: Pod>(w: &[u64], at: usize, len: usize) -> &[T] {
     let words = (len * std::mem::size_of::<T>()).div_ceil(8);
     &bytemuck::cast_slice(&w[at..at + words])[..len]
 }
 
 #[inline]
-fn view_mut<T: Pod>(w: &mut [u64], at: usize, len: usize) -> &mut [T] {
+pub(super) fn view_mut<T: Pod>(w: &mut [u64], at: usize, len: usize) -> &mut [T] {
     let words = (len * std::mem::size_of::<T>()).div_ceil(8);
     &mut bytemuck::cast_slice_mut(&mut w[at..at + words])[..len]
 }
@@ -47,7 +47,7 @@ fn f64_at(w: &[u64], at: usize) -> f64 {
 
 /// Marks slot `i` as holding events.
 #[inline]
-fn occupy(occ: &mut [u64], i: usize) {
+pub(super) fn occupy(occ: &mut [u64], i: usize) {
     occ[i / 64] |= 1 << (i % 64);
 }
 
@@ -55,7 +55,12 @@ fn occupy(occ: &mut [u64], i: usize) {
 /// one that holds events (in bucket order when stepping; `all`: every bucket leaves,
 /// the window's totals restart), clearing its bit. Returns `all`.
 #[inline]
-fn vacate(occ: &mut [u64], r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool)) -> bool {
+pub(super) fn vacate(
+    occ: &mut [u64],
+    r: RingAt,
+    hb: i64,
+    mut leave: impl FnMut(usize, bool),
+) -> bool {
     match r.advance(hb) {
         Advance::All => {
             take_bits(occ, 0, r.len, &mut |i| leave(i, true));
@@ -79,7 +84,7 @@ fn vacate(occ: &mut [u64], r: RingAt, hb: i64, mut leave: impl FnMut(usize, bool
 /// A record split for one group: the words before its ring (its hot words among them),
 /// its ring's words onwards (up to the long rings' occupancy), and its occupancy bits.
 #[inline]
-fn parts(
+pub(super) fn parts(
     w: &mut [u64],
     ring: usize,
     occ: usize,
@@ -105,7 +110,7 @@ pub(crate) struct Rec<'a> {
 
 /// A fresh read (min / max missing until a bucket has a value).
 #[inline]
-fn fresh_read() -> GroupRead {
+pub(super) fn fresh_read() -> GroupRead {
     GroupRead {
         min: f64::NAN,
         max: f64::NAN,
@@ -444,7 +449,7 @@ impl Rec<'_> {
     /// A label for a transaction at bucket `eb` of label group `gl`: `delta` = +1
     /// (fraud) or -1 (retracted). False when the bucket has left the ring.
     pub fn label(&mut self, gl: &GLayout, divs: &Divs, eb: i64, delta: i32) -> bool {
-        let GLayout::Label { ring, len, .. } = *gl else {
+        let GLayout::Label { ring, occ, len, .. } = *gl else {
             return false;
         };
         let head = divs.head(self.clock());
@@ -452,6 +457,11 @@ impl Rec<'_> {
         let Some(i) = (RingAt { head, len, q }).get(eb) else {
             return false;
         };
+        if self.w[occ + i / 64] >> (i % 64) & 1 == 0 {
+            // No transaction in that bucket (an exact group's ring may keep stale
+            // words there).
+            return true;
+        }
         let b = &mut self.w[ring + i];
         let txns = *b as u32;
         let frauds = ((*b >> 32) as u32).saturating_add_signed(delta).min(txns);
