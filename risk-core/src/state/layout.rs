@@ -507,8 +507,9 @@ fn each_bit(j: usize, mut m: u64, each: &mut impl FnMut(usize)) {
 #[inline]
 pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
     if lo < hi {
-        for j in lo / 64..=(hi - 1) / 64 {
-            each_bit(j, occ[j] & mask_in(j, lo, hi), each);
+        let words = occ.iter().enumerate().take((hi - 1) / 64 + 1);
+        for (j, &o) in words.skip(lo / 64) {
+            each_bit(j, o & mask_in(j, lo, hi), each);
         }
     }
 }
@@ -517,9 +518,10 @@ pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(u
 #[inline]
 pub(crate) fn take_bits(occ: &mut [u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
     if lo < hi {
-        for j in lo / 64..=(hi - 1) / 64 {
-            let m = occ[j] & mask_in(j, lo, hi);
-            occ[j] &= !m;
+        let words = occ.iter_mut().enumerate().take((hi - 1) / 64 + 1);
+        for (j, o) in words.skip(lo / 64) {
+            let m = *o & mask_in(j, lo, hi);
+            *o &= !m;
             each_bit(j, m, each);
         }
     }
