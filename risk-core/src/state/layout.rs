@@ -507,9 +507,9 @@ fn each_bit(j: usize, mut m: u64, each: &mut impl FnMut(usize)) {
 #[inline]
 pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
     if lo < hi {
-        let words = occ.iter().enumerate().take((hi - 1) / 64 + 1);
-        for (j, &o) in words.skip(lo / 64) {
-            each_bit(j, o & mask_in(j, lo, hi), each);
+        let first = lo / 64;
+        for (k, &o) in occ[first..=(hi - 1) / 64].iter().enumerate() {
+            each_bit(first + k, o & mask_in(first + k, lo, hi), each);
         }
     }
 }
@@ -518,11 +518,11 @@ pub(crate) fn bits_in(occ: &[u64], lo: usize, hi: usize, each: &mut impl FnMut(u
 #[inline]
 pub(crate) fn take_bits(occ: &mut [u64], lo: usize, hi: usize, each: &mut impl FnMut(usize)) {
     if lo < hi {
-        let words = occ.iter_mut().enumerate().take((hi - 1) / 64 + 1);
-        for (j, o) in words.skip(lo / 64) {
-            let m = *o & mask_in(j, lo, hi);
+        let first = lo / 64;
+        for (k, o) in occ[first..=(hi - 1) / 64].iter_mut().enumerate() {
+            let m = *o & mask_in(first + k, lo, hi);
             *o &= !m;
-            each_bit(j, m, each);
+            each_bit(first + k, m, each);
         }
     }
 }
