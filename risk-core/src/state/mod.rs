@@ -321,8 +321,10 @@ impl StateEngine {
     #[inline]
     pub(crate) fn fill(&self, txn: &mut Transaction, now_ms: i64) -> StateOutcome {
         use plan::MAX_LISTS;
-        if let Store::Mem(m) = &self.store {
-            m.prefetch_keys(&self.plan, txn);
+        match &self.store {
+            Store::Mem(m) => m.prefetch_keys(&self.plan, txn),
+            #[cfg(feature = "redis")]
+            Store::Redis(_) => {}
         }
         let mut hits = [f32::NAN; MAX_LISTS];
         for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
