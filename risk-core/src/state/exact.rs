@@ -17,9 +17,13 @@
 //!
 //! Bounds: at most `max_events` per key and group. Past it the oldest event is dropped,
 //! and a read whose window may have held a dropped event falls back to the ring's
-//! bucketed value (counted in [`StateStats::exact_fallback`](super::StateStats)). Events
-//! older than every window still read (`W + D + max_lateness` behind the key's clock) are
-//! pruned as events arrive.
+//! bucketed value (counted in [`StateStats::exact_fallback`](super::StateStats)). The
+//! ring is kept only from a key's first dropped event on: until then it is neither
+//! advanced nor written (a 30-day ring of hourly buckets costs an event nothing), and
+//! the insert that drops the first event builds it from the log, label marks included.
+//! Events older than every window still read (`W + D + max_lateness` behind the key's
+//! clock) are pruned as events arrive; until the ring is kept, those of the oldest
+//! bucket it can fold stay, so that the ring built then holds them.
 
 use super::group::{GroupRead, GroupSpec};
 use serde::{Deserialize, Serialize};
@@ -186,12 +190,22 @@ impl EventLog {
     }
 
     /// Enters an event at `t` worth `v`, first pruning events at or before `keep` (in no
-    /// window a read can reach) and dropping the oldest when `max` are held.
-    pub fn insert(&mut self, win: Win, t: i64, v: f64, max: usize, keep: i64) {
+    /// window a read can reach) and dropping the oldest when `max` are held; returns
+    /// the event dropped for the bound, if one was.
+    pub fn insert(
+        &mut self,
+        win: Win,
+        t: i64,
+        v: f64,
+        max: usize,
+        keep: i64,
+    ) -> Option<(i64, f64)> {
         while self.ev.front().is_some_and(|x| x.0 <= keep) {
             self.pop_front();
         }
+        let mut left = None;
         if self.ev.len() >= max.max(1) {
+            left = self.ev.front().copied();
             if let Some(t0) = self.pop_front() {
                 self.dropped = self.dropped.max(t0);
             }
@@ -207,7 +221,7 @@ impl EventLog {
         // Where the event falls against the cursor's window (before it, inside, after).
         let (s, e) = win.bounds(self.at);
         if self.at == NO_TIME || t > e {
-            return;
+            return left;
         }
         if t <= s {
             self.lo += 1;
@@ -216,6 +230,19 @@ impl EventLog {
             self.hi += 1;
             self.enter(v);
         }
+        left
+    }
+
+    /// Whether an event was ever dropped for the bound: from then on some reads fall
+    /// back to the group's ring, which is kept only from that event on.
+    #[inline]
+    pub fn overflowed(&self) -> bool {
+        self.dropped != NO_TIME
+    }
+
+    /// The events held, `(time ms, value)` in time order.
+    pub fn events(&self) -> impl Iterator<Item = (i64, f64)> + '_ {
+        self.ev.iter().copied()
     }
 
     /// A label for the transaction at `t`: `delta` +1 marks one of its events

@@ -29,10 +29,11 @@ struct Source {
 }
 
 /// Asks the CPU for the words of `slot`'s record that an event at `ts` writes: each
-/// group's bucket of `ts`.
+/// group's bucket of `ts` (not an exact group's: its ring is kept only past its bound).
 #[inline]
 fn prefetch_writes(src: &Source, slot: u32, ts: i64) {
-    for (gl, d) in src.layout.groups.iter().zip(&src.divs) {
+    let groups = src.layout.groups.iter().zip(&src.divs);
+    for ((gl, d), _) in groups.zip(&src.layout.log_of).filter(|(_, l)| l.is_none()) {
         let i = d.len.rem(d.bucket(ts));
         Layout::slot_words(gl, i, |w| src.slab.prefetch_word(slot, w));
     }
@@ -203,17 +204,16 @@ impl MemStore {
                     read(g, &r);
                     continue;
                 };
-                // An exact window: its log answers; its ring only when the log cannot.
+                // An exact window: its log answers; its ring only when the log cannot
+                // (and only once the log has dropped an event is the ring kept).
                 let spec = &grp.spec;
-                rec.ring_advance(gl, d, head, hb);
+                if rec.ring_live(at) {
+                    rec.ring_advance(gl, d, head, hb);
+                }
                 let keep = Win::of(spec).keep_after(clock, lateness_ms);
                 let mut r = fresh_read();
-                if !rec.exact(at, spec, te, keep, inp, add, &mut r) {
+                if rec.exact(at, gl, spec, d, hb, te, keep, inp, add, &mut r) {
                     a.fallback += 1;
-                    rec.ring_fold(gl, spec, d, hb, &mut r);
-                }
-                if add && inp.pass {
-                    rec.ring_enter(gl, d, hb, eb, inp.value);
                 }
                 read(g, &r);
             }
@@ -248,10 +248,7 @@ impl MemStore {
                     if let Some(at) = *log {
                         let spec = &plan.groups[g].spec;
                         let keep = Win::of(spec).keep_after(clock, lateness_ms);
-                        rec.exact_add(at, spec, te, keep, &req.inputs[g]);
-                        if req.inputs[g].pass {
-                            rec.ring_enter(gl, d, hb, d.bucket(te), req.inputs[g].value);
-                        }
+                        rec.exact_add(at, gl, spec, d, hb, te, keep, &req.inputs[g]);
                         continue;
                     }
                     rec.read_add(
@@ -315,7 +312,10 @@ impl MemStore {
             .zip(&src.divs)
             .zip(&src.layout.log_of)
         {
-            let ring = rec.label(gl, d, d.bucket(te), delta);
+            // An exact group's ring takes labels once it is kept (it is built from the
+            // log, marks included, when the log first drops an event).
+            let live = log.is_none_or(|at| rec.ring_live(at));
+            let ring = rec.label(gl, d, d.bucket(te), if live { delta } else { 0 });
             let exact = log.is_some_and(|at| rec.exact_label(at, te, delta));
             if ring || exact {
                 applied += 1;

@@ -447,7 +447,8 @@ impl Rec<'_> {
     }
 
     /// A label for a transaction at bucket `eb` of label group `gl`: `delta` = +1
-    /// (fraud) or -1 (retracted). False when the bucket has left the ring.
+    /// (fraud), -1 (retracted) or 0 (nothing written: whether the bucket is in the
+    /// ring). False when the bucket has left the ring.
     pub fn label(&mut self, gl: &GLayout, divs: &Divs, eb: i64, delta: i32) -> bool {
         let GLayout::Label { ring, occ, len, .. } = *gl else {
             return false;
@@ -457,7 +458,7 @@ impl Rec<'_> {
         let Some(i) = (RingAt { head, len, q }).get(eb) else {
             return false;
         };
-        if self.w[occ + i / 64] >> (i % 64) & 1 == 0 {
+        if delta == 0 || self.w[occ + i / 64] >> (i % 64) & 1 == 0 {
             // No transaction in that bucket (an exact group's ring may keep stale
             // words there).
             return true;

@@ -71,6 +71,21 @@ pub struct SnapshotInfo {
 /// The definitions' fingerprint: a snapshot (or a Redis key prefix) of other
 /// definitions is never read as this one's.
 pub(super) fn fingerprint(plan: &super::plan::Plan, seqs: &super::seq_plan::SeqPlans) -> u64 {
+    let legacy = fingerprint_kept_rings(plan, seqs);
+    if plan.groups.iter().any(|g| g.spec.max_events > 0) {
+        // Exact windows' rings are kept from a key's first dropped event on (2026-12-07):
+        // a version that kept them all along must not read them as its own. This
+        // version reads that version's snapshots (its rings were kept all along; one
+        // built later from such a key's log lacks what that version had pruned from
+        // it, at most the oldest bucket's events older than every window).
+        return Fnv::hash(format!("{legacy:016x}|exact ring: from the first drop").as_bytes());
+    }
+    legacy
+}
+
+/// The fingerprint before exact windows' rings were kept from the first drop (for
+/// definitions without exact windows, the fingerprint).
+fn fingerprint_kept_rings(plan: &super::plan::Plan, seqs: &super::seq_plan::SeqPlans) -> u64 {
     let specs: Vec<_> = plan
         .groups
         .iter()
@@ -180,7 +195,9 @@ impl StateEngine {
         let old = FORMAT_3.contains(&magic);
         let before_occ = old || FORMAT_5.contains(&magic);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        if word(8) != self.fingerprint() {
+        if word(8) != self.fingerprint()
+            && word(8) != fingerprint_kept_rings(&self.plan, &self.seqs)
+        {
             return Err(bad(
                 "written by other feature definitions (the fingerprint differs)".into(),
             ));
@@ -350,8 +367,13 @@ mod tests {
 
     /// Writes `items` as a plain snapshot of format `magic` for `st`'s definitions.
     fn write_old(st: &StateEngine, magic: &[u8; 8], payload: &[u8], path: &Path) {
+        write_as(st.fingerprint(), magic, payload, path)
+    }
+
+    /// Writes `items` as a plain snapshot of format `magic` with fingerprint `fp`.
+    fn write_as(fp: u64, magic: &[u8; 8], payload: &[u8], path: &Path) {
         let mut bytes = magic.to_vec();
-        bytes.extend_from_slice(&st.fingerprint().to_le_bytes());
+        bytes.extend_from_slice(&fp.to_le_bytes());
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         bytes.extend_from_slice(payload);
@@ -440,5 +462,78 @@ mod tests {
         );
         let err = mk().restore(&path).unwrap_err().to_string();
         assert!(err.contains("words where the definitions lay out"), "{err}");
+    }
+
+    /// Definitions with exact windows fingerprint otherwise since their rings are kept
+    /// from a key's first dropped event on (the version that kept them all along
+    /// refuses this version's snapshots); this version reads that version's (its
+    /// fingerprint); definitions without exact windows fingerprint as before.
+    #[test]
+    fn snapshots_of_the_version_that_kept_every_exact_ring_are_read() {
+        use std::time::Duration;
+        let hour = Duration::from_secs(3_600);
+        let def = |n: &str, agg| FeatureDef::new(n, KeySource::Entity, agg).window(hour, 12);
+        let cfg = StateConfig {
+            features: vec![def("n", Agg::Count).exact(4), def("s", Agg::Sum).exact(64)],
+            ..StateConfig::default()
+        };
+        let schema = cfg
+            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
+            .build()
+            .unwrap();
+        let clock = crate::clock::ManualClock::new();
+        clock.set_unix_origin_ms(i64::MAX / 4);
+        let mk = |cfg: &StateConfig| {
+            StateEngine::new(cfg.clone(), Arc::clone(&schema), clock.clone()).unwrap()
+        };
+        let txn = |i: u64| {
+            Transaction::builder(&schema)
+                .id(i + 1)
+                .entity(1 + i % 3)
+                .timestamp_ms(1_767_571_200_000 + i as i64 * 90_000)
+                .amount((i % 13) as f64 + 0.5, "USD")
+                .build()
+                .unwrap()
+        };
+        let wrote = mk(&cfg);
+        for i in 0..300 {
+            wrote.apply(&mut txn(i));
+        }
+        let legacy = fingerprint_kept_rings(&wrote.plan, &wrote.seqs);
+        assert_ne!(wrote.fingerprint(), legacy);
+        let now = wrote.mem().unwrap().dump();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("kept.snap");
+        write_as(legacy, MAGIC, &postcard::to_allocvec(&now).unwrap(), &path);
+        let restored = mk(&cfg);
+        assert_eq!(restored.restore(&path).unwrap(), now.len());
+        for i in 300..500 {
+            let (mut a, mut b) = (txn(i), txn(i));
+            wrote.apply(&mut a);
+            restored.apply(&mut b);
+            let bits = |t: &Transaction| -> Vec<u32> {
+                t.features.values().iter().map(|v| v.to_bits()).collect()
+            };
+            assert_eq!(bits(&a), bits(&b), "transaction {i}");
+        }
+        assert!(
+            wrote.stats().exact_fallback > 0,
+            "the 4-event window overflows"
+        );
+        // Another fingerprint is still refused.
+        write_as(
+            legacy ^ 1,
+            MAGIC,
+            &postcard::to_allocvec(&now).unwrap(),
+            &path,
+        );
+        let err = mk(&cfg).restore(&path).unwrap_err().to_string();
+        assert!(err.contains("fingerprint differs"), "{err}");
+        let plain = StateConfig {
+            features: vec![def("n", Agg::Count), def("s", Agg::Sum)],
+            ..StateConfig::default()
+        };
+        let st = mk(&plain);
+        assert_eq!(st.fingerprint(), fingerprint_kept_rings(&st.plan, &st.seqs));
     }
 }

@@ -4,6 +4,7 @@
 mod engine;
 mod event_replay;
 mod exact;
+mod exact_ring;
 mod labels;
 mod list_journal;
 mod lists;
