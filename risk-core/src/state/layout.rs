@@ -36,18 +36,18 @@ pub(crate) const CLOCK: usize = 1;
 
 /// Where one group's state lies in a record (word offsets; `len` buckets per ring;
 /// `occ`: the ring's occupancy bits, [`occ_words`] words, the group's last hot word for
-/// rings of up to 64 buckets, after every ring for longer ones).
+/// rings of up to 64 buckets, after every ring for longer ones). In the layouts of
+/// [`Hot::WithLast`] a stats group's hot words start with its last event time, at `hot`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GLayout {
-    /// hot: last event time, window count, occupancy; ring: count (u32).
+    /// hot: window count, occupancy; ring: count (u32).
     Count {
         hot: usize,
         n: usize,
         occ: usize,
         len: usize,
     },
-    /// hot: last event time, window count, window sum, occupancy; ring: count (u32),
-    /// sum (f64).
+    /// hot: window count, window sum, occupancy; ring: count (u32), sum (f64).
     Sum {
         hot: usize,
         n: usize,
@@ -55,8 +55,8 @@ pub(crate) enum GLayout {
         occ: usize,
         len: usize,
     },
-    /// hot: last event time, occupancy; ring: count (u32), min, max (f32), and with
-    /// `sums` sum and sum of squares (f64; min / max groups keep none).
+    /// hot: occupancy; ring: count (u32), min, max (f32), and with `sums` sum and sum
+    /// of squares (f64; min / max groups keep none).
     Full {
         hot: usize,
         n: usize,
@@ -78,6 +78,17 @@ pub(crate) enum GLayout {
         occ: usize,
         len: usize,
     },
+}
+
+/// Whether a stats group (count, sum, full) keeps its last event time among its hot
+/// words. The layouts of the snapshots before `RSKSTAT9` did; nothing read it
+/// (`since_last` has a group of its own), so records now keep none: 8 bytes a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hot {
+    /// No last event time (records now).
+    Lean,
+    /// A last event time first (records of `RSKSTAT3` to `RSKSTAT8` snapshots).
+    WithLast,
 }
 
 /// Buckets whose occupancy fits the group's hot word.
@@ -128,18 +139,23 @@ impl SeqAt {
 }
 
 /// Words an array of `len` 4-byte values takes.
-fn half(len: usize) -> usize {
+pub(super) fn half(len: usize) -> usize {
     len.div_ceil(2)
 }
 
 impl Layout {
     /// The layout of source `s`'s records (its groups, then its sequences).
     pub fn of(plan: &Plan, seqs: &SeqPlans, s: usize) -> Self {
+        Self::of_hot(plan, seqs, s, Hot::Lean)
+    }
+
+    /// The layout of source `s`'s records with hot words `v`.
+    pub fn of_hot(plan: &Plan, seqs: &SeqPlans, s: usize, v: Hot) -> Self {
         let specs: Vec<GroupSpec> = plan.by_source[s]
             .iter()
             .map(|&g| plan.groups[g].spec)
             .collect();
-        let mut l = Self::of_specs(&specs);
+        let mut l = Self::of_specs_hot(&specs, v);
         for q in seqs.of(s) {
             let stored = q.stored.len();
             l.seqs.push(SeqAt {
@@ -154,15 +170,22 @@ impl Layout {
     }
 
     /// The layout of records holding groups of `specs`, in order.
+    #[cfg(test)]
     pub fn of_specs(specs: &[GroupSpec]) -> Self {
+        Self::of_specs_hot(specs, Hot::Lean)
+    }
+
+    /// The layout of records holding groups of `specs`, in order, with hot words `v`.
+    pub fn of_specs_hot(specs: &[GroupSpec], v: Hot) -> Self {
+        let last = (v == Hot::WithLast) as usize;
         let mut hot = 2;
         let mut hots = Vec::with_capacity(specs.len());
         for spec in specs {
             hots.push(hot);
             hot += match (spec.kind, spec.cols) {
-                (Kind::Stats, Cols::Count) => 3,
-                (Kind::Stats, Cols::Sum) => 4,
-                (Kind::Stats, Cols::Full | Cols::MinMax) => 2,
+                (Kind::Stats, Cols::Count) => 2 + last,
+                (Kind::Stats, Cols::Sum) => 3 + last,
+                (Kind::Stats, Cols::Full | Cols::MinMax) => 1 + last,
                 (Kind::Last, _) | (Kind::Distinct, _) | (Kind::Label, _) => 1,
             };
         }
@@ -182,14 +205,14 @@ impl Layout {
                     (Kind::Stats, Cols::Count) => GLayout::Count {
                         hot,
                         n: take(half(len)),
-                        occ: hot + 2,
+                        occ: hot + 1 + last,
                         len,
                     },
                     (Kind::Stats, Cols::Sum) => GLayout::Sum {
                         hot,
                         n: take(half(len)),
                         sum: take(len),
-                        occ: hot + 3,
+                        occ: hot + 2 + last,
                         len,
                     },
                     (Kind::Stats, c @ (Cols::Full | Cols::MinMax)) => GLayout::Full {
@@ -198,7 +221,7 @@ impl Layout {
                         min: take(half(len)),
                         max: take(half(len)),
                         sums: (c == Cols::Full).then(|| (take(len), take(len))),
-                        occ: hot + 1,
+                        occ: hot + last,
                         len,
                     },
                     (Kind::Last, _) => GLayout::Last { hot },
@@ -252,35 +275,6 @@ impl Layout {
             seqs: Vec::new(),
             long_occ,
         }
-    }
-
-    /// A record of the layout before the long rings' occupancy words (snapshots of
-    /// earlier versions) in this layout: those words inserted, every bucket marked as
-    /// possibly holding events (those versions cleared a bucket's columns when it left,
-    /// so an empty bucket folds as nothing).
-    pub fn migrate_long_occ(&self, old: &[u64]) -> Option<Vec<u64>> {
-        let (at, n) = self.long_occ;
-        if old.len() + n != self.words || old.len() < at {
-            return None;
-        }
-        let mut w = Vec::with_capacity(self.words);
-        w.extend_from_slice(&old[..at]);
-        w.resize(at + n, 0);
-        w.extend_from_slice(&old[at..]);
-        for g in &self.groups {
-            if let GLayout::Count { occ, len, .. }
-            | GLayout::Sum { occ, len, .. }
-            | GLayout::Full { occ, len, .. }
-            | GLayout::Label { occ, len, .. } = *g
-            {
-                if len > HOT_OCC {
-                    for i in 0..len {
-                        w[occ + i / 64] |= 1 << (i % 64);
-                    }
-                }
-            }
-        }
-        Some(w)
     }
 
     /// Words of the record's head (key, clock, every group's hot words): the part

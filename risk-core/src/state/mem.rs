@@ -6,7 +6,7 @@
 
 use super::exact::Win;
 use super::group::GroupRead;
-use super::layout::{Divs, Layout, KEY};
+use super::layout::{Divs, Hot, Layout, KEY};
 use super::plan::{Plan, Request, MAX_SOURCES};
 use super::record::{fresh_read, Spilled};
 use super::seq_plan::SeqPlans;
@@ -24,6 +24,9 @@ use crate::hash::KeyHasher;
 struct Source {
     slab: Slab,
     layout: Layout,
+    /// The layout of the same definitions in snapshots before `RSKSTAT9` (a last event
+    /// time per stats group), for their records.
+    legacy: Layout,
     /// The divisors of each group of the source (layout order).
     divs: Vec<Divs>,
 }
@@ -111,6 +114,7 @@ impl MemStore {
                         max_keys,
                     ),
                     layout,
+                    legacy: Layout::of_hot(plan, seqs, s, Hot::WithLast),
                 }
             })
             .collect();
@@ -350,13 +354,19 @@ impl MemStore {
     }
 
     /// A key of a snapshot written before rings longer than 64 buckets kept occupancy
-    /// bits, in this layout (as it was when its source has no such ring; a record of
-    /// another length is left for [`check`](Self::check) to refuse).
-    pub fn migrate_long_occ(&self, item: &mut SnapKey) {
+    /// bits (`long_occ`) or before stats groups dropped their last event time (every
+    /// version before `RSKSTAT9`), in this layout; a record of another length is left
+    /// for [`check`](Self::check) to refuse.
+    pub fn migrate(&self, item: &mut SnapKey, long_occ: bool) {
         let Some(src) = self.sources.get(item.0 as usize) else {
             return;
         };
-        if let Some(w) = src.layout.migrate_long_occ(&item.1) {
+        if long_occ {
+            if let Some(w) = src.legacy.migrate_long_occ(&item.1) {
+                item.1 = w;
+            }
+        }
+        if let Some(w) = src.layout.migrate_stats_last(&src.legacy, &item.1) {
             item.1 = w;
         }
     }

@@ -60,6 +60,7 @@ mod exact;
 mod group;
 mod labels;
 mod layout;
+mod layout_migrate;
 mod lists;
 pub(crate) mod mem;
 pub(crate) mod plan;

@@ -176,7 +176,7 @@ impl Rec<'_> {
                 len,
             } => {
                 let r = RingAt { head, len, q };
-                let mut tot = w[hot + 1] as u32;
+                let mut tot = w[hot] as u32;
                 let (hw, rw, occ) = parts(w, n, oa, len);
                 let ns = view_mut::<u32>(rw, 0, len);
                 let all = vacate(occ, r, hb, |i, all| {
@@ -195,8 +195,7 @@ impl Rec<'_> {
                     tot = tot.saturating_add(1);
                     occupy(occ, i);
                 }
-                hw[hot + 1] = tot as u64;
-                last(hw, hot, v, te, &mut out);
+                hw[hot] = tot as u64;
             }
             GLayout::Sum {
                 hot,
@@ -206,8 +205,8 @@ impl Rec<'_> {
                 len,
             } => {
                 let r = RingAt { head, len, q };
-                let mut tn = w[hot + 1] as u32;
-                let mut ts = f64_at(w, hot + 2);
+                let mut tn = w[hot] as u32;
+                let mut ts = f64_at(w, hot + 1);
                 let (hw, rw, occ) = parts(w, n, oa, len);
                 let (nw, sw) = rw.split_at_mut(sum - n);
                 let ns = view_mut::<u32>(nw, 0, len);
@@ -236,24 +235,23 @@ impl Rec<'_> {
                     ts += x;
                     occupy(occ, i);
                 }
-                hw[hot + 1] = tn as u64;
-                hw[hot + 2] = ts.to_bits();
-                last(hw, hot, v, te, &mut out);
+                hw[hot] = tn as u64;
+                hw[hot + 1] = ts.to_bits();
             }
             GLayout::Full {
-                hot,
                 n,
                 min,
                 max,
                 sums: cols,
                 occ: oa,
                 len,
+                ..
             } => {
                 let r = RingAt { head, len, q };
                 // Column offsets from the ring's first word.
                 let (min, max) = (min - n, max - n);
                 let cols = cols.map(|(sum, sumsq)| (sum - n, sumsq - n));
-                let (hw, rw, occ) = parts(w, n, oa, len);
+                let (_, rw, occ) = parts(w, n, oa, len);
                 let clear = |w: &mut [u64], i: usize| {
                     view_mut::<u32>(w, 0, len)[i] = 0;
                     view_mut::<u32>(w, min, len)[i] = 0;
@@ -315,7 +313,6 @@ impl Rec<'_> {
                     }
                     occupy(occ, i);
                 }
-                last(hw, hot, v, te, &mut out);
             }
             GLayout::Last { hot } => last(w, hot, v, te, &mut out),
             GLayout::Distinct { hot, at, spill } => {

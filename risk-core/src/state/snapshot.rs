@@ -1,13 +1,13 @@
 //! Snapshot to disk and restore on start.
 //!
-//! File: `RSKSTAT7` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
+//! File: `RSKSTAT9` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's source, record words
 //! as laid out by [`super::layout`] in the machine's byte order, and its spill: distinct
-//! sets and exact windows' events). Snapshots of the versions before rings longer than
-//! 64 buckets kept occupancy bits (`RSKSTAT5` / sealed `RSKSTAT6`) are read and their
-//! records migrated ([`Layout::migrate_long_occ`](super::layout::Layout::migrate_long_occ));
-//! so are those of the version before exact windows (`RSKSTAT3` / sealed `RSKSTAT4`: a
-//! spill of distinct sets only).
+//! sets and exact windows' events). Snapshots of earlier versions are read and their
+//! records migrated (`super::layout_migrate`): those whose stats groups kept a last event
+//! time (`RSKSTAT7` / sealed `RSKSTAT8`), those from before rings longer than 64 buckets
+//! kept occupancy bits (`RSKSTAT5` / sealed `RSKSTAT6`), and those from before exact
+//! windows (`RSKSTAT3` / sealed `RSKSTAT4`: a spill of distinct sets only).
 //! Snapshots of the earlier store (`RSKSTAT1` / `RSKSTAT2`: a table per group) are
 //! refused by name: start without them (the state refills from traffic).
 //! Written to a temporary file (created exclusively, `0600`), synced, then renamed over
@@ -15,7 +15,7 @@
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
-//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTAT8`,
+//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTATA`,
 //! payload = key id (4 bytes, [`Pseudonymiser::key_id`](crate::pseudo::Pseudonymiser::key_id))
 //! | nonce (12 random bytes) | ChaCha20-Poly1305 of the postcard bytes, under a key derived
 //! from the `[privacy] key`, with the header's magic and fingerprint as associated data. A
@@ -26,9 +26,12 @@ use super::{StateEngine, StateError};
 use crate::hash::Fnv;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RSKSTAT7";
+const MAGIC: &[u8; 8] = b"RSKSTAT9";
 /// A sealed snapshot (`[privacy] key` set).
-const SEALED: &[u8; 8] = b"RSKSTAT8";
+const SEALED: &[u8; 8] = b"RSKSTATA";
+/// The versions whose stats groups kept a last event time (plain, sealed): read,
+/// records migrated.
+const FORMAT_7: [&[u8; 8]; 2] = [b"RSKSTAT7", b"RSKSTAT8"];
 /// The versions before long rings' occupancy bits (plain, sealed): read, records migrated.
 const FORMAT_5: [&[u8; 8]; 2] = [b"RSKSTAT5", b"RSKSTAT6"];
 /// The version before exact windows (plain, sealed): read, spills migrated.
@@ -182,6 +185,8 @@ impl StateEngine {
         let known = [
             MAGIC,
             SEALED,
+            FORMAT_7[0],
+            FORMAT_7[1],
             FORMAT_5[0],
             FORMAT_5[1],
             FORMAT_3[0],
@@ -191,9 +196,10 @@ impl StateEngine {
             return Err(bad("not a state snapshot (bad magic or too short)".into()));
         }
         let magic: &[u8; 8] = bytes[..8].try_into().expect("8 bytes");
-        let sealed = [SEALED, FORMAT_5[1], FORMAT_3[1]].contains(&magic);
+        let sealed = [SEALED, FORMAT_7[1], FORMAT_5[1], FORMAT_3[1]].contains(&magic);
         let old = FORMAT_3.contains(&magic);
         let before_occ = old || FORMAT_5.contains(&magic);
+        let before_lean = before_occ || FORMAT_7.contains(&magic);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
         if word(8) != self.fingerprint()
             && word(8) != fingerprint_kept_rings(&self.plan, &self.seqs)
@@ -266,8 +272,10 @@ impl StateEngine {
         };
         // Each key's record must have the layout of its source's groups now.
         let mem = self.mem_or_refuse(path)?;
-        if before_occ {
-            items.iter_mut().for_each(|item| mem.migrate_long_occ(item));
+        if before_lean {
+            items
+                .iter_mut()
+                .for_each(|item| mem.migrate(item, before_occ));
         }
         for item in &items {
             mem.check(&self.plan, item).map_err(bad)?;
@@ -343,9 +351,9 @@ mod tests {
         assert!(now
             .iter()
             .any(|k| k.2.as_ref().is_some_and(|s| !s.distinct.is_empty())));
-        let old: Vec<SnapKey3> = now
-            .iter()
-            .map(|(s, w, sp)| (*s, w.clone(), sp.as_ref().map(|x| x.distinct.clone())))
+        let old: Vec<SnapKey3> = with_last(&st, &now)
+            .into_iter()
+            .map(|(s, w, sp)| (s, w, sp.map(|x| x.distinct)))
             .collect();
         let payload = postcard::to_allocvec(&old).unwrap();
         let mut bytes = b"RSKSTAT3".to_vec();
@@ -365,6 +373,24 @@ mod tests {
         assert_eq!(a, b);
     }
 
+    /// `st`'s records in the layout of the snapshots before `RSKSTAT9` (a last event
+    /// time per stats group, left empty here).
+    fn with_last(st: &StateEngine, items: &[SnapKey]) -> Vec<SnapKey> {
+        use crate::state::layout::Hot;
+        items
+            .iter()
+            .map(|(s, w, sp)| {
+                let new = Layout::of(&st.plan, &st.seqs, *s as usize);
+                let old = Layout::of_hot(&st.plan, &st.seqs, *s as usize, Hot::WithLast);
+                let mut o = vec![0; old.words];
+                for (f, t, n) in new.runs_from_with_last(&old) {
+                    o[f..f + n].copy_from_slice(&w[t..t + n]);
+                }
+                (*s, o, sp.clone())
+            })
+            .collect()
+    }
+
     /// Writes `items` as a plain snapshot of format `magic` for `st`'s definitions.
     fn write_old(st: &StateEngine, magic: &[u8; 8], payload: &[u8], path: &Path) {
         write_as(st.fingerprint(), magic, payload, path)
@@ -381,10 +407,12 @@ mod tests {
     }
 
     /// A snapshot of the versions before rings longer than 64 buckets kept occupancy
-    /// bits (`RSKSTAT5`: records without those words) restores, and the engine that
-    /// restored it computes what the engine that wrote it computes, bit for bit.
+    /// bits (`RSKSTAT5`: records without those words, and with a last event time per
+    /// stats group) restores, and so does one of the versions whose stats groups kept
+    /// that time (`RSKSTAT7`); the engine that restored either computes what the engine
+    /// that wrote it computes, bit for bit.
     #[test]
-    fn a_format_5_snapshot_gets_the_long_rings_occupancy() {
+    fn format_5_and_7_snapshots_are_migrated() {
         use std::time::Duration;
         let day = Duration::from_secs(86_400);
         let cfg = StateConfig {
@@ -414,41 +442,38 @@ mod tests {
                 .build()
                 .unwrap()
         };
-        let wrote = mk();
-        for i in 0..300 {
-            wrote.apply(&mut txn(i));
-        }
-        let layout = Layout::of(&wrote.plan, &wrote.seqs, 0);
-        let (at, n) = layout.long_occ;
+        let legacy = |st: &StateEngine| {
+            Layout::of_hot(&st.plan, &st.seqs, 0, crate::state::layout::Hot::WithLast)
+        };
+        let (at, n) = legacy(&mk()).long_occ;
         assert_eq!(n, 12 + 3, "720 buckets and 168: 12 and 3 words");
-        let now = wrote.mem().unwrap().dump();
-        let old: Vec<SnapKey> = now
-            .iter()
-            .map(|(s, w, sp)| {
-                let mut w = w.clone();
-                w.drain(at..at + n);
-                (*s, w, sp.clone())
-            })
-            .collect();
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("v5.snap");
-        write_old(
-            &wrote,
-            b"RSKSTAT5",
-            &postcard::to_allocvec(&old).unwrap(),
-            &path,
-        );
-        let restored = mk();
-        assert_eq!(restored.restore(&path).unwrap(), now.len());
-        for i in 300..700 {
-            let (mut a, mut b) = (txn(i), txn(i));
-            wrote.apply(&mut a);
-            restored.apply(&mut b);
-            let bits = |t: &Transaction| -> Vec<u32> {
-                t.features.values().iter().map(|v| v.to_bits()).collect()
-            };
-            assert_eq!(bits(&a), bits(&b), "transaction {i}");
+        let path = dir.path().join("old.snap");
+        let mut old = Vec::new();
+        for magic in [b"RSKSTAT5", b"RSKSTAT7"] {
+            let wrote = mk();
+            for i in 0..300 {
+                wrote.apply(&mut txn(i));
+            }
+            let now = wrote.mem().unwrap().dump();
+            old = with_last(&wrote, &now);
+            if magic == b"RSKSTAT5" {
+                old.iter_mut().for_each(|k| drop(k.1.drain(at..at + n)));
+            }
+            write_old(&wrote, magic, &postcard::to_allocvec(&old).unwrap(), &path);
+            let restored = mk();
+            assert_eq!(restored.restore(&path).unwrap(), now.len());
+            for i in 300..700 {
+                let (mut a, mut b) = (txn(i), txn(i));
+                wrote.apply(&mut a);
+                restored.apply(&mut b);
+                let bits = |t: &Transaction| -> Vec<u32> {
+                    t.features.values().iter().map(|v| v.to_bits()).collect()
+                };
+                assert_eq!(bits(&a), bits(&b), "{magic:?}: transaction {i}");
+            }
         }
+        let wrote = mk();
         // A record of neither length is refused.
         let torn: Vec<SnapKey> = old
             .iter()

@@ -111,7 +111,7 @@ fn a_sealed_snapshot_restores_only_with_its_key() {
     features(&live, &s, a);
     live.snapshot(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[..8], b"RSKSTAT8");
+    assert_eq!(&bytes[..8], b"RSKSTATA");
     let restored =
         StateEngine::with_privacy(c.clone(), Arc::clone(&s), now.clone(), private(key)).unwrap();
     assert_eq!(features(&restored, &s, b), features(&live, &s, b));
