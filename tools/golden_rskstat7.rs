@@ -19,19 +19,31 @@ fn main() {
         let mut t = golden_txn(&s, i);
         st.apply(&mut t);
         if i % 7 == 0 && i >= 40 {
-            st.report_label(TxnId(i - 39), true, t.timestamp_ms).unwrap();
+            st.report_label(TxnId(i - 39), true, t.timestamp_ms)
+                .unwrap();
         }
     }
     let info = st.snapshot(out.join("rskstat7.snap")).unwrap();
-    eprintln!("{} keys, {} bytes; fallbacks {}", info.keys, info.bytes, st.stats().exact_fallback);
+    eprintln!(
+        "{} keys, {} bytes; fallbacks {}",
+        info.keys,
+        info.bytes,
+        st.stats().exact_fallback
+    );
     let mut text = String::new();
     for i in 3_000..3_400u64 {
         let mut t = golden_txn(&s, i);
         st.apply(&mut t);
         if i % 7 == 0 && i >= 3_040 {
-            st.report_label(TxnId(i - 39), true, t.timestamp_ms).unwrap();
+            st.report_label(TxnId(i - 39), true, t.timestamp_ms)
+                .unwrap();
         }
-        let bits: Vec<String> = t.features.values().iter().map(|v| format!("{:08x}", v.to_bits())).collect();
+        let bits: Vec<String> = t
+            .features
+            .values()
+            .iter()
+            .map(|v| format!("{:08x}", v.to_bits()))
+            .collect();
         writeln!(text, "{}", bits.join(" ")).unwrap();
     }
     std::fs::write(out.join("rskstat7_features.txt"), text).unwrap();

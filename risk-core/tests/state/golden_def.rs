@@ -31,9 +31,13 @@ fn golden_config() -> StateConfig {
             card("n_30d", Agg::Count).window(h(720), 720),
             card("ratio_7d", Agg::Ratio).window(h(168), 7),
             card("small_1h", Agg::Count).window(h(1), 12).filter(small),
-            card("countries_24h", Agg::Distinct).of("country").window(h(24), 24),
+            card("countries_24h", Agg::Distinct)
+                .of("country")
+                .window(h(24), 24),
             card("since", Agg::SinceLast),
-            card("fraud_rate", Agg::FraudRate).window(h(48), 48).delay(h(24)),
+            card("fraud_rate", Agg::FraudRate)
+                .window(h(48), 48)
+                .delay(h(24)),
             card("x_sum_24h", Agg::Sum).window(h(24), 24).exact(3),
             card("x_n_24h", Agg::Count).window(h(24), 24).exact(1_024),
             FeatureDef::new("m_n_1h", KeySource::Merchant, Agg::Count).window(h(1), 6),
@@ -46,12 +50,17 @@ fn golden_config() -> StateConfig {
 /// a few minutes out of order.
 fn golden_txn(s: &Arc<FeatureSchema>, i: u64) -> Transaction {
     let r = |k: u64| {
-        let mut x = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        let mut x =
+            (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k.wrapping_mul(0xbf58_476d_1ce4_e5b9);
         x ^= x >> 31;
         x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
         x ^ (x >> 29)
     };
-    let late = if r(1) % 10 == 0 { (r(2) % 180_000) as i64 } else { 0 };
+    let late = if r(1) % 10 == 0 {
+        (r(2) % 180_000) as i64
+    } else {
+        0
+    };
     Transaction::builder(s)
         .id(i + 1)
         .entity(1 + r(3) % 40)

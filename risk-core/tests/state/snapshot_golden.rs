@@ -28,7 +28,8 @@ fn a_format_7_snapshot_computes_what_the_version_that_wrote_it_computed() {
         let mut t = golden_txn(&s, i);
         st.apply(&mut t);
         if i % 7 == 0 && i >= 3_040 {
-            st.report_label(TxnId(i - 39), true, t.timestamp_ms).unwrap();
+            st.report_label(TxnId(i - 39), true, t.timestamp_ms)
+                .unwrap();
         }
         let got: Vec<String> = t
             .features
@@ -41,5 +42,9 @@ fn a_format_7_snapshot_computes_what_the_version_that_wrote_it_computed() {
     assert!(lines.next().is_none());
     // The 3-event exact window overflowed for every card before the snapshot: its
     // reads come from the ring the snapshot carried.
-    assert!(st.stats().exact_fallback >= 400, "{}", st.stats().exact_fallback);
+    assert!(
+        st.stats().exact_fallback >= 400,
+        "{}",
+        st.stats().exact_fallback
+    );
 }
