@@ -14,6 +14,7 @@ use super::slab::{Found, Probe, Slab};
 use crate::decision::Action;
 use crate::seq::Sequence;
 use crate::txn::Transaction;
+use arrayvec::ArrayVec;
 use parking_lot::Mutex;
 use quick_cache::unsync::{Cache, DefaultLifecycle};
 use quick_cache::UnitWeighter;
@@ -154,35 +155,32 @@ impl MemStore {
         // its way, with the buckets this event writes (at its own time: right unless it
         // is late), before any key is compared: the record misses of a decision's keys
         // overlap.
-        let mut probes: [Option<Probe<'_>>; MAX_SOURCES] = [const { None }; MAX_SOURCES];
+        let mut probes: ArrayVec<(usize, Probe<'_>), MAX_SOURCES> = ArrayVec::new();
         for (s, src) in srcs.iter().enumerate() {
             if req.keys[s] != 0 {
                 let p = src.slab.probe(req.keys[s]);
                 if let Some(slot) = p.slot() {
                     prefetch_writes(src, slot, req.ts);
                 }
-                probes[s] = Some(p);
+                // At most MAX_SOURCES sources (more are refused when the plan compiles).
+                let _ = probes.try_push((s, p));
             }
         }
-        let mut found: [Option<Found<'_>>; MAX_SOURCES] = [const { None }; MAX_SOURCES];
-        for (s, src) in srcs.iter().enumerate() {
-            let Some(p) = probes[s].take() else {
-                continue;
-            };
+        let mut found: ArrayVec<(usize, Found<'_>), MAX_SOURCES> = ArrayVec::new();
+        for (s, p) in probes {
+            let src = &srcs[s];
             let probed = p.slot();
             // `None`: not admitted (every set of the slab busy, or no memory): missing.
             if let Some(f) = src.slab.confirm(p, true) {
                 if probed != Some(f.slot) {
                     prefetch_writes(src, f.slot, req.ts); // a new or another record
                 }
-                found[s] = Some(f);
+                let _ = found.try_push((s, f));
                 a.present[s] = true;
             }
         }
-        for (s, src) in srcs.iter().enumerate() {
-            let Some(f) = found[s].as_mut() else {
-                continue;
-            };
+        for (s, f) in found.iter_mut() {
+            let (s, src) = (*s, &srcs[*s]);
             let mut rec = src.slab.rec(f);
             let old = rec.clock();
             let clock = old.max(req.ts);

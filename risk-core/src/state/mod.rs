@@ -327,20 +327,22 @@ impl StateEngine {
             #[cfg(feature = "redis")]
             Store::Redis(_) => {}
         }
-        let mut hits = [f32::NAN; MAX_LISTS];
-        for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
-            let k = l.key.value(txn);
-            if k != 0 {
-                let hit = self.lists.member(i, k, now_ms);
-                if hit {
-                    self.counters.list_hits.fetch_add(1, Relaxed);
+        if !self.plan.lists.is_empty() {
+            let mut hits = [f32::NAN; MAX_LISTS];
+            for (i, l) in self.plan.lists.iter().enumerate().take(MAX_LISTS) {
+                let k = l.key.value(txn);
+                if k != 0 {
+                    let hit = self.lists.member(i, k, now_ms);
+                    if hit {
+                        self.counters.list_hits.fetch_add(1, Relaxed);
+                    }
+                    hits[i] = hit as u8 as f32;
                 }
-                hits[i] = hit as u8 as f32;
             }
-        }
-        let out = txn.features.values_mut();
-        for (l, h) in self.plan.lists.iter().zip(hits) {
-            out[l.slot.index()] = h;
+            let out = txn.features.values_mut();
+            for (l, &h) in self.plan.lists.iter().zip(&hits) {
+                out[l.slot.index()] = h;
+            }
         }
         let lists_stale = !self.plan.lists.is_empty() && self.lists.stale();
         if lists_stale {
@@ -396,7 +398,8 @@ impl StateEngine {
     ) -> Result<Option<Box<Ticket>>, StateFault> {
         let future = i64::try_from(self.cfg.max_future.as_millis()).unwrap_or(i64::MAX);
         let ts = txn.timestamp_ms.min(now_ms.saturating_add(future));
-        let req = self.plan.request(txn, ts);
+        let mut req = plan::Request::new(ts);
+        self.plan.request(txn, &mut req);
         let lateness = i64::try_from(self.cfg.max_lateness.as_millis()).unwrap_or(i64::MAX);
         let plan = &self.plan;
         #[cfg(feature = "redis")]

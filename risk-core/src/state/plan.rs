@@ -160,7 +160,20 @@ pub(crate) struct Request {
     /// Event time bounded ahead of the clock.
     pub ts: i64,
     pub keys: [u64; MAX_SOURCES],
-    pub inputs: [GroupInput; MAX_GROUPS],
+    /// One per group of the plan.
+    pub inputs: arrayvec::ArrayVec<GroupInput, MAX_GROUPS>,
+}
+
+impl Request {
+    /// An empty request at bounded event time `ts`, for [`Plan::request`].
+    #[inline]
+    pub fn new(ts: i64) -> Self {
+        Self {
+            ts,
+            keys: [0; MAX_SOURCES],
+            inputs: arrayvec::ArrayVec::new(),
+        }
+    }
 }
 
 /// The compiled plan.
@@ -489,41 +502,38 @@ impl Plan {
         self.groups.iter().any(|g| g.outcome != 0)
     }
 
-    /// The request for `txn` at bounded event time `ts`.
+    /// Fills `r` (empty, [`Request::new`]) with `txn`'s keys and inputs: in place, as a
+    /// returned request measured a 648-byte copy per decision.
     #[inline]
-    pub fn request(&self, txn: &Transaction, ts: i64) -> Request {
-        let mut r = Request {
-            ts,
-            keys: [0; MAX_SOURCES],
-            inputs: [GroupInput::default(); MAX_GROUPS],
-        };
+    pub fn request(&self, txn: &Transaction, r: &mut Request) {
         for (i, k) in self.sources.iter().enumerate() {
             r.keys[i] = k.value(txn);
         }
-        for (g, inp) in self.groups.iter().zip(r.inputs.iter_mut()) {
-            if !g.filters.iter().all(|f| f.pass(txn)) {
-                continue;
+        for g in &self.groups {
+            let mut inp = GroupInput::default();
+            if g.filters.iter().all(|f| f.pass(txn)) {
+                match g.value {
+                    Value::Amount => {
+                        // Values are f32 like every feature (and identical in every store).
+                        inp.value = txn.amount as f32 as f64;
+                        inp.pass = true;
+                    }
+                    Value::Slot(s) => {
+                        let v = txn.features.get(s);
+                        inp.value = v as f64;
+                        inp.pass = !v.is_nan();
+                    }
+                    Value::Key(k) => {
+                        let v = k.value(txn);
+                        // 52 bits: exact in a server-side script's doubles.
+                        inp.hash = splitmix(v) >> 12;
+                        inp.pass = v != 0;
+                    }
+                }
             }
-            match g.value {
-                Value::Amount => {
-                    // Values are f32 like every feature (and identical in every store).
-                    inp.value = txn.amount as f32 as f64;
-                    inp.pass = true;
-                }
-                Value::Slot(s) => {
-                    let v = txn.features.get(s);
-                    inp.value = v as f64;
-                    inp.pass = !v.is_nan();
-                }
-                Value::Key(k) => {
-                    let v = k.value(txn);
-                    // 52 bits: exact in a server-side script's doubles.
-                    inp.hash = splitmix(v) >> 12;
-                    inp.pass = v != 0;
-                }
-            }
+            // At most MAX_GROUPS groups (more are refused when the plan compiles).
+            let _ = r.inputs.try_push(inp);
         }
-        r
     }
 
     /// Writes the features from the groups' reads; `present[s]`: source `s` had a key.

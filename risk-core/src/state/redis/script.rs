@@ -470,7 +470,7 @@ mod tests {
         let req = Request {
             ts: 5,
             keys: [1; super::super::super::plan::MAX_SOURCES],
-            inputs: [Default::default(); MAX_GROUPS],
+            inputs: std::iter::repeat_n(Default::default(), MAX_GROUPS).collect(),
         };
         let mut b = Vec::new();
         key_blob(&spec, &p, &req, 0, None, |h| h, &mut b);
