@@ -391,6 +391,42 @@ mod tests {
             .collect()
     }
 
+    /// Applies transactions `range` (made by `txn`) to both engines: every feature
+    /// equal, bit for bit (`what`: the case, for the message).
+    fn same_features(
+        a: &StateEngine,
+        b: &StateEngine,
+        range: std::ops::Range<u64>,
+        txn: impl Fn(u64) -> Transaction,
+        what: &str,
+    ) {
+        let bits = |t: &Transaction| -> Vec<u32> {
+            t.features.values().iter().map(|v| v.to_bits()).collect()
+        };
+        for i in range {
+            let (mut x, mut y) = (txn(i), txn(i));
+            a.apply(&mut x);
+            b.apply(&mut y);
+            assert_eq!(bits(&x), bits(&y), "{what}: transaction {i}");
+        }
+    }
+
+    /// `cfg`'s schema (with an amount) and a clock far after every event.
+    fn setup(
+        cfg: &StateConfig,
+    ) -> (
+        Arc<crate::schema::FeatureSchema>,
+        Arc<crate::clock::ManualClock>,
+    ) {
+        let schema = cfg
+            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
+            .build()
+            .unwrap();
+        let clock = crate::clock::ManualClock::new();
+        clock.set_unix_origin_ms(i64::MAX / 4);
+        (schema, clock)
+    }
+
     /// Writes `items` as a plain snapshot of format `magic` for `st`'s definitions.
     fn write_old(st: &StateEngine, magic: &[u8; 8], payload: &[u8], path: &Path) {
         write_as(st.fingerprint(), magic, payload, path)
@@ -425,12 +461,7 @@ mod tests {
             ],
             ..StateConfig::default()
         };
-        let schema = cfg
-            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
-            .build()
-            .unwrap();
-        let clock = crate::clock::ManualClock::new();
-        clock.set_unix_origin_ms(i64::MAX / 4);
+        let (schema, clock) = setup(&cfg);
         let mk = || StateEngine::new(cfg.clone(), Arc::clone(&schema), clock.clone()).unwrap();
         let txn = |i: u64| {
             // Five cards, one every ~11 hours each, amounts that need every bit of a sum.
@@ -463,15 +494,7 @@ mod tests {
             write_old(&wrote, magic, &postcard::to_allocvec(&old).unwrap(), &path);
             let restored = mk();
             assert_eq!(restored.restore(&path).unwrap(), now.len());
-            for i in 300..700 {
-                let (mut a, mut b) = (txn(i), txn(i));
-                wrote.apply(&mut a);
-                restored.apply(&mut b);
-                let bits = |t: &Transaction| -> Vec<u32> {
-                    t.features.values().iter().map(|v| v.to_bits()).collect()
-                };
-                assert_eq!(bits(&a), bits(&b), "{magic:?}: transaction {i}");
-            }
+            same_features(&wrote, &restored, 300..700, txn, &format!("{magic:?}"));
         }
         let wrote = mk();
         // A record of neither length is refused.
@@ -502,12 +525,7 @@ mod tests {
             features: vec![def("n", Agg::Count).exact(4), def("s", Agg::Sum).exact(64)],
             ..StateConfig::default()
         };
-        let schema = cfg
-            .extend_schema(crate::schema::FeatureSchema::builder().numeric("amount"))
-            .build()
-            .unwrap();
-        let clock = crate::clock::ManualClock::new();
-        clock.set_unix_origin_ms(i64::MAX / 4);
+        let (schema, clock) = setup(&cfg);
         let mk = |cfg: &StateConfig| {
             StateEngine::new(cfg.clone(), Arc::clone(&schema), clock.clone()).unwrap()
         };
@@ -532,15 +550,7 @@ mod tests {
         write_as(legacy, MAGIC, &postcard::to_allocvec(&now).unwrap(), &path);
         let restored = mk(&cfg);
         assert_eq!(restored.restore(&path).unwrap(), now.len());
-        for i in 300..500 {
-            let (mut a, mut b) = (txn(i), txn(i));
-            wrote.apply(&mut a);
-            restored.apply(&mut b);
-            let bits = |t: &Transaction| -> Vec<u32> {
-                t.features.values().iter().map(|v| v.to_bits()).collect()
-            };
-            assert_eq!(bits(&a), bits(&b), "transaction {i}");
-        }
+        same_features(&wrote, &restored, 300..500, txn, "kept rings");
         assert!(
             wrote.stats().exact_fallback > 0,
             "the 4-event window overflows"

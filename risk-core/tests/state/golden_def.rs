@@ -72,3 +72,30 @@ fn golden_txn(s: &Arc<FeatureSchema>, i: u64) -> Transaction {
         .build()
         .unwrap()
 }
+
+/// An engine of [`golden_config`], its clock far after every event.
+fn golden_engine() -> (StateEngine, Arc<FeatureSchema>) {
+    let cfg = golden_config();
+    let s = golden_schema(&cfg);
+    let clock = ManualClock::new();
+    clock.set_unix_origin_ms(1_767_571_200_000 + 400 * 86_400_000);
+    (StateEngine::new(cfg, Arc::clone(&s), clock).unwrap(), s)
+}
+
+/// Applies transaction `i`, then (from `labels_from` on, every 7th) reports transaction
+/// `i - 39` fraudulent; returns the transaction's features, their bits in hex.
+fn golden_step(st: &StateEngine, s: &Arc<FeatureSchema>, i: u64, labels_from: u64) -> String {
+    let mut t = golden_txn(s, i);
+    st.apply(&mut t);
+    if i % 7 == 0 && i >= labels_from {
+        st.report_label(TxnId(i - 39), true, t.timestamp_ms)
+            .unwrap();
+    }
+    let bits: Vec<String> = t
+        .features
+        .values()
+        .iter()
+        .map(|v| format!("{:08x}", v.to_bits()))
+        .collect();
+    bits.join(" ")
+}

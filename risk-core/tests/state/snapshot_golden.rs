@@ -17,27 +17,12 @@ fn a_format_7_snapshot_computes_what_the_version_that_wrote_it_computed() {
     let want = std::fs::read_to_string(data.join("rskstat7_features.txt")).unwrap();
     let bytes = std::fs::read(data.join("rskstat7.snap")).unwrap();
     assert_eq!(&bytes[..8], b"RSKSTAT7");
-    let cfg = golden_config();
-    let s = golden_schema(&cfg);
-    let clock = ManualClock::new();
-    clock.set_unix_origin_ms(1_767_571_200_000 + 400 * 86_400_000);
-    let st = StateEngine::new(cfg, Arc::clone(&s), clock).unwrap();
+    let (st, s) = golden_engine();
     assert_eq!(st.restore(data.join("rskstat7.snap")).unwrap(), 55);
     let mut lines = want.lines();
     for i in 3_000..3_400u64 {
-        let mut t = golden_txn(&s, i);
-        st.apply(&mut t);
-        if i % 7 == 0 && i >= 3_040 {
-            st.report_label(TxnId(i - 39), true, t.timestamp_ms)
-                .unwrap();
-        }
-        let got: Vec<String> = t
-            .features
-            .values()
-            .iter()
-            .map(|v| format!("{:08x}", v.to_bits()))
-            .collect();
-        assert_eq!(got.join(" "), lines.next().unwrap(), "transaction {i}");
+        let got = golden_step(&st, &s, i, 3_040);
+        assert_eq!(got, lines.next().unwrap(), "transaction {i}");
     }
     assert!(lines.next().is_none());
     // The 3-event exact window overflowed for every card before the snapshot: its
