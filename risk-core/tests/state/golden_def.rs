@@ -87,7 +87,7 @@ fn golden_engine() -> (StateEngine, Arc<FeatureSchema>) {
 fn golden_step(st: &StateEngine, s: &Arc<FeatureSchema>, i: u64, labels_from: u64) -> String {
     let mut t = golden_txn(s, i);
     st.apply(&mut t);
-    if i % 7 == 0 && i >= labels_from {
+    if i.is_multiple_of(7) && i >= labels_from {
         st.report_label(TxnId(i - 39), true, t.timestamp_ms)
             .unwrap();
     }
