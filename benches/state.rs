@@ -290,13 +290,24 @@ pub fn redis(c: &mut Criterion) {
         (2, "two_threads_state_redis_card_seq_raw"),
     ] {
         let e = engine(seq);
+        // The server's time per decision under this load (its calls batched by the
+        // shared connection), next to the single caller's figures printed above.
+        let before = evalsha_usec(&url);
+        let mut decisions = 0u64;
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
+                decisions += iters * 4_000;
                 (0..iters)
                     .map(|_| risk_benches::two_threads(&e, &txns, 2_000))
                     .sum()
             })
         });
+        let after = evalsha_usec(&url);
+        println!(
+            "redis {name}: server time per decision under two threads {:.1} us ({} script calls, {decisions} decisions)",
+            (after.1 - before.1) as f64 / decisions.max(1) as f64,
+            after.0 - before.0
+        );
     }
     g.finish();
 }
