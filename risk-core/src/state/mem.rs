@@ -30,16 +30,24 @@ struct Source {
     legacy: Layout,
     /// The divisors of each group of the source (layout order).
     divs: Vec<Divs>,
+    /// Per group whose ring an event writes (not an exact group's: its ring is kept
+    /// only past its bound; not a last-time group's), its index and the words an event
+    /// in bucket slot `i` writes ([`Layout::write_words`]).
+    writes: Vec<(usize, ArrayVec<(usize, u32), 6>)>,
 }
 
 /// Asks the CPU for the words of `slot`'s record that an event at `ts` writes: each
-/// group's bucket of `ts` (not an exact group's: its ring is kept only past its bound).
+/// group's bucket of `ts`.
 #[inline]
 fn prefetch_writes(src: &Source, slot: u32, ts: i64) {
-    let groups = src.layout.groups.iter().zip(&src.divs);
-    for ((gl, d), _) in groups.zip(&src.layout.log_of).filter(|(_, l)| l.is_none()) {
-        let i = d.len.rem(d.bucket(ts));
-        Layout::slot_words(gl, i, |w| src.slab.prefetch_word(slot, w));
+    if let Some(rec) = src.slab.prefetcher(slot) {
+        for (g, words) in &src.writes {
+            let d = &src.divs[*g];
+            let i = d.len.rem(d.bucket(ts));
+            for &(base, shift) in words {
+                rec.word(base + (i >> shift));
+            }
+        }
     }
 }
 
@@ -114,6 +122,15 @@ impl MemStore {
                         layout.spills_anything(),
                         max_keys,
                     ),
+                    writes: layout
+                        .groups
+                        .iter()
+                        .zip(&layout.log_of)
+                        .enumerate()
+                        .filter(|(_, (_, log))| log.is_none())
+                        .map(|(g, (gl, _))| (g, Layout::write_words(gl)))
+                        .filter(|(_, w)| !w.is_empty())
+                        .collect(),
                     layout,
                     legacy: Layout::of_hot(plan, seqs, s, Hot::WithLast),
                 }

@@ -215,12 +215,12 @@ impl Slab {
         }
     }
 
-    /// Asks the CPU to bring word `w` of `slot`'s record into cache.
+    /// Where `slot`'s record starts, to ask the CPU for some of its words (located
+    /// once for all of them); `None` where its chunk is not allocated.
     #[inline]
-    pub fn prefetch_word(&self, slot: u32, w: usize) {
-        if let Some(p) = self.rec_ptr(slot) {
-            prefetch(p.as_ptr().cast_const().wrapping_add(w).cast(), 1);
-        }
+    pub fn prefetcher(&self, slot: u32) -> Option<Prefetcher> {
+        self.rec_ptr(slot)
+            .map(|p| Prefetcher(p.as_ptr().cast_const()))
     }
 
     fn rec_ptr(&self, slot: u32) -> Option<NonNull<u64>> {
@@ -440,6 +440,17 @@ fn prefetch(p: *const i8, bytes: usize) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (p, bytes);
+}
+
+/// A record's start, for prefetches only ([`Slab::prefetcher`]): never read through.
+pub(crate) struct Prefetcher(*const u64);
+
+impl Prefetcher {
+    /// Asks the CPU to bring word `w` of the record into cache.
+    #[inline]
+    pub fn word(&self, w: usize) {
+        prefetch(self.0.wrapping_add(w).cast(), 1);
+    }
 }
 
 #[cfg(test)]
