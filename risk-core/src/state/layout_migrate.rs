@@ -39,8 +39,13 @@ impl Layout {
     /// The runs of words `(from, to, words)` that carry a record of `old` (the same
     /// definitions laid out with [`Hot::WithLast`](super::layout::Hot::WithLast)) into
     /// this layout ([`Hot::Lean`](super::layout::Hot::Lean)): every word but the stats
-    /// groups' last event times.
-    pub fn runs_from_with_last(&self, old: &Layout) -> Vec<(usize, usize, usize)> {
+    /// groups' last event times. `None` when the two are not laid out from the same
+    /// definitions (their groups do not pair up kind for kind): no record is carried
+    /// rather than one with a group left empty.
+    pub fn runs_from_with_last(&self, old: &Layout) -> Option<Vec<(usize, usize, usize)>> {
+        if old.groups.len() != self.groups.len() || old.seqs.len() != self.seqs.len() {
+            return None;
+        }
         let mut v = vec![(KEY, KEY, 1), (CLOCK, CLOCK, 1)];
         let long = |v: &mut Vec<(usize, usize, usize)>, o: usize, n: usize, len: usize| {
             if len > HOT_OCC {
@@ -133,24 +138,23 @@ impl Layout {
                     v.extend([(hot, h2, 1), (ring, r2, len)]);
                     long(&mut v, occ, o2, len);
                 }
-                // Both layouts come from the same definitions: the kinds pair up.
-                _ => {}
+                _ => return None,
             }
         }
         for (o, n) in old.seqs.iter().zip(&self.seqs) {
             v.push((o.at, n.at, SeqAt::words(o.rows, o.stored)));
         }
-        v
+        Some(v)
     }
 
     /// A record of `old`'s layout (see [`runs_from_with_last`](Self::runs_from_with_last))
-    /// in this one; `None` when it is not of `old`'s length.
+    /// in this one; `None` when it is not of `old`'s length or `old` pairs with no layout of it.
     pub fn migrate_stats_last(&self, old: &Layout, w: &[u64]) -> Option<Vec<u64>> {
         if w.len() != old.words {
             return None;
         }
         let mut out = vec![0; self.words];
-        for (f, t, n) in self.runs_from_with_last(old) {
+        for (f, t, n) in self.runs_from_with_last(old)? {
             out[t..t + n].copy_from_slice(&w[f..f + n]);
         }
         Some(out)
@@ -195,7 +199,7 @@ mod tests {
         );
         assert_eq!(old.words - new.words, 5, "five stats groups");
         let (mut from, mut to) = (vec![0; old.words], vec![0; new.words]);
-        for (f, t, n) in new.runs_from_with_last(&old) {
+        for (f, t, n) in new.runs_from_with_last(&old).expect("the same definitions") {
             (f..f + n).for_each(|i| from[i] += 1);
             (t..t + n).for_each(|i| to[i] += 1);
         }

@@ -383,7 +383,8 @@ mod tests {
                 let new = Layout::of(&st.plan, &st.seqs, *s as usize);
                 let old = Layout::of_hot(&st.plan, &st.seqs, *s as usize, Hot::WithLast);
                 let mut o = vec![0; old.words];
-                for (f, t, n) in new.runs_from_with_last(&old) {
+                let runs = new.runs_from_with_last(&old).expect("the same definitions");
+                for (f, t, n) in runs {
                     o[f..f + n].copy_from_slice(&w[t..t + n]);
                 }
                 (*s, o, sp.clone())
