@@ -12,6 +12,15 @@
 //! BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one answers at
 //! once with an error (the decision degrades, counted), never blocks.
 //!
+//! A lone caller skips the thread: the connection and what is in flight on it sit
+//! behind one lock, which the I/O thread takes to work and releases while it waits for
+//! work. A decision's call that finds that lock free, nothing queued (a counter the
+//! thread lowers as it takes each request), no row held and nothing in flight, writes
+//! and reads its call itself on the same connection ([`Mux::direct`]): no row or call of
+//! this host can be overtaken, and the two hand-offs of the queue (a wake of the I/O
+//! thread and one of the caller) are saved (p50 −16% on loopback, BENCHMARKS.md [18]).
+//! Otherwise it queues as above; the lock is only tried, never waited for, by a caller.
+//!
 //! Carried rows: a sequence row that holds a decision's own state features is known only
 //! once that decision's call answered ([`super::seq`]). The caller queues it here
 //! ([`Mux::defer`]) and the thread keeps it until the next decision's call it writes
@@ -36,9 +45,10 @@
 use super::super::redis_conn::{Client, Conn};
 use super::RedisCounters;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use parking_lot::Mutex;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -117,6 +127,13 @@ impl Reply {
 pub(super) struct Mux {
     tx: Sender<Req>,
     lost: Arc<AtomicU64>,
+    /// The connection and what is in flight on it: the I/O thread works under this
+    /// lock, and a caller that finds it free, with nothing queued, held or in flight,
+    /// makes its call itself ([`Mux::direct`]).
+    io: Arc<Mutex<Io>>,
+    /// Requests sent to the queue that the I/O thread has not taken yet (it takes them
+    /// under the lock): a caller goes direct only when this is 0.
+    queued: Arc<AtomicUsize>,
 }
 
 /// Why a pipelined call got no reply.
@@ -143,25 +160,30 @@ impl Mux {
     ) -> std::io::Result<Self> {
         let (tx, rx) = bounded::<Req>(MAX_IN_FLIGHT);
         let lost = Arc::clone(&counters.seq_lost);
+        let io = Arc::new(Mutex::new(Io {
+            client,
+            timeout,
+            linger,
+            counters,
+            eval,
+            con: None,
+            inflight: VecDeque::new(),
+            out: Vec::with_capacity(64 * 1024),
+            held: Vec::new(),
+            held_since: Instant::now(),
+            refused: None,
+        }));
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (io2, queued2) = (Arc::clone(&io), Arc::clone(&queued));
         std::thread::Builder::new()
             .name("risk-state-redis-io".into())
-            .spawn(move || {
-                Io {
-                    client,
-                    timeout,
-                    linger,
-                    counters,
-                    eval,
-                    con: None,
-                    inflight: VecDeque::new(),
-                    out: Vec::with_capacity(64 * 1024),
-                    held: Vec::new(),
-                    held_since: Instant::now(),
-                    refused: None,
-                }
-                .run(rx)
-            })?;
-        Ok(Self { tx, lost })
+            .spawn(move || run(&io2, &rx, &queued2))?;
+        Ok(Self {
+            tx,
+            lost,
+            io,
+            queued,
+        })
     }
 
     /// Sends a decision's call, with the rows held so far, and waits for its reply.
@@ -178,11 +200,8 @@ impl Mux {
     fn wait(&self, body: Body, deadline: Instant) -> Result<Vec<Value>, MuxError> {
         let (reply, got) = bounded(1);
         let reply = Reply::Wait(reply);
-        match self.tx.try_send(Req { body, reply }) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                return Err(MuxError::Busy)
-            }
+        if let Some(req) = self.direct(Req { body, reply }) {
+            self.queue(req)?;
         }
         match got.recv_deadline(deadline) {
             Ok(Ok(v)) => Ok(v),
@@ -196,15 +215,95 @@ impl Mux {
     /// queue was full (the row is lost, counted).
     pub fn defer(&self, row: Row) -> Result<(), MuxError> {
         let reply = Reply::Detached(Arc::clone(&self.lost), 1);
-        self.tx
-            .try_send(Req {
-                body: Body::Row(row),
-                reply,
-            })
-            .map_err(|_| {
-                self.lost.fetch_add(1, Relaxed);
-                MuxError::Busy
-            })
+        self.queue(Req {
+            body: Body::Row(row),
+            reply,
+        })
+        .inspect_err(|_| {
+            self.lost.fetch_add(1, Relaxed);
+        })
+    }
+
+    /// `r` to the I/O thread; `Busy`: the queue was full or the thread is gone.
+    fn queue(&self, r: Req) -> Result<(), MuxError> {
+        self.queued.fetch_add(1, SeqCst);
+        match self.tx.try_send(r) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.queued.fetch_sub(1, SeqCst);
+                Err(MuxError::Busy)
+            }
+        }
+    }
+
+    /// A decision's call made on the caller's thread when the connection is idle:
+    /// connected, nothing queued, held or in flight (so no row or call of this host
+    /// can be overtaken). It saves the two thread hand-offs of the queue (to the I/O
+    /// thread and back) on a lone caller's round trip. The reply goes to `r`'s channel
+    /// as on the queue's path. `Some(r)`: not idle, `r` must be queued.
+    fn direct(&self, r: Req) -> Option<Req> {
+        if !matches!(r.body, Body::Carrier(_)) {
+            return Some(r);
+        }
+        let Some(mut io) = self.io.try_lock() else {
+            return Some(r);
+        };
+        let idle = self.queued.load(SeqCst) == 0
+            && io.inflight.is_empty()
+            && io.held.is_empty()
+            && io.con.is_some();
+        if !idle {
+            return Some(r);
+        }
+        io.take(r);
+        if io.finish_out() {
+            io.read_front();
+        }
+        None
+    }
+}
+
+/// The I/O thread: takes queued requests under the lock, writes them in one write,
+/// reads the replies of the oldest in flight, repeats; idle (nothing in flight), it
+/// waits for work without the lock (a lone caller may then go direct). Held rows wait
+/// `linger` for a call, then go alone. It ends when the store is dropped.
+fn run(io: &Mutex<Io>, rx: &Receiver<Req>, queued: &AtomicUsize) {
+    loop {
+        let (idle, until) = {
+            let mut g = io.lock();
+            g.refused = None;
+            let until = g.held_since.checked_add(g.linger);
+            (g.inflight.is_empty(), until.filter(|_| !g.held.is_empty()))
+        };
+        let mut g = if idle {
+            let first = match until {
+                Some(t) => rx.recv_deadline(t),
+                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            let mut g = io.lock();
+            match first {
+                Ok(r) => {
+                    g.take(r);
+                    queued.fetch_sub(1, SeqCst);
+                }
+                Err(RecvTimeoutError::Timeout) => g.send_held(),
+                Err(RecvTimeoutError::Disconnected) => {
+                    g.send_held();
+                    g.finish_out();
+                    return;
+                }
+            }
+            g
+        } else {
+            io.lock()
+        };
+        while let Ok(r) = rx.try_recv() {
+            g.take(r);
+            queued.fetch_sub(1, SeqCst);
+        }
+        if g.finish_out() {
+            g.read_front();
+        }
     }
 }
 
@@ -229,37 +328,6 @@ struct Io {
 }
 
 impl Io {
-    fn run(mut self, rx: Receiver<Req>) {
-        loop {
-            self.refused = None;
-            // Idle: wait for work (the thread ends when the store is dropped); held rows
-            // wait `linger` for a call, then go alone.
-            if self.inflight.is_empty() {
-                let until = self.held_since.checked_add(self.linger);
-                let first = match until {
-                    Some(t) if !self.held.is_empty() => rx.recv_deadline(t),
-                    _ => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
-                };
-                match first {
-                    Ok(r) => self.take(r),
-                    Err(RecvTimeoutError::Timeout) => self.send_held(),
-                    Err(RecvTimeoutError::Disconnected) => {
-                        self.send_held();
-                        self.finish_out();
-                        return;
-                    }
-                }
-            }
-            while let Ok(r) = rx.try_recv() {
-                self.take(r);
-            }
-            if !self.finish_out() {
-                continue;
-            }
-            self.read_front();
-        }
-    }
-
     /// Writes what was queued; `false`: the write failed (everything in flight failed).
     fn finish_out(&mut self) -> bool {
         if self.out.is_empty() {
