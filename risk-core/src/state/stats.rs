@@ -55,6 +55,9 @@ pub struct StateStats {
     /// Such rows sent in a call of their own (no call came within `rows_linger_ms`, a
     /// flush, or a server that had lost the script); failures also count as lost.
     pub sequence_rows_alone: u64,
+    /// Decisions' calls to Redis (one server) made on the deciding thread because the
+    /// shared connection was idle; the others went through its I/O thread's queue.
+    pub store_calls_direct: u64,
     /// Decisions whose list features came from shared lists while Redis could not be
     /// reached (the last known entries).
     pub lists_stale: u64,
@@ -181,6 +184,7 @@ impl StateEngine {
                     sequence_rows_lost: c.seq_lost.load(Relaxed),
                     sequence_rows_carried: c.seq_carried.load(Relaxed),
                     sequence_rows_alone: c.seq_alone.load(Relaxed),
+                    store_calls_direct: c.direct.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -248,6 +252,7 @@ impl StateEngine {
                 "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
                 "sequence_rows_lost": s.sequence_rows_lost,
                 "sequence_rows_carried": s.sequence_rows_carried, "sequence_rows_alone": s.sequence_rows_alone,
+                "store_calls_direct": s.store_calls_direct,
                 "lists_stale": s.lists_stale, "list_changes": s.list_changes,
                 "list_resyncs": s.list_resyncs, "list_sync_errors": s.list_sync_errors,
                 "list_refused": s.list_refused,

@@ -122,6 +122,15 @@ fn redis_and_in_process_give_identical_features() {
     assert!(sketched > 100, "the HyperLogLog path ran {sketched} times");
     assert!(mem.stats().labels > 0 && mem.stats().labels == red.stats().labels);
     assert_eq!(red.stats().degraded, 0);
+    // One caller, the connection idle between decisions: calls are made on the deciding
+    // thread (the first connects through the I/O thread; a call that meets the thread
+    // holding the lock for a moment queues instead).
+    let direct = red.stats().store_calls_direct;
+    assert!(
+        direct > evs.len() as u64 / 2,
+        "{direct} of {} calls made directly",
+        evs.len()
+    );
 }
 
 /// Every feature of event `i` equal bit for bit in process (`a`) and on Redis (`b`);

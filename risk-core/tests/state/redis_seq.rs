@@ -148,6 +148,7 @@ fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
             st.sequence_rows_lost,
         )
     };
+    let direct = |e: &StateEngine| e.stats().store_calls_direct;
 
     // Host a's row is held: host b reads the card without it.
     a.apply(&mut mine[0].txn(&s));
@@ -156,9 +157,11 @@ fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
     b.apply(&mut t);
     assert_eq!(rows(&t), 1, "a's row is still held by a");
 
-    // Host a's next call (another card) carries it.
+    // Host a's next call (another card) carries it: with a row held, a call goes
+    // through the I/O thread, never around it on the deciding thread.
     a.apply(&mut others[0].txn(&s));
     assert_eq!(counts(&a), (1, 0, 0));
+    assert_eq!(direct(&a), 0, "a call made directly while a row was held");
 
     // Host b's next call on the card carries b's own held row and enters it before its
     // read: the card's three rows.

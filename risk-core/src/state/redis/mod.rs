@@ -93,6 +93,8 @@ pub(crate) struct RedisCounters {
     pub seq_carried: AtomicU64,
     /// Sequence rows sent in a call of their own (no call came within the linger).
     pub seq_alone: AtomicU64,
+    /// Decisions' calls made on the caller's thread, the shared connection idle.
+    pub direct: AtomicU64,
 }
 
 enum Job {

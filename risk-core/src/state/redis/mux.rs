@@ -255,6 +255,7 @@ impl Mux {
         if !idle {
             return Some(r);
         }
+        io.counters.direct.fetch_add(1, Relaxed);
         io.take(r);
         if io.finish_out() {
             io.read_front();
