@@ -14,12 +14,13 @@
 //!
 //! A lone caller skips the thread: the connection and what is in flight on it sit
 //! behind one lock, which the I/O thread takes to work and releases while it waits for
-//! work. A decision's call that finds that lock free, nothing queued (a counter the
-//! thread lowers as it takes each request), no row held and nothing in flight, writes
-//! and reads its call itself on the same connection ([`Mux::direct`]): no row or call of
-//! this host can be overtaken, and the two hand-offs of the queue (a wake of the I/O
-//! thread and one of the caller) are saved (p50 −16% on loopback, BENCHMARKS.md [18]).
-//! Otherwise it queues as above; the lock is only tried, never waited for, by a caller.
+//! work. A decision's call made while no other caller waits, that finds that lock free,
+//! nothing queued (a counter the thread lowers as it takes each request), no row held
+//! and nothing in flight, writes and reads its call itself on the same connection
+//! ([`Mux::direct`]): no row or call of this host can be overtaken, and the two
+//! hand-offs of the queue (a wake of the I/O thread and one of the caller) are saved
+//! (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
+//! written together; the lock is only tried, never waited for, by a caller.
 //!
 //! Carried rows: a sequence row that holds a decision's own state features is known only
 //! once that decision's call answered ([`super::seq`]). The caller queues it here
@@ -134,6 +135,11 @@ pub(super) struct Mux {
     /// Requests sent to the queue that the I/O thread has not taken yet (it takes them
     /// under the lock): a caller goes direct only when this is 0.
     queued: Arc<AtomicUsize>,
+    /// Callers waiting for a reply now: a caller goes direct only alone. Concurrent
+    /// callers queue, so the I/O thread writes them together (a caller making its call
+    /// directly would make the others wait a round trip for the lock, one by one:
+    /// two-thread throughput fell 10% when they did).
+    active: AtomicUsize,
 }
 
 /// Why a pipelined call got no reply.
@@ -183,6 +189,7 @@ impl Mux {
             lost,
             io,
             queued,
+            active: AtomicUsize::new(0),
         })
     }
 
@@ -200,7 +207,11 @@ impl Mux {
     fn wait(&self, body: Body, deadline: Instant) -> Result<Vec<Value>, MuxError> {
         let (reply, got) = bounded(1);
         let reply = Reply::Wait(reply);
-        if let Some(req) = self.direct(Req { body, reply }) {
+        let alone = self.active.fetch_add(1, SeqCst) == 0;
+        let _active = Active(&self.active);
+        let req = Req { body, reply };
+        let req = if alone { self.direct(req) } else { Some(req) };
+        if let Some(req) = req {
             self.queue(req)?;
         }
         match got.recv_deadline(deadline) {
@@ -261,6 +272,15 @@ impl Mux {
             io.read_front();
         }
         None
+    }
+}
+
+/// Lowers the count of callers waiting when a call ends, however it ends.
+struct Active<'a>(&'a AtomicUsize);
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, SeqCst);
     }
 }
 
