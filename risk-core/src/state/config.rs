@@ -59,6 +59,7 @@ pub(crate) struct RawRedis {
     pub share_lists: Option<bool>,
     pub lists_check_ms: Option<f64>,
     pub rows_linger_ms: Option<f64>,
+    pub connections: Option<i64>,
     pub username: Option<String>,
     pub password: Option<SecretSpec>,
     pub tls_ca_file: Option<String>,
@@ -319,6 +320,11 @@ impl RawState {
                             "state.redis.rows_linger_ms",
                             r.rows_linger_ms,
                             d.rows_linger,
+                        )?,
+                        connections: count(
+                            "state.redis.connections",
+                            r.connections,
+                            d.connections,
                         )?,
                         pseudonymiser: None,
                     })

@@ -61,6 +61,12 @@ pub struct RedisConfig {
     /// reply another host sees the row (plus a round trip); 0: sent as soon as the
     /// connection is idle.
     pub rows_linger: Duration,
+    /// One server: the decide path's connections (`connections`, default 2, at most
+    /// 64), each pipelined with an I/O thread of its own; a call takes the first that no
+    /// other caller waits on, so that many decisions are in flight at once (one
+    /// connection carries one batch per round trip). A plan whose sequences hold rows
+    /// for the next call uses one (their order needs it).
+    pub connections: usize,
     /// When set, every identifier in a Redis key name or value (entity and group keys,
     /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.
     /// No risk.toml key of its own: the engine passes `[privacy] key` here.
@@ -86,6 +92,7 @@ impl Default for RedisConfig {
             share_lists: true,
             lists_check: Duration::from_secs(1),
             rows_linger: Duration::from_millis(1),
+            connections: 2,
             pseudonymiser: None,
         }
     }
@@ -123,6 +130,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("share_lists", &self.share_lists)
             .field("lists_check", &self.lists_check)
             .field("rows_linger", &self.rows_linger)
+            .field("connections", &self.connections)
             .field("pseudonymiser", &self.pseudonymiser)
             .finish()
     }
@@ -146,6 +154,7 @@ impl PartialEq for RedisConfig {
             && self.share_lists == o.share_lists
             && self.lists_check == o.lists_check
             && self.rows_linger == o.rows_linger
+            && self.connections == o.connections
             && self.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
                 == o.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
     }

@@ -441,8 +441,8 @@ fn a_redis_paused_makes_the_lists_stale_until_it_answers() {
     assert_eq!(member(&b, 42), (Some(1.0), false));
 }
 
-/// `[state.redis] share_lists`, `lists_check_ms` and `rows_linger_ms` from risk.toml;
-/// unknown keys refused.
+/// `[state.redis] share_lists`, `lists_check_ms`, `rows_linger_ms` and `connections`
+/// from risk.toml; unknown keys and values out of range refused, naming the key.
 #[test]
 fn risk_toml_sets_shared_lists_and_refuses_unknown_keys() {
     let toml = |redis: &str| {
@@ -501,6 +501,22 @@ prefix = "{}"
     assert_eq!(r.rows_linger, Duration::from_micros(2_500));
     let err = load("rows_linger_ms = -1").err().unwrap();
     assert_eq!(err.key(), Some("state.redis.rows_linger_ms"), "{err}");
+    // The decide path's connections (default 2, 1..=64).
+    let conns = |e: &Engine| {
+        e.state()
+            .unwrap()
+            .config()
+            .redis
+            .clone()
+            .unwrap()
+            .connections
+    };
+    assert_eq!(conns(&load("").unwrap()), 2);
+    assert_eq!(conns(&load("connections = 4").unwrap()), 4);
+    for bad in ["connections = 0", "connections = 65", "connections = -1"] {
+        let err = load(bad).err().unwrap();
+        assert_eq!(err.key(), Some("state.redis.connections"), "{bad}: {err}");
+    }
 }
 
 /// Over TLS with a client certificate and the ACL user (the connection settings of

@@ -26,9 +26,10 @@
 //! of history per key, and rolling upgrades change the key prefix's plan fingerprint
 //! only when the features change.
 //!
-//! **Connection.** One pipelined connection shared by every concurrent decision
-//! ([`mux`]: an I/O thread, a bounded queue), so throughput is not round trips × threads;
-//! a cluster uses a pool of cluster connections. The decide path never waits longer
+//! **Connections.** A few pipelined connections shared by every concurrent decision
+//! ([`lanes`], `connections`, default 2; each a [`mux`]: an I/O thread, a bounded
+//! queue, a lone caller's call made on its own thread), so throughput is not round trips
+//! × threads; a cluster uses a pool of cluster connections. The decide path never waits longer
 //! than `state.redis.timeout_ms` for its reply. A slow, failing or unreachable Redis
 //! makes the decision answer with the features missing (`NaN`), flagged on the decision
 //! ([`StateStatus`](crate::decision::StateStatus)) and counted; after a failure Redis is
@@ -43,6 +44,7 @@
 //! unchanged. Errors and logs name the server without credentials.
 
 mod cmds;
+mod lanes;
 mod mux;
 mod pending;
 mod region;
@@ -63,7 +65,8 @@ use crate::decision::{Action, StateFault};
 use crate::error::ConfigError;
 use crate::pseudo::{Domain, Pseudonymiser};
 use crossbeam_channel::{bounded, Sender, TrySendError};
-use mux::{Mux, MuxError};
+use lanes::Lanes;
+use mux::MuxError;
 use parking_lot::Mutex;
 use redis::{Cmd, Value};
 use script::{Code, Met};
@@ -112,8 +115,8 @@ pub(crate) struct RedisStore {
     access: Access,
     /// Cluster connections (a cluster has no shared pipelined connection).
     pool: Mutex<Vec<Conn>>,
-    /// The shared pipelined connection (one server).
-    mux: Option<Mux>,
+    /// The shared pipelined connections (one server).
+    lanes: Option<Lanes>,
     /// The pseudonym domain of each key source.
     domains: Vec<Domain>,
     /// The script's layout of each key source (fixed for the plan).
@@ -172,6 +175,12 @@ impl RedisStore {
             return Err(ConfigError::invalid(
                 "state.redis.max_pending",
                 "must be at least 1",
+            ));
+        }
+        if !(1..=lanes::MAX_LANES).contains(&cfg.connections) {
+            return Err(ConfigError::invalid(
+                "state.redis.connections",
+                format!("{} is not in 1..={}", cfg.connections, lanes::MAX_LANES),
             ));
         }
         let access = Access::from_config(&cfg)?;
@@ -258,14 +267,17 @@ impl RedisStore {
                 _ => Domain::Group,
             })
             .collect();
-        let mux = match &client {
+        // Rows held for the next call need one lane (their order, [`lanes`]).
+        let holds_rows = seqs.seqs.iter().any(|q| !q.early);
+        let lanes = match &client {
             Client::One(_) => Some(
-                Mux::start(
-                    client.clone(),
+                Lanes::start(
+                    if holds_rows { 1 } else { cfg.connections },
+                    &client,
                     t,
                     cfg.rows_linger,
-                    Arc::clone(&counters),
-                    code.eval_cmd(),
+                    &counters,
+                    &code.eval_cmd(),
                 )
                 .map_err(|e| {
                     ConfigError::invalid("state.redis", format!("cannot start its I/O thread: {e}"))
@@ -278,7 +290,7 @@ impl RedisStore {
             .collect();
         let me = Self {
             client,
-            mux,
+            lanes,
             specs,
             label_client,
             label_pool: Mutex::new(Vec::new()),
@@ -304,7 +316,7 @@ impl RedisStore {
             .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.load_script(&mut con)
             .map_err(|e| me.access.config_error(&me.cfg, &e))?;
-        if me.mux.is_none() {
+        if me.lanes.is_none() {
             me.pool.lock().push(con);
         }
         Ok(me)
@@ -407,7 +419,7 @@ impl RedisStore {
             return Err(StateFault::Unavailable);
         }
         self.counters.calls.fetch_add(1, Relaxed);
-        let replies = match &self.mux {
+        let replies = match &self.lanes {
             Some(m) => self.call_one(m, plan, req, sources, lateness_ms, seq)?,
             None => self.call_cluster(plan, req, sources, lateness_ms, seq)?,
         };
@@ -440,7 +452,7 @@ impl RedisStore {
     /// One server: one script call over every key, on the shared connection.
     fn call_one(
         &self,
-        m: &Mux,
+        m: &Lanes,
         plan: &Plan,
         req: &Request,
         sources: &[usize],
@@ -556,7 +568,7 @@ impl RedisStore {
     /// Waits until the background writes queued so far are done (or `timeout`).
     /// Sequence rows held for the next call go first, each in a call of its own.
     pub fn flush(&self, timeout: Duration) -> bool {
-        if let Some(m) = &self.mux {
+        if let Some(m) = &self.lanes {
             // A timeout past what an `Instant` holds: a year is as good as forever here.
             let deadline = Instant::now()
                 .checked_add(timeout)
@@ -582,11 +594,11 @@ impl RedisStore {
                     .any(|&g| plan.outcome_passes(g, action))
             })
             .collect::<Vec<usize>>()
-            .chunks(if self.mux.is_some() { usize::MAX } else { 1 })
+            .chunks(if self.lanes.is_some() { usize::MAX } else { 1 })
             // One server: by the script's name (a server that lost it gets it again from
             // the writer); a cluster: with its text (nodes are not tracked one by one).
             .map(|ss| {
-                let eval = self.mux.is_none();
+                let eval = self.lanes.is_none();
                 self.call(plan, &t.req, ss, 0, Some(action), &t.applied.te, eval, None)
             })
             .collect();

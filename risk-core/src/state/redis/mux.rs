@@ -1,6 +1,7 @@
-//! One Redis connection shared by every concurrent decision, pipelined: callers hand
-//! their command to an I/O thread through a bounded queue and wait for their own reply,
-//! at most their deadline.
+//! One Redis connection shared by concurrent decisions, pipelined: callers hand their
+//! command to an I/O thread through a bounded queue and wait for their own reply, at
+//! most their deadline. The store keeps a few ([`super::lanes`]): a caller takes one
+//! that no other caller waits on.
 //!
 //! Why a thread of our own: the `redis` crate's `MultiplexedConnection` needs an async
 //! runtime (tokio), and the engine is runtime-free (DESIGN.md). The thread keeps the
@@ -191,6 +192,19 @@ impl Mux {
             queued,
             active: AtomicUsize::new(0),
         })
+    }
+
+    /// Callers waiting for a reply on this connection now.
+    pub fn waiting(&self) -> usize {
+        self.active.load(SeqCst)
+    }
+
+    /// Counts a caller waiting on this connection until the guard drops (tests: a
+    /// caller in the middle of its call).
+    #[cfg(test)]
+    pub fn hold(&self) -> impl Drop + '_ {
+        self.active.fetch_add(1, SeqCst);
+        Active(&self.active)
     }
 
     /// Sends a decision's call, with the rows held so far, and waits for its reply.

@@ -127,7 +127,7 @@ impl RedisStore {
             }
             c
         };
-        match &self.mux {
+        match &self.lanes {
             // Held by the I/O thread and carried in this host's next call.
             Some(m) => {
                 for (s, blob) in rows {
