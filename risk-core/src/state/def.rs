@@ -64,8 +64,9 @@ pub struct RedisConfig {
     /// One server: the decide path's connections (`connections`, default 2, at most
     /// 64), each pipelined with an I/O thread of its own; a call takes the first that no
     /// other caller waits on, so that many decisions are in flight at once (one
-    /// connection carries one batch per round trip). A plan whose sequences hold rows
-    /// for the next call uses one (their order needs it).
+    /// connection carries one batch per round trip). When sequences hold rows for the
+    /// next call, a decision takes the connection of their key (a hash of it), so a
+    /// key's rows and later calls stay in order; on two key sources, one connection.
     pub connections: usize,
     /// When set, every identifier in a Redis key name or value (entity and group keys,
     /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.

@@ -355,6 +355,23 @@ impl Conn {
     }
 }
 
+/// A copy of `e` for each waiting caller (kind and text kept; timeouts stay timeouts).
+pub(crate) fn copy_error(e: &redis::RedisError) -> redis::RedisError {
+    if e.is_timeout() {
+        return redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            e.to_string(),
+        ));
+    }
+    if e.is_io_error() || e.is_connection_dropped() {
+        return redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            e.to_string(),
+        ));
+    }
+    redis::RedisError::from((e.kind(), "Redis failed", e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -89,11 +89,26 @@ fn redis_and_in_process_give_identical_sequences() {
     assert_eq!((st.degraded, st.sequence_rows_lost), (0, 0), "{st:?}");
 }
 
+/// A host with one connection: its next call, whatever its card, carries a held row
+/// (with several, the next call on the row's card's connection does).
+fn one_connection(prefix: &str, s: &Arc<FeatureSchema>, linger: Duration) -> StateEngine {
+    let cfg = RedisConfig {
+        rows_linger: linger,
+        connections: 1,
+        ..redis(prefix)
+    };
+    StateEngine::new(config(Some(cfg)), Arc::clone(s), clock(T0 + 400 * DAY)).unwrap()
+}
+
 #[test]
 fn a_row_entered_on_one_host_is_read_on_another() {
     let s = schema(&config(None));
     let p = prefix("seq-hosts");
-    let (a, b) = (on_redis(&p, &s), on_redis(&p, &s));
+    let linger = RedisConfig::default().rows_linger;
+    let (a, b) = (
+        one_connection(&p, &s, linger),
+        one_connection(&p, &s, linger),
+    );
     let evs = stream(32, 40, 2, 1);
     let card = evs[0].card;
     let other = evs.iter().find(|e| e.card != card).expect("two cards");
@@ -126,13 +141,7 @@ fn a_row_entered_on_one_host_is_read_on_another() {
 fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
     let s = schema(&config(None));
     let p = prefix("seq-carry");
-    let host = || {
-        let cfg = RedisConfig {
-            rows_linger: Duration::from_secs(3_600),
-            ..redis(&p)
-        };
-        StateEngine::new(config(Some(cfg)), Arc::clone(&s), clock(T0 + 400 * DAY)).unwrap()
-    };
+    let host = || one_connection(&p, &s, Duration::from_secs(3_600));
     let (a, b) = (host(), host());
     let evs = stream(33, 60, 2, 1);
     let card = evs[0].card;
@@ -183,6 +192,53 @@ fn a_held_row_rides_the_hosts_next_call_and_is_entered_before_its_reads() {
     let mut t = others[1].txn(&s);
     b.apply(&mut t);
     assert_eq!(rows(&t), 2, "a's flushed row and b's own");
+}
+
+/// With several connections, a held row waits on its card's connection (a hash of the
+/// key) and the card's next decision takes that connection: it carries the row and
+/// reads it (eight cards: some on connections other than the first).
+#[test]
+fn with_several_connections_a_cards_next_decision_carries_its_held_row() {
+    let s = schema(&config(None));
+    let cfg = RedisConfig {
+        rows_linger: Duration::from_secs(3_600),
+        connections: 4,
+        ..redis(&prefix("seq-lanes"))
+    };
+    let host = StateEngine::new(config(Some(cfg)), Arc::clone(&s), clock(T0 + 400 * DAY))
+        .unwrap_or_else(|e| panic!("the Redis store at {}: {e}", url()));
+    let evs = stream(34, 400, 8, 2);
+    let mut by_card: Vec<Vec<&Ev>> = Vec::new();
+    for e in &evs {
+        match by_card.iter_mut().find(|c| c[0].card == e.card) {
+            Some(c) => c.push(e),
+            None => by_card.push(vec![e]),
+        }
+    }
+    assert_eq!(by_card.len(), 8);
+    // Each card's events in time order (no late row moves into the middle).
+    for c in &mut by_card {
+        c.sort_by_key(|e| e.ts);
+        assert!(c.len() >= 3, "three events a card");
+    }
+    // A card's decisions one after another: each carries the card's held row on the
+    // card's connection (no other card's call may enter it first).
+    for c in &by_card {
+        for round in 0..3 {
+            let mut t = c[round].txn(&s);
+            host.apply(&mut t);
+            let q = t.sequences.get("card").unwrap();
+            assert_eq!(
+                q.len(),
+                round + 1,
+                "card {} round {round}: its held rows and its own",
+                c[0].card
+            );
+        }
+    }
+    let st = host.stats();
+    assert_eq!((st.sequence_rows_alone, st.sequence_rows_lost), (0, 0));
+    assert!(st.sequence_rows_carried >= 16, "{st:?}");
 }
 
 /// A row holding a list hit (shared lists on Redis) holds this transaction's own hit.

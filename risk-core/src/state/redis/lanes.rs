@@ -14,13 +14,21 @@
 //! first, warm one), else the one with the fewest callers waiting (its I/O thread writes
 //! them together). Order: concurrent decisions are not ordered by Redis anyway (each
 //! script call is atomic, and which runs first was the queue's accident); a caller's
-//! own calls are, since it waits for each reply. Held sequence rows need more (a row is
-//! entered before every later call of this host, [`Mux`]): a plan whose sequences hold
-//! rows for the next call keeps one lane.
+//! own calls are, since it waits for each reply. Held sequence rows need more: a row is
+//! entered before every later call of this host that reads its key ([`Mux`] keeps that
+//! order on one connection). So when a plan's sequences hold rows for the next call (on
+//! one key source), lanes have affinity: a decision's call and its held rows take the
+//! lane of that source's key (a hash of it), whether or not another caller waits there;
+//! a decision without that key takes any lane as above. A plan holding rows on two key
+//! sources keeps one lane.
 
 use super::mux::{Carrier, Mux, MuxError, Row};
 use super::RedisCounters;
+use crate::error::ConfigError;
+use crate::state::def::RedisConfig;
+use crate::state::plan::Plan;
 use crate::state::redis_conn::Client;
+use crate::state::seq_plan::SeqPlans;
 use redis::{Cmd, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,16 +36,45 @@ use std::time::{Duration, Instant};
 /// Lanes at most (`state.redis.connections`).
 pub(crate) const MAX_LANES: usize = 64;
 
+/// Refuses `connections` out of `1..=MAX_LANES`, naming the key.
+pub(super) fn check(cfg: &RedisConfig) -> Result<(), ConfigError> {
+    if (1..=MAX_LANES).contains(&cfg.connections) {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(
+        "state.redis.connections",
+        format!("{} is not in 1..={MAX_LANES}", cfg.connections),
+    ))
+}
+
+/// The lanes for `plan`: `connections`, with affinity by the key of the one source whose
+/// sequences hold rows for the next call (`Some(source)`), or one lane when two sources
+/// do.
+pub(super) fn shape(cfg: &RedisConfig, plan: &Plan, seqs: &SeqPlans) -> (usize, Option<usize>) {
+    let holding: Vec<usize> = (0..plan.sources.len())
+        .filter(|&s| seqs.of(s).any(|q| !q.early))
+        .collect();
+    match holding[..] {
+        [] => (cfg.connections, None),
+        [s] => (cfg.connections, Some(s)),
+        _ => (1, None),
+    }
+}
+
 /// The decide path's connections to one server.
 pub(super) struct Lanes {
     all: Vec<Mux>,
+    /// Calls carrying a key take the lane of that key (held rows' order).
+    affinity: bool,
 }
 
 impl Lanes {
     /// `n` lanes (at least one), each [`Mux::start`]ed with these settings; each
-    /// connects on its first call.
+    /// connects on its first call. `affinity`: calls and rows that name a key take its
+    /// lane.
     pub fn start(
         n: usize,
+        affinity: bool,
         client: &Client,
         timeout: Duration,
         linger: Duration,
@@ -55,7 +92,7 @@ impl Lanes {
                 )
             })
             .collect::<std::io::Result<_>>()?;
-        Ok(Self { all })
+        Ok(Self { all, affinity })
     }
 
     /// Lanes open.
@@ -83,15 +120,36 @@ impl Lanes {
         best
     }
 
-    /// A decision's call on a lane (see [`Mux::call_carrier`]).
-    pub fn call_carrier(&self, c: Carrier, deadline: Instant) -> Result<Vec<Value>, MuxError> {
-        self.pick().call_carrier(c, deadline)
+    /// The lane of `key` (a multiplicative hash: keys may be small or strided).
+    fn of_key(&self, key: u64) -> &Mux {
+        let h = key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32;
+        &self.all[(h % self.all.len() as u64) as usize]
     }
 
-    /// A row held for this host's next call (see [`Mux::defer`]): only plans with one
-    /// lane hold rows, so it is that lane's.
-    pub fn defer(&self, row: Row) -> Result<(), MuxError> {
-        self.all[0].defer(row)
+    /// A decision's call (see [`Mux::call_carrier`]) on the lane of `key` (the key of
+    /// the source whose sequences hold rows, when the decision has one) with affinity,
+    /// else on the first lane no caller waits on.
+    pub fn call_carrier(
+        &self,
+        c: Carrier,
+        deadline: Instant,
+        key: Option<u64>,
+    ) -> Result<Vec<Value>, MuxError> {
+        match key {
+            Some(k) if self.affinity => self.of_key(k),
+            _ => self.pick(),
+        }
+        .call_carrier(c, deadline)
+    }
+
+    /// A row of `key` held for this host's next call on the key's lane (see
+    /// [`Mux::defer`]).
+    pub fn defer(&self, row: Row, key: u64) -> Result<(), MuxError> {
+        if self.affinity {
+            self.of_key(key).defer(row)
+        } else {
+            self.all[0].defer(row)
+        }
     }
 
     /// Every lane's held rows sent and its calls answered (or `deadline`).
@@ -114,6 +172,10 @@ mod tests {
     use std::sync::atomic::Ordering::Relaxed;
 
     fn lanes(n: usize) -> (Lanes, Arc<RedisCounters>) {
+        lanes_with(n, false)
+    }
+
+    fn lanes_with(n: usize, affinity: bool) -> (Lanes, Arc<RedisCounters>) {
         let cfg = RedisConfig {
             url: std::env::var("RISK_REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6390/".into()),
@@ -124,15 +186,28 @@ mod tests {
         let client = Client::open(&cfg, &access, t).unwrap();
         let counters = Arc::new(RedisCounters::default());
         let eval = redis::cmd("EVAL");
-        let l = Lanes::start(n, &client, t, Duration::from_millis(1), &counters, &eval).unwrap();
+        let l = Lanes::start(
+            n,
+            affinity,
+            &client,
+            t,
+            Duration::from_millis(1),
+            &counters,
+            &eval,
+        )
+        .unwrap();
         (l, counters)
     }
 
-    /// A call as the store makes it (`EVAL <script> 1 <key> u <common> <blob>`): the
-    /// script answers its one key's blob.
+    /// A call as the store makes it (`EVAL <script> 1 <key> u <common> <blob>`, carried
+    /// rows' keys and blobs before the decision's): the script answers the last blob.
     fn call(l: &Lanes, blob: &[u8]) -> Vec<Value> {
+        call_key(l, blob, None)
+    }
+
+    fn call_key(l: &Lanes, blob: &[u8], key: Option<u64>) -> Vec<Value> {
         let mut head = redis::cmd("EVAL");
-        head.arg("return {ARGV[3]}");
+        head.arg("return {ARGV[#ARGV]}");
         let c = Carrier {
             head,
             keys: vec![b"risk-test-lanes".to_vec()],
@@ -140,7 +215,7 @@ mod tests {
             blobs: vec![blob.to_vec()],
         };
         let deadline = Instant::now() + Duration::from_secs(5);
-        l.call_carrier(c, deadline)
+        l.call_carrier(c, deadline, key)
             .unwrap_or_else(|_| panic!("no reply from Redis (tools/servers.sh start redis)"))
     }
 
@@ -181,6 +256,39 @@ mod tests {
         assert_eq!(call(&one, b"c"), answer(b"c"));
         assert_eq!(counters.direct.load(Relaxed), 0);
         drop(busy);
+    }
+
+    /// With affinity a call naming a key takes its key's lane even while a caller waits
+    /// there (it queues), and a row held for the next call rides the next call on its
+    /// key's lane only.
+    #[test]
+    fn with_affinity_a_key_keeps_its_lane_and_its_rows_ride_it() {
+        let (l, counters) = lanes_with(2, true);
+        let lane = |k: u64| std::ptr::from_ref(l.of_key(k)) == std::ptr::from_ref(&l.all[1]);
+        let k0 = (1..).find(|&k| !lane(k)).unwrap();
+        let k1 = (1..).find(|&k| lane(k)).unwrap();
+        // Both lanes connected, then direct.
+        for k in [k0, k0, k1, k1] {
+            assert_eq!(call_key(&l, b"a", Some(k)), answer(b"a"));
+        }
+        assert_eq!(counters.direct.load(Relaxed), 2);
+        // A caller waits on k1's lane: a call of k1 queues there (lane 0 is idle).
+        let busy = l.all[1].hold();
+        assert_eq!(call_key(&l, b"b", Some(k1)), answer(b"b"));
+        assert_eq!(counters.direct.load(Relaxed), 2, "k1's call left its lane");
+        drop(busy);
+        // A row of k1 held: a call of k0 does not carry it, the next of k1 does.
+        let row = Row {
+            key: b"risk-test-lanes-row".to_vec(),
+            blob: b"row".to_vec(),
+            alone: Vec::new(),
+        };
+        l.defer(row, k1)
+            .unwrap_or_else(|_| panic!("the row was refused"));
+        assert_eq!(call_key(&l, b"c", Some(k0)), answer(b"c"));
+        assert_eq!(counters.seq_carried.load(Relaxed), 0);
+        assert_eq!(call_key(&l, b"d", Some(k1)), answer(b"d"));
+        assert_eq!(counters.seq_carried.load(Relaxed), 1);
     }
 
     #[test]

@@ -117,6 +117,9 @@ pub(crate) struct RedisStore {
     pool: Mutex<Vec<Conn>>,
     /// The shared pipelined connections (one server).
     lanes: Option<Lanes>,
+    /// The key source whose sequences hold rows for the next call (its key picks the
+    /// lane), if one does.
+    lane_source: Option<usize>,
     /// The pseudonym domain of each key source.
     domains: Vec<Domain>,
     /// The script's layout of each key source (fixed for the plan).
@@ -177,12 +180,7 @@ impl RedisStore {
                 "must be at least 1",
             ));
         }
-        if !(1..=lanes::MAX_LANES).contains(&cfg.connections) {
-            return Err(ConfigError::invalid(
-                "state.redis.connections",
-                format!("{} is not in 1..={}", cfg.connections, lanes::MAX_LANES),
-            ));
-        }
+        lanes::check(&cfg)?;
         let access = Access::from_config(&cfg)?;
         let t = cfg.timeout.max(Duration::from_millis(1));
         let client = Client::open(&cfg, &access, t)?;
@@ -267,12 +265,12 @@ impl RedisStore {
                 _ => Domain::Group,
             })
             .collect();
-        // Rows held for the next call need one lane (their order, [`lanes`]).
-        let holds_rows = seqs.seqs.iter().any(|q| !q.early);
-        let lanes = match &client {
-            Client::One(_) => Some(
-                Lanes::start(
-                    if holds_rows { 1 } else { cfg.connections },
+        let (lanes, lane_source) = match &client {
+            Client::One(_) => {
+                let (n, source) = lanes::shape(&cfg, plan, seqs);
+                let l = Lanes::start(
+                    n,
+                    source.is_some(),
                     &client,
                     t,
                     cfg.rows_linger,
@@ -281,9 +279,10 @@ impl RedisStore {
                 )
                 .map_err(|e| {
                     ConfigError::invalid("state.redis", format!("cannot start its I/O thread: {e}"))
-                })?,
-            ),
-            Client::Cluster(_) => None,
+                })?;
+                (Some(l), source)
+            }
+            Client::Cluster(_) => (None, None),
         };
         let specs = (0..plan.sources.len())
             .map(|s| script::key_spec(plan, seqs, s))
@@ -291,6 +290,7 @@ impl RedisStore {
         let me = Self {
             client,
             lanes,
+            lane_source,
             specs,
             label_client,
             label_pool: Mutex::new(Vec::new()),
@@ -460,9 +460,10 @@ impl RedisStore {
         seq: &mut SeqReply,
     ) -> Result<Vec<Value>, StateFault> {
         let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
+        let key = self.lane_source.map(|s| req.keys[s]).filter(|&k| k != 0);
         let run = |eval: bool, seq: &SeqReply| {
             let c = self.carrier(plan, req, sources, lateness_ms, eval, seq);
-            m.call_carrier(c, deadline)
+            m.call_carrier(c, deadline, key)
         };
         let mut got = run(false, seq);
         // The server lacks the script (restarted): nothing ran; again with its text, and

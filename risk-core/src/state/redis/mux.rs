@@ -44,7 +44,7 @@
 //! flight and drops the connection (the replies on it can no longer be matched); the
 //! next request connects again.
 
-use super::super::redis_conn::{Client, Conn};
+use super::super::redis_conn::{copy_error, Client, Conn};
 use super::RedisCounters;
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
 use parking_lot::Mutex;
@@ -179,6 +179,7 @@ impl Mux {
             held: Vec::new(),
             held_since: Instant::now(),
             refused: None,
+            ready: Vec::new(),
         }));
         let queued = Arc::new(AtomicUsize::new(0));
         let (io2, queued2) = (Arc::clone(&io), Arc::clone(&queued));
@@ -285,6 +286,7 @@ impl Mux {
         if io.finish_out() {
             io.read_front();
         }
+        Io::release(io);
         None
     }
 }
@@ -303,13 +305,9 @@ impl Drop for Active<'_> {
 /// waits for work without the lock (a lone caller may then go direct). Held rows wait
 /// `linger` for a call, then go alone. It ends when the store is dropped.
 fn run(io: &Mutex<Io>, rx: &Receiver<Req>, queued: &AtomicUsize) {
+    let mut wait = io.lock().next_wait();
     loop {
-        let (idle, until) = {
-            let mut g = io.lock();
-            g.refused = None;
-            let until = g.held_since.checked_add(g.linger);
-            (g.inflight.is_empty(), until.filter(|_| !g.held.is_empty()))
-        };
+        let (idle, until) = wait;
         let mut g = if idle {
             let first = match until {
                 Some(t) => rx.recv_deadline(t),
@@ -339,6 +337,10 @@ fn run(io: &Mutex<Io>, rx: &Receiver<Req>, queued: &AtomicUsize) {
         if g.finish_out() {
             g.read_front();
         }
+        // What to wait for next, decided under this same lock: the thread does not take
+        // it again until work comes (a lone caller's next call finds it free).
+        wait = g.next_wait();
+        Io::release(g);
     }
 }
 
@@ -360,9 +362,32 @@ struct Io {
     /// A failed connection attempt answers the rest of its round at once (no attempt
     /// per queued request while Redis is down).
     refused: Option<RedisError>,
+    /// Replies read, delivered once the lock is released ([`Io::release`]): a caller
+    /// woken by its reply finds the connection free for its next call.
+    ready: Vec<(Reply, Vec<Value>)>,
 }
 
 impl Io {
+    /// Whether the thread waits for work (nothing in flight) and until when (the
+    /// oldest held row's linger); a new round forgets the last connection refusal.
+    fn next_wait(&mut self) -> (bool, Option<Instant>) {
+        self.refused = None;
+        let until = self.held_since.checked_add(self.linger);
+        (
+            self.inflight.is_empty(),
+            until.filter(|_| !self.held.is_empty()),
+        )
+    }
+
+    /// Releases the lock, then delivers the replies read under it.
+    fn release(mut g: parking_lot::MutexGuard<'_, Io>) {
+        let ready = std::mem::take(&mut g.ready);
+        drop(g);
+        for (reply, v) in ready {
+            reply.deliver(Ok(v));
+        }
+    }
+
     /// Writes what was queued; `false`: the write failed (everything in flight failed).
     fn finish_out(&mut self) -> bool {
         if self.out.is_empty() {
@@ -421,7 +446,7 @@ impl Io {
                 Some(_) => {}
             }
         }
-        f.reply.deliver(Ok(replies));
+        self.ready.push((f.reply, replies));
     }
 
     /// `rows` in one `"q"` call with the script's text, written now (detached).
@@ -579,21 +604,4 @@ fn carry(c: &Carrier, rows: &[Row]) -> Cmd {
         cmd.arg(&b[..]);
     }
     cmd
-}
-
-/// A copy of `e` for each waiting caller (kind and text kept; timeouts stay timeouts).
-fn copy_error(e: &RedisError) -> RedisError {
-    if e.is_timeout() {
-        return RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            e.to_string(),
-        ));
-    }
-    if e.is_io_error() || e.is_connection_dropped() {
-        return RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::BrokenPipe,
-            e.to_string(),
-        ));
-    }
-    RedisError::from((e.kind(), "Redis failed", e.to_string()))
 }

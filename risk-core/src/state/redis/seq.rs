@@ -137,7 +137,7 @@ impl RedisStore {
                         blob,
                     };
                     // A full queue: counted lost by `defer`.
-                    let _ = m.defer(row);
+                    let _ = m.defer(row, req.keys[s]);
                 }
             }
             // A cluster: one call per key (each in its own slot), in the background.
