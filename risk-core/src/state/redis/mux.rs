@@ -16,9 +16,9 @@
 //! A lone caller skips the thread: the connection and what is in flight on it sit
 //! behind one lock, which the I/O thread takes to work and releases while it waits for
 //! work. A decision's call made while no other caller waits, that finds that lock free,
-//! nothing queued (a counter the thread lowers as it takes each request), no row held
-//! and nothing in flight, writes and reads its call itself on the same connection
-//! ([`Mux::direct`]): no row or call of this host can be overtaken, and the two
+//! nothing queued (a counter the thread lowers as it takes each request) and nothing in
+//! flight, writes and reads its call itself on the same connection, carrying the rows
+//! held ([`Mux::direct`]): no row or call of this host can be overtaken, and the two
 //! hand-offs of the queue (a wake of the I/O thread and one of the caller) are saved
 //! (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
 //! written together; the lock is only tried, never waited for, by a caller.
@@ -130,7 +130,7 @@ pub(super) struct Mux {
     tx: Sender<Req>,
     lost: Arc<AtomicU64>,
     /// The connection and what is in flight on it: the I/O thread works under this
-    /// lock, and a caller that finds it free, with nothing queued, held or in flight,
+    /// lock, and a caller that finds it free, with nothing queued or in flight,
     /// makes its call itself ([`Mux::direct`]).
     io: Arc<Mutex<Io>>,
     /// Requests sent to the queue that the I/O thread has not taken yet (it takes them
@@ -263,10 +263,11 @@ impl Mux {
     }
 
     /// A decision's call made on the caller's thread when the connection is idle:
-    /// connected, nothing queued, held or in flight (so no row or call of this host
-    /// can be overtaken). It saves the two thread hand-offs of the queue (to the I/O
-    /// thread and back) on a lone caller's round trip. The reply goes to `r`'s channel
-    /// as on the queue's path. `Some(r)`: not idle, `r` must be queued.
+    /// connected, nothing queued or in flight (so no row or call of this host can be
+    /// overtaken); the rows held carry on it as on the thread's path. It saves the two
+    /// thread hand-offs of the queue (to the I/O thread and back) on a lone caller's
+    /// round trip. The reply goes to `r`'s channel as on the queue's path. `Some(r)`:
+    /// not idle, `r` must be queued.
     fn direct(&self, r: Req) -> Option<Req> {
         if !matches!(r.body, Body::Carrier(_)) {
             return Some(r);
@@ -274,10 +275,7 @@ impl Mux {
         let Some(mut io) = self.io.try_lock() else {
             return Some(r);
         };
-        let idle = self.queued.load(SeqCst) == 0
-            && io.inflight.is_empty()
-            && io.held.is_empty()
-            && io.con.is_some();
+        let idle = self.queued.load(SeqCst) == 0 && io.inflight.is_empty() && io.con.is_some();
         if !idle {
             return Some(r);
         }
@@ -285,6 +283,9 @@ impl Mux {
         io.take(r);
         if io.finish_out() {
             io.read_front();
+            // Carried rows that met a server without the script go again with its text
+            // now; their reply is read by the thread's next round.
+            io.finish_out();
         }
         Io::release(io);
         None
