@@ -249,7 +249,7 @@ pub fn redis(c: &mut Criterion) {
             let (calls, usec) = (after.0 - before.0, after.1 - before.1);
             let stats = st.stats();
             println!(
-                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}, carried {}, alone {}",
+                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}, carried {}, alone {}; calls on the caller's thread {}",
                 q(0.5),
                 q(0.99),
                 q(1.0),
@@ -258,7 +258,8 @@ pub fn redis(c: &mut Criterion) {
                 stats.degraded,
                 stats.sequence_rows_lost,
                 stats.sequence_rows_carried,
-                stats.sequence_rows_alone
+                stats.sequence_rows_alone,
+                stats.store_calls_direct
             );
         }
     }

@@ -15,10 +15,11 @@
 //!
 //! A lone caller skips the thread: the connection and what is in flight on it sit
 //! behind one lock, which the I/O thread takes to work and releases while it waits for
-//! work. A decision's call made while no other caller waits, that finds that lock free,
-//! nothing queued (a counter the thread lowers as it takes each request) and nothing in
-//! flight, writes and reads its call itself on the same connection, carrying the rows
-//! held ([`Mux::direct`]): no row or call of this host can be overtaken, and the two
+//! work; requests leave the queue only under that lock. A decision's call made while no
+//! other caller waits, that finds that lock free, takes what is queued (rows, in order),
+//! writes its call carrying the rows held, and reads every reply in flight up to its
+//! own, on its own thread ([`Mux::direct`]): no row or call of this host can be
+//! overtaken, and the two
 //! hand-offs of the queue (a wake of the I/O thread and one of the caller) are saved
 //! (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
 //! written together; the lock is only tried, never waited for, by a caller.
@@ -46,7 +47,7 @@
 
 use super::super::redis_conn::{copy_error, Client, Conn};
 use super::RedisCounters;
-use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender, TrySendError};
+use crossbeam_channel::{bounded, Receiver, Select, Sender, TryRecvError, TrySendError};
 use parking_lot::Mutex;
 use redis::{Cmd, RedisError, RedisResult, Value};
 use std::collections::VecDeque;
@@ -130,12 +131,12 @@ pub(super) struct Mux {
     tx: Sender<Req>,
     lost: Arc<AtomicU64>,
     /// The connection and what is in flight on it: the I/O thread works under this
-    /// lock, and a caller that finds it free, with nothing queued or in flight,
-    /// makes its call itself ([`Mux::direct`]).
+    /// lock, and a lone caller that finds it free makes its call itself
+    /// ([`Mux::direct`]).
     io: Arc<Mutex<Io>>,
-    /// Requests sent to the queue that the I/O thread has not taken yet (it takes them
-    /// under the lock): a caller goes direct only when this is 0.
-    queued: Arc<AtomicUsize>,
+    /// The queue's receiving end, read only under `io`'s lock (by the thread or a
+    /// direct caller), so requests are taken in the order they were queued.
+    rx: Receiver<Req>,
     /// Callers waiting for a reply now: a caller goes direct only alone. Concurrent
     /// callers queue, so the I/O thread writes them together (a caller making its call
     /// directly would make the others wait a round trip for the lock, one by one:
@@ -181,16 +182,15 @@ impl Mux {
             refused: None,
             ready: Vec::new(),
         }));
-        let queued = Arc::new(AtomicUsize::new(0));
-        let (io2, queued2) = (Arc::clone(&io), Arc::clone(&queued));
+        let (io2, rx2) = (Arc::clone(&io), rx.clone());
         std::thread::Builder::new()
             .name("risk-state-redis-io".into())
-            .spawn(move || run(&io2, &rx, &queued2))?;
+            .spawn(move || run(&io2, &rx2))?;
         Ok(Self {
             tx,
             lost,
             io,
-            queued,
+            rx,
             active: AtomicUsize::new(0),
         })
     }
@@ -252,22 +252,20 @@ impl Mux {
 
     /// `r` to the I/O thread; `Busy`: the queue was full or the thread is gone.
     fn queue(&self, r: Req) -> Result<(), MuxError> {
-        self.queued.fetch_add(1, SeqCst);
         match self.tx.try_send(r) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.queued.fetch_sub(1, SeqCst);
-                Err(MuxError::Busy)
-            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => Err(MuxError::Busy),
         }
     }
 
-    /// A decision's call made on the caller's thread when the connection is idle:
-    /// connected, nothing queued or in flight (so no row or call of this host can be
-    /// overtaken); the rows held carry on it as on the thread's path. It saves the two
-    /// thread hand-offs of the queue (to the I/O thread and back) on a lone caller's
-    /// round trip. The reply goes to `r`'s channel as on the queue's path. `Some(r)`:
-    /// not idle, `r` must be queued.
+    /// A decision's call made on the caller's thread: a lone caller that finds the
+    /// connection's lock free (the I/O thread waiting for work) and the connection
+    /// open takes what is queued (rows, and requests of callers that gave up: in their
+    /// order, so no row or call of this host is overtaken), writes its call (carrying
+    /// the rows held) and reads the replies in flight up to its own, delivering each. It
+    /// saves the two thread hand-offs of the queue (to the I/O thread and back) on a
+    /// lone caller's round trip. The reply goes to `r`'s channel as on the queue's
+    /// path. `Some(r)`: not taken, `r` must be queued.
     fn direct(&self, r: Req) -> Option<Req> {
         if !matches!(r.body, Body::Carrier(_)) {
             return Some(r);
@@ -275,17 +273,18 @@ impl Mux {
         let Some(mut io) = self.io.try_lock() else {
             return Some(r);
         };
-        let idle = self.queued.load(SeqCst) == 0 && io.inflight.is_empty() && io.con.is_some();
-        if !idle {
+        if io.con.is_none() {
             return Some(r);
         }
         io.counters.direct.fetch_add(1, Relaxed);
+        while let Ok(q) = self.rx.try_recv() {
+            io.take(q);
+        }
         io.take(r);
-        if io.finish_out() {
+        while io.finish_out() && !io.inflight.is_empty() {
+            // Carried rows that met a server without the script go again with its text,
+            // written on the next turn and read before this loop ends.
             io.read_front();
-            // Carried rows that met a server without the script go again with its text
-            // now; their reply is read by the thread's next round.
-            io.finish_out();
         }
         Io::release(io);
         None
@@ -303,37 +302,43 @@ impl Drop for Active<'_> {
 
 /// The I/O thread: takes queued requests under the lock, writes them in one write,
 /// reads the replies of the oldest in flight, repeats; idle (nothing in flight), it
-/// waits for work without the lock (a lone caller may then go direct). Held rows wait
-/// `linger` for a call, then go alone. It ends when the store is dropped.
-fn run(io: &Mutex<Io>, rx: &Receiver<Req>, queued: &AtomicUsize) {
+/// waits for work without the lock and without taking it from the queue (a lone caller
+/// may then take it and go direct). Held rows wait `linger` for a call, then go alone.
+/// It ends when the store is dropped.
+fn run(io: &Mutex<Io>, rx: &Receiver<Req>) {
     let mut wait = io.lock().next_wait();
     loop {
         let (idle, until) = wait;
-        let mut g = if idle {
-            let first = match until {
-                Some(t) => rx.recv_deadline(t),
-                None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+        let mut lingered = false;
+        if idle {
+            let mut sel = Select::new();
+            sel.recv(rx);
+            lingered = match until {
+                Some(t) => sel.ready_deadline(t).is_err(),
+                None => {
+                    sel.ready();
+                    false
+                }
             };
-            let mut g = io.lock();
-            match first {
+        }
+        let mut g = io.lock();
+        let mut took = false;
+        loop {
+            match rx.try_recv() {
                 Ok(r) => {
                     g.take(r);
-                    queued.fetch_sub(1, SeqCst);
+                    took = true;
                 }
-                Err(RecvTimeoutError::Timeout) => g.send_held(),
-                Err(RecvTimeoutError::Disconnected) => {
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
                     g.send_held();
                     g.finish_out();
                     return;
                 }
             }
-            g
-        } else {
-            io.lock()
-        };
-        while let Ok(r) = rx.try_recv() {
-            g.take(r);
-            queued.fetch_sub(1, SeqCst);
+        }
+        if lingered && !took {
+            g.send_held();
         }
         if g.finish_out() {
             g.read_front();
