@@ -6,7 +6,7 @@ use super::def::{SeqField, SequenceDef};
 use crate::decision::Action;
 use crate::error::ConfigError;
 use crate::secret::SecretSpec;
-use crate::setting::{count, ms};
+use crate::setting::{count, ms, us};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -60,6 +60,7 @@ pub(crate) struct RawRedis {
     pub lists_check_ms: Option<f64>,
     pub rows_linger_ms: Option<f64>,
     pub connections: Option<i64>,
+    pub read_spin_us: Option<f64>,
     pub username: Option<String>,
     pub password: Option<SecretSpec>,
     pub tls_ca_file: Option<String>,
@@ -326,6 +327,7 @@ impl RawState {
                             r.connections,
                             d.connections,
                         )?,
+                        read_spin: us("state.redis.read_spin_us", r.read_spin_us, d.read_spin)?,
                         pseudonymiser: None,
                     })
                 }

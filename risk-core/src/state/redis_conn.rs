@@ -195,6 +195,51 @@ impl Access {
         })
     }
 
+    /// The rustls client settings of these certificates, for the decide path's own
+    /// sockets (`redis::wire`): the CA file's certificates trusted alone, else the
+    /// system's roots (as the crate's connections); the client certificate when given.
+    pub fn rustls(&self) -> RedisResult<rustls::ClientConfig> {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+        let bad = |what: &'static str| {
+            redis::RedisError::from((redis::ErrorKind::InvalidClientConfig, what))
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        match self.certs.as_ref().and_then(|c| c.root_cert.as_ref()) {
+            Some(pem) => {
+                for c in CertificateDer::pem_slice_iter(pem) {
+                    let c = c.map_err(|_| bad("the CA file holds no PEM certificate"))?;
+                    roots
+                        .add(c)
+                        .map_err(|_| bad("a certificate of the CA file is refused"))?;
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                if found.certs.is_empty() {
+                    return Err(bad("no system root certificate could be read"));
+                }
+                // A system certificate rustls cannot parse is skipped; the others
+                // still check the server.
+                roots.add_parsable_certificates(found.certs);
+            }
+        }
+        let b = rustls::ClientConfig::builder().with_root_certificates(roots);
+        match self.certs.as_ref().and_then(|c| c.client_tls.as_ref()) {
+            None => Ok(b.with_no_client_auth()),
+            Some(t) => {
+                let chain = CertificateDer::pem_slice_iter(&t.client_cert)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|_| bad("the client certificate file is not PEM"))?;
+                // The error names the file's kind of fault, never the key's bytes.
+                let key = PrivateKeyDer::from_pem_slice(&t.client_key)
+                    .map_err(|_| bad("the client key file holds no PEM private key"))?;
+                b.with_client_auth_cert(chain, key)
+                    .map_err(|_| bad("the client certificate and key do not go together"))
+            }
+        }
+    }
+
     /// `msg` with every secret this access knows replaced by `[redacted]`.
     pub fn scrub(&self, msg: &str) -> String {
         let mut m = msg.to_owned();

@@ -441,8 +441,8 @@ fn a_redis_paused_makes_the_lists_stale_until_it_answers() {
     assert_eq!(member(&b, 42), (Some(1.0), false));
 }
 
-/// `[state.redis] share_lists`, `lists_check_ms`, `rows_linger_ms` and `connections`
-/// from risk.toml; unknown keys and values out of range refused, naming the key.
+/// `[state.redis] share_lists`, `lists_check_ms`, `rows_linger_ms`, `connections` and
+/// `read_spin_us` from risk.toml; unknown keys and values out of range refused, naming the key.
 #[test]
 fn risk_toml_sets_shared_lists_and_refuses_unknown_keys() {
     let toml = |redis: &str| {
@@ -516,6 +516,21 @@ prefix = "{}"
     for bad in ["connections = 0", "connections = 65", "connections = -1"] {
         let err = load(bad).err().unwrap();
         assert_eq!(err.key(), Some("state.redis.connections"), "{bad}: {err}");
+    }
+    // How long a read polls before it blocks (default 0, at most 10 ms).
+    let spin = |e: &Engine| e.state().unwrap().config().redis.clone().unwrap().read_spin;
+    assert_eq!(spin(&load("").unwrap()), Duration::ZERO);
+    assert_eq!(
+        spin(&load("read_spin_us = 150").unwrap()),
+        Duration::from_micros(150)
+    );
+    for bad in [
+        "read_spin_us = -1",
+        "read_spin_us = 10001",
+        "read_spin_us = nan",
+    ] {
+        let err = load(bad).err().unwrap();
+        assert_eq!(err.key(), Some("state.redis.read_spin_us"), "{bad}: {err}");
     }
 }
 

@@ -66,6 +66,7 @@ fn engines(
     url: &str,
     timeout_ms: u64,
     retry_ms: u64,
+    spin: Duration,
 ) -> (StateEngine, StateEngine, Arc<FeatureSchema>) {
     let mem = StateConfig {
         features: defs(),
@@ -78,6 +79,7 @@ fn engines(
             timeout: Duration::from_millis(timeout_ms),
             prefix: prefix(name),
             retry: Duration::from_millis(retry_ms),
+            read_spin: spin,
             ..RedisConfig::default()
         }),
         ..mem.clone()
@@ -92,7 +94,7 @@ fn engines(
 #[test]
 fn redis_and_in_process_give_identical_features() {
     // Generous timeout: this test is about equality, not deadlines.
-    let (mem, red, s) = engines("same", &url(), 2_000, 0);
+    let (mem, red, s) = engines("same", &url(), 2_000, 0, Duration::ZERO);
     let evs = stream(21, 3_000, 30, 6);
     let (mut compared, mut sketched) = (0, 0);
     for (i, e) in evs.iter().enumerate() {
@@ -230,7 +232,7 @@ fn a_redis_killed_mid_run_degrades_every_decision_and_recovers() {
     let port = free_port();
     let mut server = start_redis(port, dir.path());
     let url = format!("redis://127.0.0.1:{port}/");
-    let (_, red, s) = engines("kill", &url, 200, 0);
+    let (_, red, s) = engines("kill", &url, 200, 0, Duration::ZERO);
     let mut t = txn(&s, 1);
     assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
     let mut t = txn(&s, 2);
@@ -264,12 +266,22 @@ fn a_redis_killed_mid_run_degrades_every_decision_and_recovers() {
 /// skipped (no wait at all) until the retry time.
 #[test]
 fn a_slow_redis_is_cut_off_by_its_timeout_then_skipped() {
+    slow_redis_cut_off(Duration::ZERO);
+}
+
+/// The same with reads that poll for 1 ms before they block: the timeout still holds.
+#[test]
+fn a_slow_redis_is_cut_off_by_its_timeout_when_reads_poll_first() {
+    slow_redis_cut_off(Duration::from_millis(1));
+}
+
+fn slow_redis_cut_off(spin: Duration) {
     // A server of its own: pausing the shared one would stall the other tests.
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let _server = start_redis(port, dir.path());
     let url = format!("redis://127.0.0.1:{port}/");
-    let (_, red, s) = engines("slow", &url, 50, 60_000);
+    let (_, red, s) = engines("slow", &url, 50, 60_000, spin);
     let mut t = txn(&s, 1);
     assert_eq!(red.apply(&mut t).status, StateStatus::Fresh);
     let client = redis_admin(&url);

@@ -95,7 +95,20 @@ fn ev(id: u64, card: u64) -> Ev {
 
 #[test]
 fn redis_over_tls_with_a_client_certificate_and_an_acl_user_keeps_state() {
-    let (red, s, debug) = build(tls_config("tls"));
+    keeps_state_over_tls(tls_config("tls"));
+}
+
+/// The same with the decide path's reads polling the TLS socket before they block.
+#[test]
+fn redis_over_tls_keeps_state_when_reads_poll_first() {
+    keeps_state_over_tls(RedisConfig {
+        read_spin: Duration::from_micros(300),
+        ..tls_config("tls-spin")
+    });
+}
+
+fn keeps_state_over_tls(cfg: RedisConfig) {
+    let (red, s, debug) = build(cfg);
     let red = red.unwrap_or_else(|e| panic!("{e} (tools/servers.sh start redis)"));
     assert!(!debug.contains(&password()), "{debug}");
     assert!(debug.contains("[redacted]"), "{debug}");

@@ -23,28 +23,39 @@
 //! sources keeps one lane.
 
 use super::mux::{Carrier, Mux, MuxError, Row};
+use super::wire::{Dial, MAX_SPIN};
 use super::RedisCounters;
 use crate::error::ConfigError;
 use crate::state::def::RedisConfig;
 use crate::state::plan::Plan;
-use crate::state::redis_conn::Client;
 use crate::state::seq_plan::SeqPlans;
 use redis::{Cmd, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Lanes at most (`state.redis.connections`).
-pub(crate) const MAX_LANES: usize = 64;
+pub(super) const MAX_LANES: usize = 64;
 
-/// Refuses `connections` out of `1..=MAX_LANES`, naming the key.
+/// Refuses `connections` out of `1..=MAX_LANES` and a read spin past [`MAX_SPIN`],
+/// naming the key.
 pub(super) fn check(cfg: &RedisConfig) -> Result<(), ConfigError> {
-    if (1..=MAX_LANES).contains(&cfg.connections) {
-        return Ok(());
+    if !(1..=MAX_LANES).contains(&cfg.connections) {
+        return Err(ConfigError::invalid(
+            "state.redis.connections",
+            format!("{} is not in 1..={MAX_LANES}", cfg.connections),
+        ));
     }
-    Err(ConfigError::invalid(
-        "state.redis.connections",
-        format!("{} is not in 1..={MAX_LANES}", cfg.connections),
-    ))
+    if cfg.read_spin > MAX_SPIN {
+        return Err(ConfigError::invalid(
+            "state.redis.read_spin_us",
+            format!(
+                "{} us is more than {} us",
+                cfg.read_spin.as_micros(),
+                MAX_SPIN.as_micros()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The lanes for `plan`: `connections`, with affinity by the key of the one source whose
@@ -75,16 +86,16 @@ impl Lanes {
     pub fn start(
         n: usize,
         affinity: bool,
-        client: &Client,
+        dial: &Dial,
         timeout: Duration,
         linger: Duration,
         counters: &Arc<RedisCounters>,
         eval: &Cmd,
     ) -> std::io::Result<Self> {
-        let all = (0..n.clamp(1, MAX_LANES))
+        let all = (0..n.max(1))
             .map(|_| {
                 Mux::start(
-                    client.clone(),
+                    dial.clone(),
                     timeout,
                     linger,
                     Arc::clone(counters),
@@ -168,7 +179,7 @@ mod tests {
     //! Against the server of `tools/servers.sh start redis` (`RISK_REDIS_URL`).
     use super::*;
     use crate::state::def::RedisConfig;
-    use crate::state::redis_conn::Access;
+    use crate::state::redis_conn::{Access, Client};
     use std::sync::atomic::Ordering::Relaxed;
 
     fn lanes(n: usize) -> (Lanes, Arc<RedisCounters>) {
@@ -183,13 +194,16 @@ mod tests {
         };
         let t = Duration::from_secs(5);
         let access = Access::from_config(&cfg).unwrap();
-        let client = Client::open(&cfg, &access, t).unwrap();
+        let Client::One(client) = Client::open(&cfg, &access, t).unwrap() else {
+            unreachable!("one server")
+        };
+        let dial = Dial::of(&client, &access, Duration::ZERO).unwrap();
         let counters = Arc::new(RedisCounters::default());
         let eval = redis::cmd("EVAL");
         let l = Lanes::start(
             n,
             affinity,
-            &client,
+            &dial,
             t,
             Duration::from_millis(1),
             &counters,

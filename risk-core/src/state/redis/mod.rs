@@ -50,6 +50,7 @@ mod pending;
 mod region;
 mod script;
 mod seq;
+mod wire;
 
 pub(crate) use region::SeqReply;
 
@@ -266,12 +267,14 @@ impl RedisStore {
             })
             .collect();
         let (lanes, lane_source) = match &client {
-            Client::One(_) => {
+            Client::One(one) => {
                 let (n, source) = lanes::shape(&cfg, plan, seqs);
+                let dial = wire::Dial::of(one, &access, cfg.read_spin)
+                    .map_err(|e| access.config_error(&cfg, &e))?;
                 let l = Lanes::start(
                     n,
                     source.is_some(),
-                    &client,
+                    &dial,
                     t,
                     cfg.rows_linger,
                     &counters,

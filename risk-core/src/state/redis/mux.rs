@@ -4,9 +4,9 @@
 //! that no other caller waits on.
 //!
 //! Why a thread of our own: the `redis` crate's `MultiplexedConnection` needs an async
-//! runtime (tokio), and the engine is runtime-free (DESIGN.md). The thread keeps the
-//! crate's synchronous `Connection` (TLS, ACL, mTLS, RESP parsing unchanged) and runs a
-//! simple loop: take every queued request, write them in one `write`, read the reply of
+//! runtime (tokio), and the engine is runtime-free (DESIGN.md). The connection is a
+//! [`Wire`] (its own socket, the crate's RESP parser; reads may poll before they block,
+//! `read_spin_us`) and the thread runs a simple loop: take every queued request, write them in one `write`, read the reply of
 //! the oldest in flight, repeat. While one reply is read, new requests gather in the
 //! queue and go out together next: with N callers a round trip carries up to N
 //! decisions, so throughput is no longer round trips × threads (measured in
@@ -19,9 +19,8 @@
 //! other caller waits, that finds that lock free, takes what is queued (rows, in order),
 //! writes its call carrying the rows held, and reads every reply in flight up to its
 //! own, on its own thread ([`Mux::direct`]): no row or call of this host can be
-//! overtaken, and the two
-//! hand-offs of the queue (a wake of the I/O thread and one of the caller) are saved
-//! (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
+//! overtaken, and the two hand-offs of the queue (a wake of the I/O thread and one of
+//! the caller) are saved (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
 //! written together; the lock is only tried, never waited for, by a caller.
 //!
 //! Carried rows: a sequence row that holds a decision's own state features is known only
@@ -45,7 +44,8 @@
 //! flight and drops the connection (the replies on it can no longer be matched); the
 //! next request connects again.
 
-use super::super::redis_conn::{copy_error, Client, Conn};
+use super::super::redis_conn::copy_error;
+use super::wire::{Dial, Wire};
 use super::RedisCounters;
 use crossbeam_channel::{bounded, Receiver, Select, Sender, TryRecvError, TrySendError};
 use parking_lot::Mutex;
@@ -126,7 +126,7 @@ impl Reply {
     }
 }
 
-/// The shared, pipelined connection (one Redis server; a cluster uses [`Conn`]s).
+/// The shared, pipelined connection (one Redis server; a cluster uses the crate's).
 pub(super) struct Mux {
     tx: Sender<Req>,
     lost: Arc<AtomicU64>,
@@ -155,12 +155,12 @@ pub(super) enum MuxError {
 }
 
 impl Mux {
-    /// Starts the I/O thread; it connects through `client` on first use, every socket
+    /// Starts the I/O thread; it connects through `dial` on first use, every socket
     /// read and write bounded by `timeout`; a held row waits `linger` at most for a
     /// call to carry it. `eval`: `EVAL <script>`, for rows a server without the script
     /// refused.
     pub fn start(
-        client: Client,
+        dial: Dial,
         timeout: Duration,
         linger: Duration,
         counters: Arc<RedisCounters>,
@@ -169,7 +169,7 @@ impl Mux {
         let (tx, rx) = bounded::<Req>(MAX_IN_FLIGHT);
         let lost = Arc::clone(&counters.seq_lost);
         let io = Arc::new(Mutex::new(Io {
-            client,
+            dial,
             timeout,
             linger,
             counters,
@@ -352,13 +352,13 @@ fn run(io: &Mutex<Io>, rx: &Receiver<Req>) {
 
 /// The I/O thread's state.
 struct Io {
-    client: Client,
+    dial: Dial,
     timeout: Duration,
     linger: Duration,
     counters: Arc<RedisCounters>,
     /// `EVAL <script>`.
     eval: Cmd,
-    con: Option<redis::Connection>,
+    con: Option<Wire>,
     inflight: VecDeque<Flight>,
     out: Vec<u8>,
     /// Rows waiting for the next call, oldest first.
@@ -400,7 +400,7 @@ impl Io {
             return true;
         }
         let sent = match self.con.as_mut() {
-            Some(c) => c.send_packed_command(&self.out),
+            Some(c) => c.send(&self.out),
             None => Ok(()),
         };
         self.out.clear();
@@ -423,7 +423,7 @@ impl Io {
         };
         let mut replies = Vec::with_capacity(front.n);
         for _ in 0..front.n {
-            match c.recv_response() {
+            match c.recv() {
                 Ok(v) => replies.push(v),
                 Err(e) => {
                     self.fail_all(&e);
@@ -551,17 +551,10 @@ impl Io {
         if self.refused.is_some() {
             return false;
         }
-        match self.client.connect(self.timeout) {
-            Ok(Conn::One(c)) => {
+        match self.dial.open(self.timeout) {
+            Ok(c) => {
                 self.con = Some(c);
                 true
-            }
-            Ok(Conn::Cluster(_)) => {
-                self.refused = Some(RedisError::from((
-                    redis::ErrorKind::Client,
-                    "a cluster has no shared connection",
-                )));
-                false
             }
             Err(e) => {
                 self.refused = Some(e);
