@@ -167,7 +167,9 @@ pub fn throughput(c: &mut Criterion) {
 /// with the Redis store (one shared pipelined connection); each with and without the
 /// card's sequence of 32 transactions x 9 values (`synth::sequence_def`: its region read
 /// in the same call, its row, which holds state features, carried in this host's next
-/// call), alternated twice.
+/// call), alternated twice. Two capabilities against themselves switched off, in the
+/// same run: reads that poll for 200 us before they block (`read_spin_us`, against 0)
+/// and two connections (against `connections = 1`, two threads).
 /// The store before [18] (two MessagePack scripts per decision, a connection per thread)
 /// is not kept as a peer: its figures are BENCHMARKS.md [11] (256 us of server time, p50
 /// 378 us, 3.6 k/s).
@@ -180,7 +182,9 @@ pub fn redis(c: &mut Criterion) {
     // its own decision's call).
     // 3: no sequence; the card's declines over 24 h (an outcome feature: each decision's
     // outcome is entered after it, by the background writer).
-    let cfg = |seq: usize| {
+    // `spin`: how long each read polls before it blocks (`read_spin_us`); `lanes`:
+    // connections.
+    let cfg_with = |seq: usize, spin: Duration, lanes: usize| {
         let mut c = ten_features();
         if seq == 3 {
             let day = Duration::from_secs(86_400);
@@ -203,20 +207,30 @@ pub fn redis(c: &mut Criterion) {
             url: url.clone(),
             timeout: Duration::from_millis(50),
             prefix: format!("risk-bench-{}", std::process::id()),
+            read_spin: spin,
+            connections: lanes,
             ..RedisConfig::default()
         });
         c
     };
+    let cfg = |seq: usize| cfg_with(seq, Duration::ZERO, 2);
+    let spin = Duration::from_micros(200);
     let names = [
         "10_features",
         "10_features_card_seq_32x9",
         "10_features_card_seq_32x7_raw",
+        "10_features_spin_200us",
         "10_features_and_declines_24h",
     ];
-    let engines: Vec<StateEngine> = [0, 1, 2, 3]
+    let engines: Vec<StateEngine> = [0, 1, 2, 4, 3]
         .iter()
         .map(|&seq| {
-            let st = StateEngine::new(cfg(seq), schema(), far_clock())
+            let c = if seq == 4 {
+                cfg_with(0, spin, 2)
+            } else {
+                cfg(seq)
+            };
+            let st = StateEngine::new(c, schema(), far_clock())
                 .unwrap_or_else(|e| panic!("Redis at {url}: {e} (tools/servers.sh start redis)"));
             for mut t in warmup().into_iter().take(20_000) {
                 let o = st.apply(&mut t);
@@ -264,7 +278,7 @@ pub fn redis(c: &mut Criterion) {
         }
     }
     let mut g = c.benchmark_group("state_redis");
-    for (st, name) in engines.iter().zip(names).take(3) {
+    for (st, name) in engines.iter().zip(names).take(4) {
         g.bench_function(format!("read_update_{name}_redis"), |b| {
             b.iter(|| black_box(st.apply(black_box(cy.next()))))
         });
@@ -272,12 +286,12 @@ pub fn redis(c: &mut Criterion) {
     g.finish();
     let s = schema();
     let slot = s.slot("amount").unwrap();
-    let engine = |seq: usize| {
+    let engine = |seq: usize, spin: Duration, lanes: usize| {
         Engine::builder(s.clone())
             .clock(far_clock())
             .rules(Arc::new(Trivial::new(slot, Latency::Bounded)))
             .fast(Arc::new(Trivial::new(slot, Latency::Bounded)))
-            .state(cfg(seq))
+            .state(cfg_with(seq, spin, lanes))
             .build()
             .unwrap()
     };
@@ -285,12 +299,21 @@ pub fn redis(c: &mut Criterion) {
     let mut g = c.benchmark_group("state_redis_throughput");
     g.throughput(Throughput::Elements(4_000));
     g.sample_size(10);
-    for (seq, name) in [
-        (0, "two_threads_state_redis"),
-        (1, "two_threads_state_redis_card_seq"),
-        (2, "two_threads_state_redis_card_seq_raw"),
+    // Each capability against itself switched off, in this run: one connection
+    // (`connections = 1`) and reads that block at once (`read_spin_us = 0`).
+    for (seq, spin, lanes, name) in [
+        (0, Duration::ZERO, 2, "two_threads_state_redis"),
+        (
+            0,
+            Duration::ZERO,
+            1,
+            "two_threads_state_redis_one_connection",
+        ),
+        (0, spin, 2, "two_threads_state_redis_spin_200us"),
+        (1, Duration::ZERO, 2, "two_threads_state_redis_card_seq"),
+        (2, Duration::ZERO, 2, "two_threads_state_redis_card_seq_raw"),
     ] {
-        let e = engine(seq);
+        let e = engine(seq, spin, lanes);
         // The server's time per decision under this load (its calls batched by the
         // shared connection), next to the single caller's figures printed above.
         let before = evalsha_usec(&url);
