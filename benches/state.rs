@@ -263,7 +263,7 @@ pub fn redis(c: &mut Criterion) {
             let (calls, usec) = (after.0 - before.0, after.1 - before.1);
             let stats = st.stats();
             println!(
-                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}, carried {}, alone {}; calls on the caller's thread {}",
+                "round {round} redis {name} (2 keys): p50 {:.1} us  p99 {:.1} us  max {:.1} us; server time per decision {:.1} us ({} script calls); degraded {}, sequence rows lost {}, carried {}, alone {}; calls on the caller's thread {}; socket reads polled {}, blocked {}",
                 q(0.5),
                 q(0.99),
                 q(1.0),
@@ -273,7 +273,9 @@ pub fn redis(c: &mut Criterion) {
                 stats.sequence_rows_lost,
                 stats.sequence_rows_carried,
                 stats.sequence_rows_alone,
-                stats.store_calls_direct
+                stats.store_calls_direct,
+                stats.store_reads_polled,
+                stats.store_reads_blocked
             );
         }
     }
@@ -311,12 +313,19 @@ pub fn redis(c: &mut Criterion) {
         ),
         (0, spin, 2, "two_threads_state_redis_spin_200us"),
         (1, Duration::ZERO, 2, "two_threads_state_redis_card_seq"),
+        (
+            1,
+            Duration::ZERO,
+            8,
+            "two_threads_state_redis_card_seq_8_connections",
+        ),
         (2, Duration::ZERO, 2, "two_threads_state_redis_card_seq_raw"),
     ] {
         let e = engine(seq, spin, lanes);
         // The server's time per decision under this load (its calls batched by the
         // shared connection), next to the single caller's figures printed above.
         let before = evalsha_usec(&url);
+        let stats0 = e.state().map(|s| s.stats()).unwrap_or_default();
         let mut decisions = 0u64;
         g.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -328,10 +337,25 @@ pub fn redis(c: &mut Criterion) {
         });
         let after = evalsha_usec(&url);
         if decisions > 0 {
+            let st = e.state().map(|s| s.stats()).unwrap_or_default();
+            let st0 = stats0;
+            let st = risk_core::state::StateStats {
+                store_calls_direct: st.store_calls_direct - st0.store_calls_direct,
+                sequence_rows_carried: st.sequence_rows_carried - st0.sequence_rows_carried,
+                sequence_rows_alone: st.sequence_rows_alone - st0.sequence_rows_alone,
+                store_reads_polled: st.store_reads_polled - st0.store_reads_polled,
+                store_reads_blocked: st.store_reads_blocked - st0.store_reads_blocked,
+                ..st
+            };
             println!(
-                "redis {name}: server time per decision under two threads {:.1} us ({} script calls, {decisions} decisions)",
+                "redis {name}: server time per decision under two threads {:.1} us ({} script calls, {decisions} decisions); calls on the caller's thread {}, sequence rows carried {}, alone {}; socket reads polled {}, blocked {}",
                 (after.1 - before.1) as f64 / decisions as f64,
-                after.0 - before.0
+                after.0 - before.0,
+                st.store_calls_direct,
+                st.sequence_rows_carried,
+                st.sequence_rows_alone,
+                st.store_reads_polled,
+                st.store_reads_blocked
             );
         }
     }

@@ -58,6 +58,12 @@ pub struct StateStats {
     /// Decisions' calls to Redis (one server) made on the deciding thread because the
     /// shared connection was idle; the others went through its I/O thread's queue.
     pub store_calls_direct: u64,
+    /// Socket reads of the decide path's Redis connections that found the reply's
+    /// bytes while polling (`read_spin_us`): no wake-up from the kernel.
+    pub store_reads_polled: u64,
+    /// Those that slept in the kernel first (every read when `read_spin_us` is 0; the
+    /// others ran out of their spin: a spin shorter than the round trip).
+    pub store_reads_blocked: u64,
     /// Decisions whose list features came from shared lists while Redis could not be
     /// reached (the last known entries).
     pub lists_stale: u64,
@@ -185,6 +191,8 @@ impl StateEngine {
                     sequence_rows_carried: c.seq_carried.load(Relaxed),
                     sequence_rows_alone: c.seq_alone.load(Relaxed),
                     store_calls_direct: c.direct.load(Relaxed),
+                    store_reads_polled: c.reads_polled.load(Relaxed),
+                    store_reads_blocked: c.reads_blocked.load(Relaxed),
                     ..StateStats::default()
                 }
             }
@@ -253,6 +261,7 @@ impl StateEngine {
                 "sequence_rows_lost": s.sequence_rows_lost,
                 "sequence_rows_carried": s.sequence_rows_carried, "sequence_rows_alone": s.sequence_rows_alone,
                 "store_calls_direct": s.store_calls_direct,
+                "store_reads_polled": s.store_reads_polled, "store_reads_blocked": s.store_reads_blocked,
                 "lists_stale": s.lists_stale, "list_changes": s.list_changes,
                 "list_resyncs": s.list_resyncs, "list_sync_errors": s.list_sync_errors,
                 "list_refused": s.list_refused,

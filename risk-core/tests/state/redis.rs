@@ -133,6 +133,37 @@ fn redis_and_in_process_give_identical_features() {
         "{direct} of {} calls made directly",
         evs.len()
     );
+    // Reads that block at once (no `read_spin_us`): none polled, one at least a call.
+    let st = red.stats();
+    assert_eq!(st.store_reads_polled, 0);
+    assert!(st.store_reads_blocked >= evs.len() as u64, "{st:?}");
+}
+
+/// With `read_spin_us`, the same features bit for bit, and the reads counted by how
+/// they waited: polled ones appear (each read polls for up to 10 ms before it blocks;
+/// loopback replies come well within it), and every read is counted one way or the
+/// other.
+#[test]
+fn reads_that_poll_first_give_identical_features_and_are_counted() {
+    let (mem, red, s) = engines("spin", &url(), 2_000, 0, Duration::from_millis(10));
+    let evs = stream(22, 400, 20, 4);
+    for (i, e) in evs.iter().enumerate() {
+        let (mut a, mut b) = (e.txn(&s), e.txn(&s));
+        mem.apply(&mut a);
+        assert_eq!(
+            red.apply(&mut b).status,
+            StateStatus::Fresh,
+            "{:?}",
+            red.stats()
+        );
+        same_features(&s, &a, &b, i);
+    }
+    let st = red.stats();
+    assert!(st.store_reads_polled > 0, "{st:?}");
+    assert!(
+        st.store_reads_polled + st.store_reads_blocked >= evs.len() as u64,
+        "{st:?}"
+    );
 }
 
 /// Every feature of event `i` equal bit for bit in process (`a`) and on Redis (`b`);

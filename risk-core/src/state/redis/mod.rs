@@ -99,6 +99,10 @@ pub(crate) struct RedisCounters {
     pub seq_alone: AtomicU64,
     /// Decisions' calls made on the caller's thread, the shared connection idle.
     pub direct: AtomicU64,
+    /// Socket reads of the decide path's connections that found bytes while polling
+    /// (`read_spin_us`), and those that blocked first.
+    pub reads_polled: AtomicU64,
+    pub reads_blocked: AtomicU64,
 }
 
 enum Job {

@@ -423,7 +423,11 @@ impl Io {
         };
         let mut replies = Vec::with_capacity(front.n);
         for _ in 0..front.n {
-            match c.recv() {
+            let got = c.recv();
+            let r = c.take_reads();
+            self.counters.reads_polled.fetch_add(r.polled, Relaxed);
+            self.counters.reads_blocked.fetch_add(r.blocked, Relaxed);
+            match got {
                 Ok(v) => replies.push(v),
                 Err(e) => {
                     self.fail_all(&e);

@@ -250,6 +250,11 @@ impl Wire {
         self.reads
     }
 
+    /// The socket reads made since the last call, by how they waited.
+    pub fn take_reads(&mut self) -> Reads {
+        std::mem::take(&mut self.reads)
+    }
+
     /// `HELLO 3` (with `AUTH`) for RESP3, else `AUTH` when a password is set; then
     /// `SELECT` for a database other than 0. An error reply fails the login.
     fn log_in(&mut self, rs: &redis::RedisConnectionInfo) -> RedisResult<()> {
