@@ -319,6 +319,7 @@ pub fn redis(c: &mut Criterion) {
             8,
             "two_threads_state_redis_card_seq_8_connections",
         ),
+        (1, spin, 2, "two_threads_state_redis_card_seq_spin_200us"),
         (2, Duration::ZERO, 2, "two_threads_state_redis_card_seq_raw"),
     ] {
         let e = engine(seq, spin, lanes);

@@ -187,6 +187,10 @@ mod tests {
     }
 
     fn lanes_with(n: usize, affinity: bool) -> (Lanes, Arc<RedisCounters>) {
+        lanes_spin(n, affinity, Duration::ZERO)
+    }
+
+    fn lanes_spin(n: usize, affinity: bool, spin: Duration) -> (Lanes, Arc<RedisCounters>) {
         let cfg = RedisConfig {
             url: std::env::var("RISK_REDIS_URL")
                 .unwrap_or_else(|_| "redis://127.0.0.1:6390/".into()),
@@ -197,7 +201,7 @@ mod tests {
         let Client::One(client) = Client::open(&cfg, &access, t).unwrap() else {
             unreachable!("one server")
         };
-        let dial = Dial::of(&client, &access, Duration::ZERO).unwrap();
+        let dial = Dial::of(&client, &access, spin).unwrap();
         let counters = Arc::new(RedisCounters::default());
         let eval = redis::cmd("EVAL");
         let l = Lanes::start(
@@ -270,6 +274,27 @@ mod tests {
         assert_eq!(call(&one, b"c"), answer(b"c"));
         assert_eq!(counters.direct.load(Relaxed), 0);
         drop(busy);
+    }
+
+    /// With a read spin, a caller whose call queues (another waits on the one lane)
+    /// polls for its reply, and gets each its own, in order; a lone caller's reads poll.
+    #[test]
+    fn with_a_spin_queued_and_direct_callers_get_their_own_replies() {
+        let (one, counters) = lanes_spin(1, false, Duration::from_millis(5));
+        assert_eq!(call(&one, b"a"), answer(b"a"));
+        let busy = one.all[0].hold();
+        for i in 0..50u8 {
+            assert_eq!(call(&one, &[b'q', i]), answer(&[b'q', i]));
+        }
+        assert_eq!(counters.direct.load(Relaxed), 0);
+        drop(busy);
+        for i in 0..50u8 {
+            assert_eq!(call(&one, &[b'd', i]), answer(&[b'd', i]));
+        }
+        assert!(counters.direct.load(Relaxed) > 0);
+        let polled = counters.reads_polled.load(Relaxed);
+        let blocked = counters.reads_blocked.load(Relaxed);
+        assert!(polled > 0 && polled + blocked >= 101, "{polled} {blocked}");
     }
 
     /// With affinity a call naming a key takes its key's lane even while a caller waits

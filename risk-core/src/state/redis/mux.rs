@@ -6,11 +6,12 @@
 //! Why a thread of our own: the `redis` crate's `MultiplexedConnection` needs an async
 //! runtime (tokio), and the engine is runtime-free (DESIGN.md). The connection is a
 //! [`Wire`] (its own socket, the crate's RESP parser; reads may poll before they block,
-//! `read_spin_us`) and the thread runs a simple loop: take every queued request, write them in one `write`, read the reply of
-//! the oldest in flight, repeat. While one reply is read, new requests gather in the
-//! queue and go out together next: with N callers a round trip carries up to N
-//! decisions, so throughput is no longer round trips × threads (measured in
-//! BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one answers at
+//! `read_spin_us`, and so may a caller waiting for its queued call's reply) and the
+//! thread runs a simple loop: take every queued request, write them in one `write`,
+//! read the reply of the oldest in flight, repeat. While one reply is read, new
+//! requests gather in the queue and go out together next: with N callers a round trip
+//! carries up to N decisions, so throughput is no longer round trips × threads
+//! (measured in BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one answers at
 //! once with an error (the decision degrades, counted), never blocks.
 //!
 //! A lone caller skips the thread: the connection and what is in flight on it sit
@@ -142,6 +143,9 @@ pub(super) struct Mux {
     /// directly would make the others wait a round trip for the lock, one by one:
     /// two-thread throughput fell 10% when they did).
     active: AtomicUsize,
+    /// How long a caller whose call was queued polls for its reply before it sleeps
+    /// (the connection's `read_spin_us`).
+    spin: Duration,
 }
 
 /// Why a pipelined call got no reply.
@@ -166,6 +170,7 @@ impl Mux {
         counters: Arc<RedisCounters>,
         eval: Cmd,
     ) -> std::io::Result<Self> {
+        let spin = dial.spin();
         let (tx, rx) = bounded::<Req>(MAX_IN_FLIGHT);
         let lost = Arc::clone(&counters.seq_lost);
         let io = Arc::new(Mutex::new(Io {
@@ -192,6 +197,7 @@ impl Mux {
             io,
             rx,
             active: AtomicUsize::new(0),
+            spin,
         })
     }
 
@@ -228,6 +234,24 @@ impl Mux {
         let req = if alone { self.direct(req) } else { Some(req) };
         if let Some(req) = req {
             self.queue(req)?;
+            // Queued: poll for the reply before sleeping, as the socket's reads do.
+            if !self.spin.is_zero() {
+                let until = deadline.min(Instant::now() + self.spin);
+                loop {
+                    match got.try_recv() {
+                        Ok(Ok(v)) => return Ok(v),
+                        Ok(Err(e)) => return Err(MuxError::Redis(e)),
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => {
+                            return Err(MuxError::Busy)
+                        }
+                        Err(crossbeam_channel::TryRecvError::Empty) => {}
+                    }
+                    if Instant::now() >= until {
+                        break;
+                    }
+                    std::thread::yield_now();
+                }
+            }
         }
         match got.recv_deadline(deadline) {
             Ok(Ok(v)) => Ok(v),

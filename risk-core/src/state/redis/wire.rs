@@ -45,6 +45,11 @@ impl Dial {
         Ok(Self { info, tls, spin })
     }
 
+    /// How long a read polls before it blocks.
+    pub fn spin(&self) -> Duration {
+        self.spin
+    }
+
     /// Connects, every read and write bounded by `timeout`, and logs in.
     pub fn open(&self, timeout: Duration) -> RedisResult<Wire> {
         let stream = match self.info.addr() {
