@@ -43,6 +43,7 @@
 //! key sources in [`Domain::Group`], transaction ids in [`Domain::Txn`]); the arithmetic is
 //! unchanged. Errors and logs name the server without credentials.
 
+mod carrier;
 mod cmds;
 mod lanes;
 mod mux;

@@ -46,6 +46,8 @@
 //! next request connects again.
 
 use super::super::redis_conn::copy_error;
+use super::carrier::carry;
+pub(super) use super::carrier::{Carrier, Row};
 use super::wire::{Dial, Wire};
 use super::RedisCounters;
 use crossbeam_channel::{bounded, Receiver, Select, Sender, TryRecvError, TrySendError};
@@ -61,26 +63,6 @@ pub(super) const MAX_IN_FLIGHT: usize = 1_024;
 
 /// Rows the I/O thread holds for the next call at most (and carries in one call).
 pub(super) const MAX_CARRY: usize = 64;
-
-/// A decision's `"u"` call in parts, so the I/O thread can add the rows it carries.
-pub(super) struct Carrier {
-    /// The script's call: `FCALL <name>`, `EVALSHA <sha>` or `EVAL <text>`.
-    pub head: Cmd,
-    /// The decision's keys.
-    pub keys: Vec<Vec<u8>>,
-    /// The blob common to every key (`ARGV[2]`).
-    pub common: Vec<u8>,
-    /// One blob per key.
-    pub blobs: Vec<Vec<u8>>,
-}
-
-/// A sequence row waiting for the next call (its key's `"q"` blob).
-pub(super) struct Row {
-    pub key: Vec<u8>,
-    pub blob: Vec<u8>,
-    /// The same row as a `"q"` call of its own (when no call carries it).
-    pub alone: Vec<u8>,
-}
 
 enum Body {
     Carrier(Carrier),
@@ -605,30 +587,4 @@ impl Io {
             f.reply.deliver(Err(copy_error(e)));
         }
     }
-}
-
-/// `c` with `rows` carried: their keys first (`"u<rows>"` tells the script how many),
-/// then the decision's.
-fn carry(c: &Carrier, rows: &[Row]) -> Cmd {
-    let mut cmd = c.head.clone();
-    cmd.arg(rows.len() + c.keys.len());
-    for r in rows {
-        cmd.arg(&r.key[..]);
-    }
-    for k in &c.keys {
-        cmd.arg(&k[..]);
-    }
-    if rows.is_empty() {
-        cmd.arg("u");
-    } else {
-        cmd.arg(format!("u{}", rows.len()));
-    }
-    cmd.arg(&c.common[..]);
-    for r in rows {
-        cmd.arg(&r.blob[..]);
-    }
-    for b in &c.blobs {
-        cmd.arg(&b[..]);
-    }
-    cmd
 }
