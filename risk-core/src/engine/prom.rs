@@ -430,6 +430,16 @@ impl Collector for EngineCollector {
             )?;
             counter(
                 e,
+                "state_store_reads",
+                "Socket reads of the decide path's Redis connections: those that found the reply while polling (read_spin_us), and those that slept in the kernel first.",
+                [
+                    ("polled", x.store_reads_polled),
+                    ("blocked", x.store_reads_blocked),
+                ]
+                .map(|(k, v)| ([("wait", k)], v)),
+            )?;
+            counter(
+                e,
                 "state_list_sync",
                 "Shared lists (Redis): changes applied from other hosts, full reloads, subscriber failures, reloads refused (malformed entries).",
                 [

@@ -166,6 +166,49 @@ fn reads_that_poll_first_give_identical_features_and_are_counted() {
     );
 }
 
+/// An engine whose Redis reads poll first says so in its metrics: the polled reads
+/// counted (`risk_state_store_reads_total{wait="polled"}`), none without a spin.
+#[test]
+fn the_metrics_count_the_redis_reads_by_how_they_waited() {
+    let polled = |spin: Duration| {
+        let cfg = StateConfig {
+            features: defs(),
+            redis: Some(RedisConfig {
+                url: url(),
+                timeout: Duration::from_secs(2),
+                prefix: prefix("metrics-reads"),
+                read_spin: spin,
+                ..RedisConfig::default()
+            }),
+            ..StateConfig::default()
+        };
+        let s = schema(&cfg);
+        let e = Engine::builder(Arc::clone(&s))
+            .clock(clock(T0 + 400 * DAY))
+            .rules(Arc::new(risk_core::ConstantScorer::new(0.1)))
+            .state(cfg)
+            .build()
+            .unwrap_or_else(|e| panic!("{e} (tools/servers.sh start redis)"));
+        for id in 1..=50 {
+            e.decide(&txn(&s, id)).unwrap();
+        }
+        let m = e.metrics_text();
+        let count = |wait: &str| {
+            let k = format!("risk_state_store_reads_total{{wait=\"{wait}\"}} ");
+            m.lines()
+                .find_map(|l| l.strip_prefix(k.as_str()))
+                .unwrap_or_else(|| panic!("no {k} in {m}"))
+                .trim()
+                .parse::<f64>()
+                .unwrap()
+        };
+        assert!(count("polled") + count("blocked") >= 50.0, "{m}");
+        count("polled")
+    };
+    assert_eq!(polled(Duration::ZERO), 0.0);
+    assert!(polled(Duration::from_millis(10)) > 0.0);
+}
+
 /// Every feature of event `i` equal bit for bit in process (`a`) and on Redis (`b`);
 /// missing in both counts as equal.
 pub(super) fn same_features(s: &FeatureSchema, a: &Transaction, b: &Transaction, i: usize) {
