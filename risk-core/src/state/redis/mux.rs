@@ -11,8 +11,8 @@
 //! read the reply of the oldest in flight, repeat. While one reply is read, new
 //! requests gather in the queue and go out together next: with N callers a round trip
 //! carries up to N decisions, so throughput is no longer round trips × threads
-//! (measured in BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one answers at
-//! once with an error (the decision degrades, counted), never blocks.
+//! (measured in BENCHMARKS.md [18]). The queue is bounded (`MAX_IN_FLIGHT`): a full one
+//! answers at once with an error (the decision degrades, counted), never blocks.
 //!
 //! A lone caller skips the thread: the connection and what is in flight on it sit
 //! behind one lock, which the I/O thread takes to work and releases while it waits for
@@ -21,8 +21,9 @@
 //! writes its call carrying the rows held, and reads every reply in flight up to its
 //! own, on its own thread ([`Mux::direct`]): no row or call of this host can be
 //! overtaken, and the two hand-offs of the queue (a wake of the I/O thread and one of
-//! the caller) are saved (BENCHMARKS.md [18]). Otherwise it queues as above, and concurrent calls are still
-//! written together; the lock is only tried, never waited for, by a caller.
+//! the caller) are saved (BENCHMARKS.md [18]). Otherwise it queues as above, and
+//! concurrent calls are still written together; the lock is only tried, never waited
+//! for, by a caller.
 //!
 //! Carried rows: a sequence row that holds a decision's own state features is known only
 //! once that decision's call answered ([`super::seq`]). The caller queues it here
