@@ -17,6 +17,7 @@ use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError, RedisResult, 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -94,7 +95,7 @@ impl Dial {
             stream,
             parser: redis::Parser::new(),
             spin: self.spin,
-            reads: Reads::default(),
+            reads: Arc::default(),
         };
         w.log_in(self.info.redis_settings())?;
         Ok(w)
@@ -194,15 +195,24 @@ impl Write for Stream {
 struct Reader<'a> {
     stream: &'a mut Stream,
     spin: Duration,
-    reads: &'a mut Reads,
+    reads: &'a Reads,
 }
 
-/// Socket reads that returned bytes, by how they waited.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+/// Socket reads that returned bytes (or timed out), by how they waited; shared, so a
+/// test's other thread can wait for a read to give up polling.
+#[derive(Debug, Default)]
 pub(super) struct Reads {
     /// While polling (the spin).
+    pub polled: AtomicU64,
+    /// Blocked in the kernel (no spin, or the spin ran out): counted as the read
+    /// begins to block.
+    pub blocked: AtomicU64,
+}
+
+/// A count of [`Reads`].
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ReadCount {
     pub polled: u64,
-    /// Blocked in the kernel (no spin, or the spin ran out).
     pub blocked: u64,
 }
 
@@ -210,11 +220,11 @@ impl Read for Reader<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if !self.spin.is_zero() {
             if let Some(n) = self.stream.read_spinning(buf, self.spin)? {
-                self.reads.polled += 1;
+                self.reads.polled.fetch_add(1, Relaxed);
                 return Ok(n);
             }
         }
-        self.reads.blocked += 1;
+        self.reads.blocked.fetch_add(1, Relaxed);
         self.stream.read(buf).map_err(|e| match e.kind() {
             io::ErrorKind::WouldBlock => io::Error::new(io::ErrorKind::TimedOut, e),
             _ => e,
@@ -227,7 +237,7 @@ pub(super) struct Wire {
     stream: Stream,
     parser: redis::Parser,
     spin: Duration,
-    reads: Reads,
+    reads: Arc<Reads>,
 }
 
 impl Wire {
@@ -244,20 +254,32 @@ impl Wire {
         let r = Reader {
             stream: &mut self.stream,
             spin: self.spin,
-            reads: &mut self.reads,
+            reads: &self.reads,
         };
         self.parser.parse_value(r)
     }
 
     /// The socket reads made so far, by how they waited.
     #[cfg(test)]
-    pub fn reads(&self) -> Reads {
-        self.reads
+    pub fn reads(&self) -> ReadCount {
+        ReadCount {
+            polled: self.reads.polled.load(Relaxed),
+            blocked: self.reads.blocked.load(Relaxed),
+        }
+    }
+
+    /// The counts themselves, as another thread sees them change.
+    #[cfg(test)]
+    pub fn reads_shared(&self) -> Arc<Reads> {
+        Arc::clone(&self.reads)
     }
 
     /// The socket reads made since the last call, by how they waited.
-    pub fn take_reads(&mut self) -> Reads {
-        std::mem::take(&mut self.reads)
+    pub fn take_reads(&mut self) -> ReadCount {
+        ReadCount {
+            polled: self.reads.polled.swap(0, Relaxed),
+            blocked: self.reads.blocked.swap(0, Relaxed),
+        }
     }
 
     /// `HELLO 3` (with `AUTH`) for RESP3, else `AUTH` when a password is set; then
@@ -360,17 +382,16 @@ mod tests {
     fn a_read_that_outlasts_its_spin_blocks_until_the_reply() {
         let (mut w, client) = open(&plain(), Duration::from_micros(200));
         let key = format!("risk-test-wire-{}", std::process::id());
+        let reads = w.reads_shared();
+        let mut c = client.connect(Duration::from_secs(5)).unwrap();
+        c.query::<Value>(redis::cmd("DEL").arg(&key)).unwrap();
         w.send(&redis::cmd("BLPOP").arg(&key).arg(30).get_packed_command())
             .unwrap();
         let k = key.clone();
         let pusher = std::thread::spawn(move || {
-            let mut c = client.connect(Duration::from_secs(5)).unwrap();
-            // The push comes once the server holds the BLPOP (an event, not a delay).
-            loop {
-                let info: String = c.query(redis::cmd("INFO").arg("clients")).unwrap();
-                if info.contains("blocked_clients:1") {
-                    break;
-                }
+            // The push comes once the read has given up polling and blocks (an event,
+            // not a delay); the reply cannot come before it.
+            while reads.blocked.load(Relaxed) == 0 {
                 std::thread::yield_now();
             }
             c.query::<Value>(redis::cmd("LPUSH").arg(&k).arg("v"))
