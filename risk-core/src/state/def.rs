@@ -70,7 +70,7 @@ pub struct RedisConfig {
     pub connections: usize,
     /// One server: how long a read of the decide path's connections polls its socket
     /// (yielding the CPU between polls) before it blocks (`read_spin_us`, default 0: it
-    /// blocks at once; at most 10,000). A reply that comes while polling is read without
+    /// blocks at once; at most 10,000 and at most the timeout). A reply that comes while polling is read without
     /// the thread's wake-up from the kernel (~50 µs on the VMs measured, BENCHMARKS.md
     /// [18]), at the cost of the CPU time polled.
     pub read_spin: Duration,

@@ -524,10 +524,17 @@ prefix = "{}"
         spin(&load("read_spin_us = 150").unwrap()),
         Duration::from_micros(150)
     );
+    assert_eq!(
+        spin(&load("timeout_ms = 20\nread_spin_us = 8000").unwrap()),
+        Duration::from_millis(8)
+    );
+    // Longer than the timeout (default 5 ms) is refused too.
     for bad in [
         "read_spin_us = -1",
         "read_spin_us = 10001",
         "read_spin_us = nan",
+        "read_spin_us = 5001",
+        "timeout_ms = 20\nread_spin_us = 10001",
     ] {
         let err = load(bad).err().unwrap();
         assert_eq!(err.key(), Some("state.redis.read_spin_us"), "{bad}: {err}");

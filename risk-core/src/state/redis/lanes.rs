@@ -36,13 +36,25 @@ use std::time::{Duration, Instant};
 /// Lanes at most (`state.redis.connections`).
 pub(super) const MAX_LANES: usize = 64;
 
-/// Refuses `connections` out of `1..=MAX_LANES` and a read spin past [`MAX_SPIN`],
-/// naming the key.
+/// Refuses `connections` out of `1..=MAX_LANES` and a read spin longer than the
+/// timeout or [`MAX_SPIN`], naming the key.
 pub(super) fn check(cfg: &RedisConfig) -> Result<(), ConfigError> {
     if !(1..=MAX_LANES).contains(&cfg.connections) {
         return Err(ConfigError::invalid(
             "state.redis.connections",
             format!("{} is not in 1..={MAX_LANES}", cfg.connections),
+        ));
+    }
+    // A read polls, then blocks for up to the timeout: a spin longer than the timeout
+    // would more than double how long a read may take.
+    if cfg.read_spin > cfg.timeout {
+        return Err(ConfigError::invalid(
+            "state.redis.read_spin_us",
+            format!(
+                "{} us is longer than state.redis.timeout_ms ({} us)",
+                cfg.read_spin.as_micros(),
+                cfg.timeout.as_micros()
+            ),
         ));
     }
     if cfg.read_spin > MAX_SPIN {
