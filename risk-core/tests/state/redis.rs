@@ -38,6 +38,11 @@ pub(super) fn defs() -> Vec<FeatureDef> {
         FeatureDef::new("c_ratio_7d", KeySource::Entity, Agg::Ratio).window(h(168), 7),
         // More buckets than one word of occupancy bits holds (169: six words in Redis).
         FeatureDef::new("c_sum_7d_hourly", KeySource::Entity, Agg::Sum).window(h(168), 168),
+        // Every column over more buckets than a word of occupancy bits holds, and rings
+        // of exactly 32 slots (the script's words: their top bit is the sign).
+        FeatureDef::new("c_max_7d_hourly", KeySource::Entity, Agg::Max).window(h(168), 168),
+        FeatureDef::new("c_std_31h", KeySource::Entity, Agg::Stddev).window(h(31), 31),
+        FeatureDef::new("c_count_31h", KeySource::Entity, Agg::Count).window(h(31), 31),
         FeatureDef::new("c_gap", KeySource::Entity, Agg::SinceLast),
         FeatureDef::new("c_countries", KeySource::Entity, Agg::Distinct)
             .of("country")
