@@ -18,10 +18,22 @@ Capture (BENCHMARKS.md [18], "Redis script"):
     grep '"FCALL"' /tmp/mon.txt | cut -d'"' -f8 | cut -d: -f2 | sort | uniq -c  # layouts
 Replay:
     python3 tools/redis_replay.py /tmp/mon.txt <layout> [state.lua state_main.lua]
+Compare versions of the script (each "state.lua,state_main.lua"; `git show REV:path >
+file` makes an old one), their full replays alternated for R rounds, the server and
+this process on the same 2 cores (a noisy VM moves a single run by 20%: compare the
+medians of several alternated rounds, never two lone runs):
+    python3 tools/redis_replay.py /tmp/mon.txt <layout> --rounds R a1.lua,b1.lua a2.lua,b2.lua
+Besides the server's `FCALL` time, it prints per call the Redis main thread's CPU time
+(/proc/PID/schedstat, the server on this machine) and the bytes the script allocated
+(Lua's `collectgarbage('count')` around each call; a call in which the collector freed
+memory is left out of that mean and counted): each byte is later work for Lua's
+collector.
 """
 import hashlib
 import re
 import socket
+import statistics
+import subprocess
 import sys
 
 SRC = 'risk-core/src/state/redis/'
@@ -88,8 +100,21 @@ class Conn:
 
 
 def library(name, files):
+    """The script as a function library `name`, wrapped to count what each call allocates."""
     body = ''.join(open(f).read() for f in files)
-    return "#!lua name=%s\n%s\nredis.register_function('%s', main)\n" % (name, body, name)
+    wrap = """
+local ALLOC, NA, NGC = 0, 0, 0
+local function measured(KEYS, ARGV)
+  if ARGV[1] == 'alloc?' then return { tostring(ALLOC), tostring(NA), tostring(NGC) } end
+  local c0 = collectgarbage('count')
+  local r = main(KEYS, ARGV)
+  local c1 = collectgarbage('count')
+  if c1 >= c0 then ALLOC, NA = ALLOC + (c1 - c0) * 1024, NA + 1 else NGC = NGC + 1 end
+  return r
+end
+"""
+    return "#!lua name=%s\n%s\n%s\nredis.register_function('%s', measured)\n" % (
+        name, body, wrap, name)
 
 
 def counters(con):
@@ -98,11 +123,64 @@ def counters(con):
             re.findall(r'cmdstat_(\w+):calls=(\d+),usec=(\d+)', text)}
 
 
+def server_cpu_ns():
+    """The CPU time of the Redis server on port 6390 (its main thread), when it runs here."""
+    try:
+        pid = subprocess.check_output(['pgrep', '-f', 'redis-server.*:6390']).split()[0]
+        return lambda: int(open('/proc/%s/schedstat' % pid.decode()).read().split()[0])
+    except (subprocess.CalledProcessError, IndexError, OSError):
+        return None
+
+
+def replay(con, calls, files, cpu):
+    """One full replay of `files`: (server us a call, CPU us a call or None, bytes a
+    call, calls left out of the bytes, nested commands a call, replies)."""
+    con.call('FLUSHDB')
+    loaded = con.call('FUNCTION', 'LOAD', 'REPLACE', library('risk_state_replay', files).encode())
+    if isinstance(loaded, Exception):
+        sys.exit(str(loaded))
+    half, replies = len(calls) // 2, []
+    for k in range(0, half, 200):
+        replies += con.pipe(calls[k:min(k + 200, half)])
+    alloc0 = con.call('FCALL', 'risk_state_replay', '0', 'alloc?')
+    before, c0 = counters(con), cpu() if cpu else 0
+    for k in range(half, len(calls), 200):
+        replies += con.pipe(calls[k:k + 200])
+    after, c1 = counters(con), cpu() if cpu else 0
+    alloc1 = con.call('FCALL', 'risk_state_replay', '0', 'alloc?')
+    con.call('FLUSHDB')
+    con.call('FUNCTION', 'DELETE', 'risk_state_replay')
+    n = after['fcall'][0] - before.get('fcall', (0, 0))[0]
+    usec = after['fcall'][1] - before.get('fcall', (0, 0))[1]
+    nested = ' '.join('%s %.2f' % (k, (after[k][0] - before.get(k, (0, 0))[0]) / n)
+                      for k in ('getrange', 'setrange', 'pexpire', 'exists', 'del') if k in after)
+    na = int(alloc1[1]) - int(alloc0[1])
+    bytes_ = (float(alloc1[0]) - float(alloc0[0])) / max(na, 1)
+    gc = int(alloc1[2]) - int(alloc0[2])
+    return usec / n, (c1 - c0) / n / 1000 if cpu else None, bytes_, gc, nested, replies
+
+
+def digest_of(replies):
+    digest = hashlib.sha256()
+    for r in replies:
+        digest.update(repr(r).encode('latin1', 'backslashreplace'))
+    return digest.hexdigest()[:16]
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    rounds = 1
+    if '--rounds' in args:
+        i = args.index('--rounds')
+        rounds = int(args[i + 1])
+        del args[i:i + 2]
+    if len(args) < 2:
         sys.exit(__doc__)
-    capture, layout = sys.argv[1], sys.argv[2]
-    files = sys.argv[3:] or [SRC + 'state.lua', SRC + 'state_main.lua']
+    capture, layout = args[0], args[1]
+    if rounds > 1 or any(',' in a for a in args[2:]):
+        versions = [a.split(',') for a in args[2:]]
+    else:
+        versions = [args[2:] or [SRC + 'state.lua', SRC + 'state_main.lua']]
     calls = []
     for line in open(capture, encoding='latin1'):
         if '"FCALL"' in line and ':%s:' % layout in line:
@@ -113,31 +191,31 @@ def main():
         sys.exit('no FCALL of layout %s in %s' % (layout, capture))
     con = Conn(6390)
     con.call('SELECT', 9)
-    con.call('FLUSHDB')
-    loaded = con.call('FUNCTION', 'LOAD', 'REPLACE', library('risk_state_replay', files).encode())
-    if isinstance(loaded, Exception):
-        sys.exit(str(loaded))
-    half, replies = len(calls) // 2, []
-    for k in range(0, half, 200):
-        replies += con.pipe(calls[k:min(k + 200, half)])
-    before = counters(con)
-    for k in range(half, len(calls), 200):
-        replies += con.pipe(calls[k:k + 200])
-    after = counters(con)
-    con.call('FLUSHDB')
-    con.call('FUNCTION', 'DELETE', 'risk_state_replay')
-    n = after['fcall'][0] - before.get('fcall', (0, 0))[0]
-    usec = after['fcall'][1] - before.get('fcall', (0, 0))[1]
-    nested = ' '.join('%s %.2f' % (k, (after[k][0] - before.get(k, (0, 0))[0]) / n)
-                      for k in ('getrange', 'setrange', 'pexpire', 'exists', 'del') if k in after)
-    errors = [r for r in replies if isinstance(r, Exception)]
-    digest = hashlib.sha256()
-    for r in replies:
-        digest.update(repr(r).encode('latin1', 'backslashreplace'))
-    print('%d calls replayed, %d timed: %.2f us of server time a call; per call: %s' %
-          (len(calls), n, usec / n, nested))
-    print('errors %d %s; replies digest %s' % (len(errors), errors[:1], digest.hexdigest()[:16]))
-    if errors:
+    cpu = server_cpu_ns()
+    runs = {k: [] for k in range(len(versions))}
+    for _ in range(rounds):
+        for k, files in enumerate(versions):
+            runs[k].append(replay(con, calls, files, cpu))
+    failed = False
+    for k, files in enumerate(versions):
+        rs = runs[k]
+        us = [r[0] for r in rs]
+        name = ','.join(files)
+        print('%s: %d calls replayed, %d timed a round' % (name, len(calls), len(calls) - len(calls) // 2))
+        print('  server time a call: %s us (median %.2f)' % (
+            ' '.join('%.2f' % u for u in us), statistics.median(us)))
+        if rs[0][1] is not None:
+            cs = [r[1] for r in rs]
+            print('  Redis main thread CPU a call: %s us (median %.2f)' % (
+                ' '.join('%.2f' % c for c in cs), statistics.median(cs)))
+        print('  allocated a call: %.0f bytes (%d calls in which the collector ran left out)' % (
+            rs[-1][2], rs[-1][3]))
+        print('  nested commands a call: %s' % rs[-1][4])
+        replies = rs[-1][5]
+        errors = [r for r in replies if isinstance(r, Exception)]
+        print('  errors %d %s; replies digest %s' % (len(errors), errors[:1], digest_of(replies)))
+        failed |= bool(errors)
+    if failed:
         sys.exit(1)
 
 
