@@ -120,9 +120,10 @@ local function advance(hv, o, ob, W, L, hb)
 end
 
 -- ===== reading only the slots needed =====
--- Each byte a script allocates costs Lua's collector ~1.4 ns on a loaded server
--- (measured: 4 KB of garbage a call added ~5.5 us), about what a nested command costs
--- per 300 bytes, so a ring is read from its first to its last slot needed, not whole.
+-- A ring is read from its first to its last slot needed (found by the occupancy bits),
+-- not whole: the bytes a call reads become a Lua string, made and collected. (The
+-- script's garbage went from 2.8 to 1.0 KB a call with this and the tables kept with
+-- the spec; the server time fell ~2%: BENCHMARKS.md [18].)
 -- The bits of slots s .. s + n - 1 of one word (0 <= n <= 32).
 local function span(s, n)
   if n <= 0 then return 0 end
