@@ -143,6 +143,13 @@ local function highbit(m)
   local _, e = frexp(m)
   return e - 1
 end
+-- The next occupied slot of a one-word ring walked oldest first: the lowest set bit of
+-- m1, else of m2 (nil when both are 0), and the two words less that bit.
+local function next_slot(m1, m2)
+  if m1 ~= 0 then local b = band(m1, -m1); return LOG2[b], bxor(m1, b), m2 end
+  if m2 ~= 0 then local b = band(m2, -m2); return LOG2[b], m1, bxor(m2, b) end
+  return nil, 0, 0
+end
 -- A ring's slots lo .. hi (each bs bytes) read at once (no table, no closure: each
 -- is garbage too): the bytes, lo and hi.
 local function view(roff, bs, lo, hi)
@@ -187,13 +194,13 @@ local function g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, v)
         rs, rlo, rhi = view(roff, bs, lowbit(m), highbit(m))
         hv[ob] = band(word, bnot(m))
       end
-      while m1 ~= 0 or m2 ~= 0 do
-        local bit_
-        if m1 ~= 0 then bit_ = band(m1, -m1); m1 = bxor(m1, bit_)
-        else bit_ = band(m2, -m2); m2 = bxor(m2, bit_) end
-        local n, s_ = unpack_(fmt, rs, (LOG2[bit_] - rlo) * bs + 1)
+      local i
+      i, m1, m2 = next_slot(m1, m2)
+      while i do
+        local n, s_ = unpack_(fmt, rs, (i - rlo) * bs + 1)
         tn = max(tn - n, 0)
         if cols == 2 then ts = ts - s_ end
+        i, m1, m2 = next_slot(m1, m2)
       end
     else
       for x = head + 1, hb do
@@ -235,6 +242,15 @@ local function g_count_sum(hv, cols, L, o, W, roff, hb, eb, te, add, v)
   return rn, rsum, rlast
 end
 
+-- A full slot at byte `at` of rs folded into the window's n, sum, sum of squares, min
+-- and max.
+local function fold_full(rs, at, rn, rsum, rq, mn, mx)
+  local n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', rs, at)
+  if mn ~= mn or bmn < mn then mn = bmn end
+  if mx ~= mx or bmx > mx then mx = bmx end
+  return rn + n, rsum + bs_, rq + bq, mn, mx
+end
+
 local function g_full(hv, L, o, W, roff, hb, eb, lo, te, add, v)
   local head, last, cn, cmn, cmx, csum, csq = unpack(hv, o, o + 6)
   local ob = o + 7
@@ -256,44 +272,38 @@ local function g_full(hv, L, o, W, roff, hb, eb, lo, te, add, v)
   local rn, rsum, rq, mn, mx = 0, 0, 0, NAN, NAN
   local rs, rlo, rhi
   local first = max(lo, head - L + 1)
-  -- The window's occupied slots, oldest first: by their bits (m1 from the first one's
-  -- slot up, then m2 wrapped) read as one span for a ring of one word, else every slot
-  -- of the window tested (has(), inline) and the ring read whole.
-  local m1, m2, x, xend = 0, 0, first, first - 1
   if W == 1 then
+    -- The window's occupied slots by their bits (from the first one's slot up, then the
+    -- wrapped ones), read as one span.
     local word = hv[ob]
     if word ~= 0 and head > first then
       local a, b = slots(first % L, head - first, L)
-      m1, m2 = band(word, a), band(word, b)
+      local m1, m2 = band(word, a), band(word, b)
       if m1 ~= 0 or m2 ~= 0 then
         local m = bor(m1, m2)
         rs, rlo, rhi = view(roff, 28, lowbit(m), highbit(m))
       end
+      local i
+      i, m1, m2 = next_slot(m1, m2)
+      while i do
+        rn, rsum, rq, mn, mx = fold_full(rs, (i - rlo) * 28 + 1, rn, rsum, rq, mn, mx)
+        i, m1, m2 = next_slot(m1, m2)
+      end
     end
   else
+    -- Longer rings: every slot of the window, its bit tested (has(), inline), the ring
+    -- read whole at the first occupied one.
     for w = ob, ob + W - 1 do
-      if hv[w] ~= 0 then xend = head - 1; break end
-    end
-  end
-  while true do
-    local i
-    if m1 ~= 0 then
-      local bit_ = band(m1, -m1); m1 = bxor(m1, bit_); i = LOG2[bit_]
-    elseif m2 ~= 0 then
-      local bit_ = band(m2, -m2); m2 = bxor(m2, bit_); i = LOG2[bit_]
-    elseif x <= xend then
-      i = x % L
-      x = x + 1
-      if band(hv[ob + floor(i / 32)], lshift(1, i)) == 0 then i = nil
-      elseif not rs then rs, rlo, rhi = view(roff, 28, 0, L - 1) end
-    else
-      break
-    end
-    if i then
-      local n, bmn, bmx, bs_, bq = unpack_('<I4ffdd', rs, (i - rlo) * 28 + 1)
-      rn = rn + n; rsum = rsum + bs_; rq = rq + bq
-      if mn ~= mn or bmn < mn then mn = bmn end
-      if mx ~= mx or bmx > mx then mx = bmx end
+      if hv[w] ~= 0 then
+        for x = first, head - 1 do
+          local i = x % L
+          if band(hv[ob + floor(i / 32)], lshift(1, i)) ~= 0 then
+            if not rs then rs, rlo, rhi = view(roff, 28, 0, L - 1) end
+            rn, rsum, rq, mn, mx = fold_full(rs, i * 28 + 1, rn, rsum, rq, mn, mx)
+          end
+        end
+        break
+      end
     end
   end
   if cn > 0 then
