@@ -56,62 +56,76 @@ pub(crate) struct Req {
 }
 
 /// Decrements the endpoint's in-flight count however the attempt ends, and hands a
-/// half-open probe slot back when the attempt was aborted before an outcome.
-struct Flight<'a> {
-    ep: &'a Endpoint,
+/// half-open probe slot back when it ends without an outcome (aborted). Made when the
+/// attempt is launched and owned by its future, so an attempt dropped before it was
+/// ever polled (a hedge launched in the wake-up that brought the first answer) still
+/// gives its probe slot back: a slot kept would hold the endpoint half-open for good.
+struct Flight {
+    sh: Arc<Shared>,
+    ep: usize,
     settled: bool,
 }
 
-impl Drop for Flight<'_> {
+impl Drop for Flight {
     fn drop(&mut self) {
-        self.ep.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let e = &self.sh.endpoints[self.ep];
+        e.in_flight.fetch_sub(1, Ordering::Relaxed);
         if !self.settled {
-            self.ep.breaker.release();
+            e.breaker.release();
         }
     }
 }
 
-/// One request to endpoint `ep`. Records its outcome on the endpoint (breaker, latency)
-/// and, when `record` (not for warm-up), in the tier's counters and in the latency
-/// window the hedge delay comes from.
-pub(crate) async fn attempt(
+/// One request to endpoint `ep`. Counts it (on the endpoint and, when `record`, in the
+/// tier's counters) now, at launch, not when first polled: the counts stay consistent
+/// (attempts = calls + hedges + retries) whether or not the future is ever polled. The
+/// future records the outcome on the endpoint (breaker, latency) and, when `record` (not
+/// for warm-up), in the tier's counters and the latency window hedge delays come from.
+pub(crate) fn attempt(
     sh: Arc<Shared>,
     ep: usize,
     req: Req,
     deadline: Instant,
     record: bool,
-) -> Result<Vec<f32>, AttemptError> {
+) -> impl Future<Output = Result<Vec<f32>, AttemptError>> + Send + 'static {
     let e = &sh.endpoints[ep];
     e.attempts.fetch_add(1, Ordering::Relaxed);
     if record {
         sh.counters.attempts.fetch_add(1, Ordering::Relaxed);
     }
     e.in_flight.fetch_add(1, Ordering::Relaxed);
-    let mut flight = Flight {
-        ep: e,
+    let flight = Flight {
+        sh: sh.clone(),
+        ep,
         settled: false,
     };
-    let start = Instant::now();
-    let r = send(&sh, e, req, deadline).await;
-    flight.settled = true;
-    let took = start.elapsed();
-    match &r {
-        Ok(_) => {
-            e.breaker.success();
-            e.observe(took);
-            if record {
-                sh.window.record(took);
+    async move {
+        // The whole guard moves in (a use of one field would move only that field,
+        // and the guard would drop here, at launch).
+        let mut flight = flight;
+        let e = &sh.endpoints[ep];
+        let start = Instant::now();
+        let r = send(&sh, e, req, deadline).await;
+        flight.settled = true;
+        let took = start.elapsed();
+        match &r {
+            Ok(_) => {
+                e.breaker.success();
+                e.observe(took);
+                if record {
+                    sh.window.record(took);
+                }
+            }
+            Err(err) => {
+                e.failures.fetch_add(1, Ordering::Relaxed);
+                e.breaker.failure(Instant::now());
+                if record {
+                    sh.counters.failure(err);
+                }
             }
         }
-        Err(err) => {
-            e.failures.fetch_add(1, Ordering::Relaxed);
-            e.breaker.failure(Instant::now());
-            if record {
-                sh.counters.failure(err);
-            }
-        }
+        r
     }
-    r
 }
 
 async fn send(
@@ -196,12 +210,8 @@ pub(crate) async fn call(
     };
     let mut set: FuturesUnordered<Flying> = FuturesUnordered::new();
     let spawn = |set: &mut FuturesUnordered<Flying>, ep: usize, hedge: bool| {
-        let sh2 = sh.clone();
-        let req = req.clone();
-        set.push(Box::pin(async move {
-            let r = attempt(sh2, ep, req, deadline, true).await;
-            (ep, hedge, r)
-        }));
+        let a = attempt(sh.clone(), ep, req.clone(), deadline, true);
+        set.push(Box::pin(async move { (ep, hedge, a.await) }));
     };
     spawn(&mut set, first, false);
     let mut flight = vec![first];
@@ -277,5 +287,60 @@ pub(crate) async fn call(
                 return Err(CallError::Deadline);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::remote::config::BreakerConfig;
+
+    fn shared() -> Arc<Shared> {
+        let breaker = BreakerConfig {
+            failures: 1,
+            open_for: Duration::ZERO,
+        };
+        Arc::new(Shared {
+            client: reqwest::Client::new(),
+            endpoints: vec![Endpoint::new("http://127.0.0.1:9", "/v2/models/m", breaker)],
+            window: LatencyWindow::new(0.5),
+            hedge_budget: HedgeBudget::new(0.1),
+            hedge: None,
+            retry: RetryConfig::default(),
+            max_response_bytes: 1 << 20,
+            output: None,
+            positive: 1,
+            counters: Counters::default(),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    #[test]
+    fn an_attempt_dropped_unpolled_is_counted_and_gives_its_probe_back() {
+        let sh = shared();
+        let t0 = Instant::now();
+        sh.endpoints[0].breaker.failure(t0);
+        // Half-open: the probe slot is taken by the pick, as `call` does for a hedge.
+        assert_eq!(pick(&sh.endpoints, 0, None, t0), Some(0));
+        assert_eq!(pick(&sh.endpoints, 0, None, t0), None, "one probe only");
+        let req = Req {
+            body: Bytes::from_static(b"{}"),
+            header_len: None,
+            id: 1,
+            rows: 1,
+        };
+        let a = attempt(sh.clone(), 0, req, t0 + Duration::from_secs(1), true);
+        assert_eq!(sh.endpoints[0].in_flight.load(Ordering::Relaxed), 1);
+        // Dropped before its first poll: the call's answer came in the same wake-up.
+        drop(a);
+        let e = &sh.endpoints[0];
+        assert_eq!(e.in_flight.load(Ordering::Relaxed), 0);
+        assert_eq!(e.attempts.load(Ordering::Relaxed), 1);
+        assert_eq!(sh.counters.attempts.load(Ordering::Relaxed), 1);
+        assert_eq!(
+            pick(&sh.endpoints, 0, None, t0),
+            Some(0),
+            "the probe slot was given back, not held for good"
+        );
     }
 }

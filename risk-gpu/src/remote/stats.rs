@@ -112,9 +112,11 @@ pub struct RemoteStats {
     pub ok: u64,
     /// Calls failed (any cause).
     pub failed: u64,
-    /// HTTP requests sent (first attempts, hedges, retries).
+    /// Attempts launched (first attempts, hedges, retries). One aborted before its
+    /// request went out (its call answered in the same wake-up) counts here and in
+    /// `cancelled`.
     pub attempts: u64,
-    /// Hedge requests sent.
+    /// Hedge attempts launched.
     pub hedges: u64,
     /// Calls a hedge answered first.
     pub hedge_wins: u64,
