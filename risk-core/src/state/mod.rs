@@ -57,6 +57,7 @@ mod def;
 mod distinct;
 mod error;
 mod exact;
+mod fingerprint;
 mod group;
 mod labels;
 mod layout;
@@ -255,7 +256,7 @@ impl StateEngine {
                 r.clone(),
                 &plan,
                 &seqs,
-                snapshot::fingerprint(&plan, &seqs),
+                fingerprint::of(&plan, &seqs),
             )?)),
             #[cfg(not(feature = "redis"))]
             Some(_) => {

@@ -139,6 +139,14 @@ pub(crate) struct Group {
     pub outcome: u8,
 }
 
+impl Group {
+    /// What the group's words mean beyond its spec: the field it aggregates and its
+    /// filters, as text (part of the definitions' fingerprint).
+    pub(super) fn meaning(&self) -> String {
+        format!("{:?}|{:?}", self.value, self.filters)
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Out {
     slot: Slot,

@@ -1,10 +1,12 @@
 //! Snapshot to disk and restore on start.
 //!
-//! File: `RSKSTAT9` | definitions fingerprint (u64 LE) | payload length (u64 LE) |
+//! File: `RSKSTATB` | definitions fingerprint (u64 LE, [`super::fingerprint`]) | payload length (u64 LE) |
 //! CRC-32C of the payload (u32 LE) | payload (postcard: every key's source, record words
 //! as laid out by [`super::layout`] in the machine's byte order, and its spill: distinct
 //! sets and exact windows' events). Snapshots of earlier versions are read and their
-//! records migrated (`super::layout_migrate`): those whose stats groups kept a last event
+//! records migrated (`super::layout_migrate`): `RSKSTAT9` / sealed `RSKSTATA` (the same
+//! records, under a fingerprint that left out the fields groups aggregate and their
+//! filters: checked against that one), those whose stats groups kept a last event
 //! time (`RSKSTAT7` / sealed `RSKSTAT8`), those from before rings longer than 64 buckets
 //! kept occupancy bits (`RSKSTAT5` / sealed `RSKSTAT6`), and those from before exact
 //! windows (`RSKSTAT3` / sealed `RSKSTAT4`: a spill of distinct sets only).
@@ -15,20 +17,23 @@
 //! refused when others can write to it. A snapshot written by other feature definitions, a torn or
 //! corrupt file is refused (typed error) and nothing is restored.
 //!
-//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTATA`,
+//! With `[privacy] key` the payload (which holds entity keys) is sealed: magic `RSKSTATC`,
 //! payload = key id (4 bytes, [`Pseudonymiser::key_id`](crate::pseudo::Pseudonymiser::key_id))
 //! | nonce (12 random bytes) | ChaCha20-Poly1305 of the postcard bytes, under a key derived
 //! from the `[privacy] key`, with the header's magic and fingerprint as associated data. A
 //! sealed snapshot read without the key, with another key, or altered is refused by name.
 
+use super::fingerprint;
 use super::mem::SnapKey;
 use super::{StateEngine, StateError};
-use crate::hash::Fnv;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"RSKSTAT9";
+const MAGIC: &[u8; 8] = b"RSKSTATB";
 /// A sealed snapshot (`[privacy] key` set).
-const SEALED: &[u8; 8] = b"RSKSTATA";
+const SEALED: &[u8; 8] = b"RSKSTATC";
+/// The version whose fingerprint left out the fields groups aggregate and their
+/// filters (plain, sealed): read, checked against that fingerprint.
+const FORMAT_9: [&[u8; 8]; 2] = [b"RSKSTAT9", b"RSKSTATA"];
 /// The versions whose stats groups kept a last event time (plain, sealed): read,
 /// records migrated.
 const FORMAT_7: [&[u8; 8]; 2] = [b"RSKSTAT7", b"RSKSTAT8"];
@@ -71,40 +76,9 @@ pub struct SnapshotInfo {
     pub bytes: u64,
 }
 
-/// The definitions' fingerprint: a snapshot (or a Redis key prefix) of other
-/// definitions is never read as this one's.
-pub(super) fn fingerprint(plan: &super::plan::Plan, seqs: &super::seq_plan::SeqPlans) -> u64 {
-    let legacy = fingerprint_kept_rings(plan, seqs);
-    if plan.groups.iter().any(|g| g.spec.max_events > 0) {
-        // Exact windows' rings are kept from a key's first dropped event on (2026-12-07):
-        // a version that kept them all along must not read them as its own. This
-        // version reads that version's snapshots (its rings were kept all along; one
-        // built later from such a key's log lacks what that version had pruned from
-        // it, at most the oldest bucket's events older than every window).
-        return Fnv::hash(format!("{legacy:016x}|exact ring: from the first drop").as_bytes());
-    }
-    legacy
-}
-
-/// The fingerprint before exact windows' rings were kept from the first drop (for
-/// definitions without exact windows, the fingerprint).
-fn fingerprint_kept_rings(plan: &super::plan::Plan, seqs: &super::seq_plan::SeqPlans) -> u64 {
-    let specs: Vec<_> = plan
-        .groups
-        .iter()
-        .map(|g| (g.source, g.spec, g.outcome))
-        .collect();
-    let mut text = format!("{:?}{specs:?}", plan.sources);
-    // Without sequences the text (and every earlier fingerprint) is unchanged.
-    for q in &seqs.seqs {
-        text.push_str(&format!("|seq:{}", q.shape()));
-    }
-    Fnv::hash(text.as_bytes())
-}
-
 impl StateEngine {
     fn fingerprint(&self) -> u64 {
-        fingerprint(&self.plan, &self.seqs)
+        fingerprint::of(&self.plan, &self.seqs)
     }
 
     fn mem_or_refuse(&self, path: &Path) -> Result<&super::mem::MemStore, StateError> {
@@ -185,6 +159,8 @@ impl StateEngine {
         let known = [
             MAGIC,
             SEALED,
+            FORMAT_9[0],
+            FORMAT_9[1],
             FORMAT_7[0],
             FORMAT_7[1],
             FORMAT_5[0],
@@ -196,14 +172,19 @@ impl StateEngine {
             return Err(bad("not a state snapshot (bad magic or too short)".into()));
         }
         let magic: &[u8; 8] = bytes[..8].try_into().expect("8 bytes");
-        let sealed = [SEALED, FORMAT_7[1], FORMAT_5[1], FORMAT_3[1]].contains(&magic);
+        let sealed = [SEALED, FORMAT_9[1], FORMAT_7[1], FORMAT_5[1], FORMAT_3[1]].contains(&magic);
         let old = FORMAT_3.contains(&magic);
         let before_occ = old || FORMAT_5.contains(&magic);
         let before_lean = before_occ || FORMAT_7.contains(&magic);
         let word = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-        if word(8) != self.fingerprint()
-            && word(8) != fingerprint_kept_rings(&self.plan, &self.seqs)
-        {
+        let current = magic == MAGIC || magic == SEALED;
+        let fits = if current {
+            word(8) == self.fingerprint()
+        } else {
+            // Versions before this one fingerprinted without the fields and filters.
+            fingerprint::before_fields(&self.plan, &self.seqs).contains(&word(8))
+        };
+        if !fits {
             return Err(bad(
                 "written by other feature definitions (the fingerprint differs)".into(),
             ));
@@ -357,7 +338,7 @@ mod tests {
             .collect();
         let payload = postcard::to_allocvec(&old).unwrap();
         let mut bytes = b"RSKSTAT3".to_vec();
-        bytes.extend_from_slice(&st.fingerprint().to_le_bytes());
+        bytes.extend_from_slice(&fingerprint::legacy(&st.plan, &st.seqs).to_le_bytes());
         bytes.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         bytes.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
         bytes.extend_from_slice(&payload);
@@ -428,9 +409,15 @@ mod tests {
         (schema, clock)
     }
 
-    /// Writes `items` as a plain snapshot of format `magic` for `st`'s definitions.
+    /// Writes `items` as a plain snapshot of format `magic` (before `RSKSTATB`) for
+    /// `st`'s definitions, with the fingerprint of the versions that wrote it.
     fn write_old(st: &StateEngine, magic: &[u8; 8], payload: &[u8], path: &Path) {
-        write_as(st.fingerprint(), magic, payload, path)
+        write_as(
+            fingerprint::legacy(&st.plan, &st.seqs),
+            magic,
+            payload,
+            path,
+        )
     }
 
     /// Writes `items` as a plain snapshot of format `magic` with fingerprint `fp`.
@@ -543,12 +530,17 @@ mod tests {
         for i in 0..300 {
             wrote.apply(&mut txn(i));
         }
-        let legacy = fingerprint_kept_rings(&wrote.plan, &wrote.seqs);
-        assert_ne!(wrote.fingerprint(), legacy);
+        let legacy = fingerprint::kept_rings(&wrote.plan, &wrote.seqs);
+        assert_ne!(fingerprint::legacy(&wrote.plan, &wrote.seqs), legacy);
         let now = wrote.mem().unwrap().dump();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("kept.snap");
-        write_as(legacy, MAGIC, &postcard::to_allocvec(&now).unwrap(), &path);
+        write_as(
+            legacy,
+            FORMAT_9[0],
+            &postcard::to_allocvec(&now).unwrap(),
+            &path,
+        );
         let restored = mk(&cfg);
         assert_eq!(restored.restore(&path).unwrap(), now.len());
         same_features(&wrote, &restored, 300..500, txn, "kept rings");
@@ -559,10 +551,19 @@ mod tests {
         // Another fingerprint is still refused.
         write_as(
             legacy ^ 1,
-            MAGIC,
+            FORMAT_9[0],
             &postcard::to_allocvec(&now).unwrap(),
             &path,
         );
+        let err = mk(&cfg).restore(&path).unwrap_err().to_string();
+        assert!(err.contains("fingerprint differs"), "{err}");
+        // The last version's fingerprint, under its format: read; under this format
+        // (which carries the fingerprint with fields and filters): refused.
+        let last = fingerprint::legacy(&wrote.plan, &wrote.seqs);
+        let bytes = postcard::to_allocvec(&now).unwrap();
+        write_as(last, FORMAT_9[0], &bytes, &path);
+        assert_eq!(mk(&cfg).restore(&path).unwrap(), now.len());
+        write_as(last, MAGIC, &bytes, &path);
         let err = mk(&cfg).restore(&path).unwrap_err().to_string();
         assert!(err.contains("fingerprint differs"), "{err}");
         let plain = StateConfig {
@@ -570,6 +571,9 @@ mod tests {
             ..StateConfig::default()
         };
         let st = mk(&plain);
-        assert_eq!(st.fingerprint(), fingerprint_kept_rings(&st.plan, &st.seqs));
+        assert_eq!(
+            fingerprint::legacy(&st.plan, &st.seqs),
+            fingerprint::kept_rings(&st.plan, &st.seqs)
+        );
     }
 }

@@ -285,3 +285,65 @@ fn an_old_format_or_corrupt_value_is_reset_and_counted() {
     let st = red.stats();
     assert_eq!((st.store_reset_corrupt, st.degraded), (3, 0), "{st:?}");
 }
+
+/// Two sets of definitions that differ only in a window's filter (the same sources,
+/// kinds and windows, so the same value layout) under the same configured prefix: each
+/// keeps keys of its own (the prefix carries the definitions' fingerprint, which covers
+/// fields and filters). Before, both read and wrote the same keys, each adding its own
+/// events to the other's rings (a rolling deploy that changed a filter).
+#[test]
+fn definitions_that_differ_only_in_a_filter_never_share_keys() {
+    use risk_core::state::{Agg, Filter, KeySource};
+    let r = RedisConfig {
+        url: super::redis::url(),
+        prefix: prefix("defs"),
+        timeout: Duration::from_secs(2),
+        ..RedisConfig::default()
+    };
+    let below = |lt: f64| {
+        vec![FeatureDef::new("n", KeySource::Entity, Agg::Count)
+            .window(Duration::from_secs(3_600), 12)
+            .filter(Filter::Range {
+                field: "amount".into(),
+                gt: None,
+                ge: None,
+                lt: Some(lt),
+                le: None,
+            })]
+    };
+    let (a, sa) = engine_with(r.clone(), below(1e9));
+    let (b, sb) = engine_with(r, below(2e9));
+    let ev = |i: u64| Ev {
+        id: 900 + i,
+        card: 77,
+        merchant: 0,
+        device: 1,
+        ts: T0 + i as i64 * 60_000,
+        amount: 10.0,
+        channel: Channel::Pos,
+        country: "US",
+    };
+    let n = |st: &StateEngine, s: &Arc<FeatureSchema>, i: u64| {
+        let mut t = ev(i).txn(s);
+        assert_eq!(st.apply(&mut t).status, StateStatus::Fresh);
+        t.features.by_name("n")
+    };
+    for i in 0..5 {
+        n(&a, &sa, i);
+    }
+    assert_eq!(
+        n(&a, &sa, 5),
+        Some(5.0),
+        "the first definitions see their events"
+    );
+    assert_eq!(
+        n(&b, &sb, 6),
+        Some(0.0),
+        "the second definitions' first event on the card: none of the first's"
+    );
+    assert_eq!(
+        n(&a, &sa, 7),
+        Some(6.0),
+        "and the first's state is untouched"
+    );
+}

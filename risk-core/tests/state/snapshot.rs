@@ -82,7 +82,18 @@ fn corrupt_torn_and_foreign_snapshots_are_refused() {
     std::fs::write(&path, &good).unwrap();
     let mut other = cfg(Some(path.clone()));
     other.features.pop();
-    let e = StateEngine::new(other, s, clock(T0))
+    let e = StateEngine::new(other, Arc::clone(&s), clock(T0))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("fingerprint"), "{e}");
+    // Definitions that differ only in the field a group counts (the same windows,
+    // sources and kinds): refused too, not restored as distinct merchants.
+    let mut moved = cfg(Some(path.clone()));
+    moved.features[2] = FeatureDef::new("c_devices", KeySource::Entity, Agg::Distinct)
+        .of("merchant")
+        .window(Duration::from_secs(24 * 3_600), 24)
+        .current(Current::Include);
+    let e = StateEngine::new(moved, s, clock(T0))
         .unwrap_err()
         .to_string();
     assert!(e.contains("fingerprint"), "{e}");
@@ -111,7 +122,7 @@ fn a_sealed_snapshot_restores_only_with_its_key() {
     features(&live, &s, a);
     live.snapshot(&path).unwrap();
     let bytes = std::fs::read(&path).unwrap();
-    assert_eq!(&bytes[..8], b"RSKSTATA");
+    assert_eq!(&bytes[..8], b"RSKSTATC");
     let restored =
         StateEngine::with_privacy(c.clone(), Arc::clone(&s), now.clone(), private(key)).unwrap();
     assert_eq!(features(&restored, &s, b), features(&live, &s, b));

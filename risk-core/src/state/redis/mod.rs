@@ -23,8 +23,13 @@
 //! reads it as a new key and the value is replaced by the current layout; each reset is
 //! counted by reason (`StateStats::store_reset_old_format`, `store_reset_corrupt`). Not
 //! migrated: the old format held the same buckets, but a reset costs at most one window
-//! of history per key, and rolling upgrades change the key prefix's plan fingerprint
-//! only when the features change.
+//! of history per key. Keys are named under the configured prefix and the
+//! definitions' fingerprint ([`super::fingerprint`]), so hosts with other definitions
+//! never share keys, even when only a window's field or filter differs (the same value
+//! layout); a rolling deploy that changes the features starts those hosts' state under
+//! new keys (the old ones expire by their TTL). The fingerprint covers fields and
+//! filters since 2026-12-07: upgrading to that version starts every host's state under
+//! new keys once.
 //!
 //! **Connections.** A few pipelined connections shared by every concurrent decision
 //! ([`lanes`], `connections`, default 2; each a [`mux`]: an I/O thread, a bounded
