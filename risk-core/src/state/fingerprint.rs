@@ -3,8 +3,8 @@
 //!
 //! It covers everything a record's words mean: the key sources, and per group its
 //! source, spec (kind, bucket width, buckets, label delay, distinct limit, columns,
-//! exact bound), outcome filter, **the field it aggregates and its filters**, and the
-//! sequences' shapes. Versions before `RSKSTATB` snapshots left out the field and the
+//! exact bound), outcome filter, **the field it aggregates and its filters** (by name,
+//! filter values sorted), and the sequences' shapes. Versions before `RSKSTATB` snapshots left out the field and the
 //! filters ([`legacy`]): definitions that changed only `of` (a sum of `amount` made a sum
 //! of `hour`) or a filter (`amount < 20` made `amount < 50`) fingerprinted alike, so a
 //! snapshot was restored into them, and on Redis hosts of both shared the same keys,
@@ -19,7 +19,7 @@ use crate::hash::Fnv;
 pub(super) fn of(plan: &Plan, seqs: &SeqPlans) -> u64 {
     let mut text = format!("{:016x}|fields and filters:", legacy(plan, seqs));
     for g in &plan.groups {
-        text.push_str(&g.meaning());
+        text.push_str(&g.meaning);
         text.push(';');
     }
     Fnv::hash(text.as_bytes())
@@ -71,26 +71,42 @@ mod tests {
     use crate::FeatureSchema;
     use std::time::Duration;
 
-    fn engine(features: Vec<FeatureDef>) -> StateEngine {
+    /// The schema with a field more before `hour`.
+    const MOVED: u8 = 1;
+    /// The schema with `channel`'s vocabulary in another order.
+    const REORDERED: u8 = 2;
+
+    /// An engine of `features` over the schema changed as `how` says.
+    fn engine(features: Vec<FeatureDef>, how: u8) -> StateEngine {
         let cfg = StateConfig {
             features,
             ..StateConfig::default()
         };
-        let b = FeatureSchema::builder()
-            .numeric_required("amount")
+        let mut b = FeatureSchema::builder().numeric_required("amount");
+        if how & MOVED != 0 {
+            b = b.numeric("age");
+        }
+        let channels: &[&str] = if how & REORDERED != 0 {
+            &["ecom", "pos"]
+        } else {
+            &["pos", "ecom"]
+        };
+        let b = b
             .numeric("hour")
-            .categorical("channel", &["pos", "ecom"])
+            .categorical("channel", channels)
             .categorical("country", &["US", "GB"]);
         let schema = cfg.extend_schema(b).build().unwrap();
         StateEngine::new(cfg, schema, crate::clock::ManualClock::new()).unwrap()
     }
 
+    fn fps_in(features: Vec<FeatureDef>, how: u8) -> (u64, u64) {
+        let st = engine(features, how);
+        let (plan, seqs) = (&st.plan, &st.seqs);
+        (super::of(plan, seqs), super::legacy(plan, seqs))
+    }
+
     fn fps(features: Vec<FeatureDef>) -> (u64, u64) {
-        let st = engine(features);
-        (
-            super::of(&st.plan, &st.seqs),
-            super::legacy(&st.plan, &st.seqs),
-        )
+        fps_in(features, 0)
     }
 
     fn below(lt: f64) -> Filter {
@@ -129,5 +145,34 @@ mod tests {
             assert_ne!(fa, fb, "{what}");
             assert_eq!(fa, fps(vec![a]).0, "stable: {what}");
         }
+    }
+
+    /// By name: a schema that moves the field or reorders a vocabulary, or a filter's
+    /// values listed in another order, fingerprint alike; a categorical key's
+    /// vocabulary in another order does not (its ids are the keys).
+    #[test]
+    fn fields_and_filters_are_fingerprinted_by_name() {
+        let h = Duration::from_secs(3_600);
+        let hour = || {
+            FeatureDef::new("f", KeySource::Entity, Agg::Sum)
+                .window(h, 12)
+                .of("hour")
+        };
+        let ch = |v: &[&str]| Filter::In {
+            field: "channel".into(),
+            values: v.iter().map(|s| s.to_string()).collect(),
+        };
+        let a = vec![hour().filter(ch(&["pos", "ecom"]))];
+        let b = vec![hour().filter(ch(&["ecom", "pos"]))];
+        assert_eq!(fps(a.clone()).0, fps_in(a.clone(), MOVED | REORDERED).0);
+        assert_eq!(fps(a.clone()).0, fps(b).0);
+        assert_ne!(fps(a).0, fps(vec![hour().filter(ch(&["pos"]))]).0);
+        let by_channel = || {
+            vec![FeatureDef::new("n", KeySource::Field("channel".into()), Agg::Count).window(h, 12)]
+        };
+        let (f, l) = fps(by_channel());
+        let (f2, l2) = fps_in(by_channel(), REORDERED);
+        assert_eq!(l, l2, "the legacy fingerprint could not tell");
+        assert_ne!(f, f2);
     }
 }

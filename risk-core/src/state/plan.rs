@@ -137,14 +137,42 @@ pub(crate) struct Group {
     value: Value,
     /// Bit per [`Action`]: entered after the decision, only for those actions.
     pub outcome: u8,
+    /// The field it aggregates and its filters, by name ([`meaning`]).
+    pub meaning: String,
 }
 
-impl Group {
-    /// What the group's words mean beyond its spec: the field it aggregates and its
-    /// filters, as text (part of the definitions' fingerprint).
-    pub(super) fn meaning(&self) -> String {
-        format!("{:?}|{:?}", self.value, self.filters)
-    }
+/// What a group's words mean beyond its spec: its key, the field it aggregates and its
+/// filters, by name (part of the definitions' fingerprint: a schema that moves a field
+/// to another slot does not change it; filter values sorted, their order means
+/// nothing). A categorical key's vocabulary is part of it: keys and distinct values
+/// are its ids, which another order of the vocabulary gives to other values.
+fn meaning(source: &CKey, value: &Value, filters: &[Filter], schema: &FeatureSchema) -> String {
+    let key = |k: &CKey| match k {
+        CKey::Slot(s) => {
+            let f = schema.field(*s);
+            format!("field {:?} of {:?}", f.name, f.vocab())
+        }
+        k => format!("{k:?}"),
+    };
+    let of = match value {
+        Value::Amount => "amount".to_owned(),
+        Value::Slot(s) => format!("field {:?}", schema.field(*s).name),
+        Value::Key(k) => key(k),
+    };
+    let mut wh: Vec<String> = filters
+        .iter()
+        .map(|f| match f {
+            Filter::In { field, values } => {
+                let mut v = values.clone();
+                v.sort();
+                v.dedup();
+                format!("{field:?} in {v:?}")
+            }
+            r @ Filter::Range { .. } => format!("{r:?}"),
+        })
+        .collect();
+    wh.sort();
+    format!("by {} of {of} where {wh:?}", key(source))
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -476,12 +504,14 @@ impl Plan {
                 format!("more than {MAX_GROUPS} distinct windows"),
             ));
         }
+        let meaning = meaning(&self.sources[source], &value, &f.filters, schema);
         self.groups.push(Group {
             source,
             spec,
             filters,
             value,
             outcome,
+            meaning,
         });
         let g = self.groups.len() - 1;
         self.by_source[source].push(g);
