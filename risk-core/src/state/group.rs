@@ -10,7 +10,7 @@
 //! Redis) keeps exactly this layout, so they agree on every stream.
 
 /// What kind of state a group keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) enum Kind {
     /// Count, sum, sum of squares, min, max per bucket (and the last event time).
     Stats,
@@ -25,7 +25,7 @@ pub(crate) enum Kind {
 /// The compiled shape of a group (identical in every store). Its `Debug` text is part
 /// of the definitions' fingerprint (snapshots, Redis key names): `max_events` shows only
 /// when set, so groups without exact windows keep the fingerprints of earlier versions.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub(crate) struct GroupSpec {
     pub kind: Kind,
     /// Bucket width, ms (> 0).
@@ -45,7 +45,9 @@ pub(crate) struct GroupSpec {
 
 /// The columns of a stats bucket: a count only (4 bytes in process), count and sum
 /// (12), count, min and max (12), or count, sum, sum of squares, min and max (28).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub(crate) enum Cols {
     Count,
     Sum,

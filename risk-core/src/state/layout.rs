@@ -81,6 +81,63 @@ pub(crate) enum GLayout {
     },
 }
 
+impl GLayout {
+    /// The runs of words `(at, words)` the group keeps in a record, in an order fixed
+    /// by its spec: two groups of equal specs pair up run for run (a snapshot's groups
+    /// carried into other definitions).
+    pub fn runs(&self) -> ArrayVec<(usize, usize), 8> {
+        let mut r = ArrayVec::new();
+        let long = |r: &mut ArrayVec<(usize, usize), 8>, occ: usize, len: usize| {
+            if len > HOT_OCC {
+                r.push((occ, occ_words(len)));
+            }
+        };
+        match *self {
+            GLayout::Count { hot, n, occ, len } => {
+                r.extend([(hot, 2), (n, half(len))]);
+                long(&mut r, occ, len);
+            }
+            GLayout::Sum {
+                hot,
+                n,
+                sum,
+                occ,
+                len,
+            } => {
+                r.extend([(hot, 3), (n, half(len)), (sum, len)]);
+                long(&mut r, occ, len);
+            }
+            GLayout::Full {
+                hot,
+                n,
+                min,
+                max,
+                sums,
+                occ,
+                len,
+            } => {
+                r.extend([(hot, 1), (n, half(len)), (min, half(len)), (max, half(len))]);
+                if let Some((s, q)) = sums {
+                    r.extend([(s, len), (q, len)]);
+                }
+                long(&mut r, occ, len);
+            }
+            GLayout::Last { hot } => r.push((hot, 1)),
+            GLayout::Distinct { hot, at, .. } => r.extend([(hot, 1), (at, 2 * INLINE_DISTINCT)]),
+            GLayout::Label {
+                hot,
+                ring,
+                occ,
+                len,
+            } => {
+                r.extend([(hot, 1), (ring, len)]);
+                long(&mut r, occ, len);
+            }
+        }
+        r
+    }
+}
+
 /// Whether a stats group (count, sum, full) keeps its last event time among its hot
 /// words. The layouts of the snapshots before `RSKSTAT9` did; nothing read it
 /// (`since_last` has a group of its own), so records now keep none: 8 bytes a group.
@@ -159,16 +216,22 @@ impl Layout {
             .iter()
             .map(|&g| plan.groups[g].spec)
             .collect();
-        let mut l = Self::of_specs_hot(&specs, v);
-        for q in seqs.of(s) {
-            let stored = q.stored.len();
+        let dims: Vec<(usize, usize)> = seqs.of(s).map(|q| (q.rows, q.stored.len())).collect();
+        Self::of_parts(&specs, &dims, v)
+    }
+
+    /// The layout of records holding groups of `specs`, then sequences of `(rows,
+    /// stored values)`, with hot words `v` (a snapshot's definitions rebuild theirs).
+    pub fn of_parts(specs: &[GroupSpec], seqs: &[(usize, usize)], v: Hot) -> Self {
+        let mut l = Self::of_specs_hot(specs, v);
+        for &(rows, stored) in seqs {
             l.seqs.push(SeqAt {
                 at: l.words,
-                rows: q.rows,
+                rows,
                 stride: 1 + half(stored),
                 stored,
             });
-            l.words += SeqAt::words(q.rows, stored);
+            l.words += SeqAt::words(rows, stored);
         }
         l
     }

@@ -386,6 +386,11 @@ impl MemStore {
         }
     }
 
+    /// Each source's record layout, in source order.
+    pub fn layouts(&self) -> Vec<&Layout> {
+        self.sources.iter().map(|s| &s.layout).collect()
+    }
+
     /// Why a snapshot's key cannot be restored here, if it cannot.
     pub fn check(&self, plan: &Plan, item: &SnapKey) -> Result<(), String> {
         let (s, w, spill) = item;

@@ -52,6 +52,7 @@
 //!   per source are bounded by `state.max_keys` in a slab behind a set-associative index
 //!   (`slab`), idle keys evicted first (CLOCK). See [`StateEngine::memory`].
 
+mod carry;
 mod config;
 mod def;
 mod distinct;

@@ -141,19 +141,25 @@ pub(crate) struct Group {
     pub meaning: String,
 }
 
+/// A key source by name: a categorical field's with its vocabulary (the keys are its
+/// ids, which another order of the vocabulary gives to other values).
+fn key_text(k: &CKey, schema: &FeatureSchema) -> String {
+    match k {
+        CKey::Slot(s) => {
+            let f = schema.field(*s);
+            format!("field {:?} of {:?}", f.name, f.vocab())
+        }
+        k => format!("{k:?}"),
+    }
+}
+
 /// What a group's words mean beyond its spec: its key, the field it aggregates and its
 /// filters, by name (part of the definitions' fingerprint: a schema that moves a field
 /// to another slot does not change it; filter values sorted, their order means
 /// nothing). A categorical key's vocabulary is part of it: keys and distinct values
 /// are its ids, which another order of the vocabulary gives to other values.
 fn meaning(source: &CKey, value: &Value, filters: &[Filter], schema: &FeatureSchema) -> String {
-    let key = |k: &CKey| match k {
-        CKey::Slot(s) => {
-            let f = schema.field(*s);
-            format!("field {:?} of {:?}", f.name, f.vocab())
-        }
-        k => format!("{k:?}"),
-    };
+    let key = |k: &CKey| key_text(k, schema);
     let of = match value {
         Value::Amount => "amount".to_owned(),
         Value::Slot(s) => format!("field {:?}", schema.field(*s).name),
@@ -216,6 +222,8 @@ impl Request {
 #[derive(Debug, Clone)]
 pub(crate) struct Plan {
     pub sources: Vec<CKey>,
+    /// Each source by name ([`key_text`]): what a snapshot's sources are matched by.
+    pub source_texts: Vec<String>,
     /// Groups of each source, in group order.
     pub by_source: Vec<Vec<usize>>,
     pub groups: Vec<Group>,
@@ -296,6 +304,7 @@ impl Plan {
     pub fn compile(cfg: &StateConfig, schema: &FeatureSchema) -> Result<Self, ConfigError> {
         let mut p = Plan {
             sources: Vec::new(),
+            source_texts: Vec::new(),
             by_source: Vec::new(),
             groups: Vec::new(),
             outs: Vec::new(),
@@ -484,7 +493,7 @@ impl Plan {
         } else {
             spec
         };
-        let source = self.source(key, at)?;
+        let source = self.source(key, schema, at)?;
         let id = format!("{source}|{spec:?}|{filters:?}|{value:?}|{outcome}");
         let need = match f.agg {
             Agg::Min | Agg::Max => Cols::MinMax,
@@ -520,7 +529,12 @@ impl Plan {
     }
 
     /// The index of key source `key`, added when new (at most [`MAX_SOURCES`]).
-    pub(super) fn source(&mut self, key: CKey, at: &str) -> Result<usize, ConfigError> {
+    pub(super) fn source(
+        &mut self,
+        key: CKey,
+        schema: &FeatureSchema,
+        at: &str,
+    ) -> Result<usize, ConfigError> {
         if let Some(i) = self.sources.iter().position(|&s| s == key) {
             return Ok(i);
         }
@@ -531,6 +545,7 @@ impl Plan {
             ));
         }
         self.sources.push(key);
+        self.source_texts.push(key_text(&key, schema));
         self.by_source.push(Vec::new());
         Ok(self.sources.len() - 1)
     }

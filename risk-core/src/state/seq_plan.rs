@@ -203,7 +203,7 @@ fn compile_one(
         .iter()
         .map(|f| compile_filter(f, schema, &format!("{at}.filter")))
         .collect::<Result<Vec<_>, _>>()?;
-    let source = plan.source(key, at)?;
+    let source = plan.source(key, schema, at)?;
     // The windows' output slots (the lists' come after them: their hits are written
     // before the store is called, so a row holding one is known early).
     let windows = &plan.slots[..plan.slots.len() - plan.lists.len()];

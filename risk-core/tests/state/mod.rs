@@ -21,6 +21,7 @@ mod redis_tls;
 mod reference;
 mod sequence;
 mod snapshot;
+mod snapshot_carry;
 mod snapshot_golden;
 
 use risk_core::state::StateConfig;
