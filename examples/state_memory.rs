@@ -5,7 +5,12 @@
 //! cargo run --release --example state_memory            # 1,000,000 cards
 //! cargo run --release --example state_memory -- 200000
 //! cargo run --release --example state_memory -- 1000000 ten   # + card 24 h mean, max
+//! cargo run --release --example state_memory -- 1000000 ten snapshot
 //! ```
+//!
+//! With `snapshot`, also the time to write a snapshot of every key, to restore it into
+//! the same definitions, and into definitions with a window changed (the windows both
+//! define alike carried, the changed one empty).
 
 use risk_core::state::StateEngine;
 use risk_core::synth::{schema, state_config};
@@ -42,7 +47,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let clock = ManualClock::new();
     clock.set_unix_origin_ms(i64::MAX / 4);
     let mut cfg = state_config();
-    if std::env::args().nth(2).as_deref() == Some("ten") {
+    let flag = |f: &str| std::env::args().skip(2).any(|a| a == f);
+    if flag("ten") {
         // The benches' ten features: a card 24 h mean and 24 h max more.
         use risk_core::state::{Agg, FeatureDef, KeySource};
         let day = std::time::Duration::from_secs(86_400);
@@ -52,7 +58,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .push(FeatureDef::new("card_age_days", KeySource::Entity, Agg::Max).window(day, 24));
     }
     cfg.max_keys = n as usize + 1;
-    let st = StateEngine::new(cfg, s.clone(), clock)?;
+    let st = StateEngine::new(cfg.clone(), s.clone(), clock.clone())?;
     let t0 = 1_767_571_200_000i64;
     let mut txn = Transaction::builder(&s)
         .amount(25.0, "USD")
@@ -91,5 +97,57 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "transparent huge pages: {:.1} MiB of anonymous memory",
         huge() as f64 / (1 << 20) as f64
     );
+    if flag("snapshot") {
+        drop(txn);
+        snapshot_times(&st, cfg, &s, clock)?;
+    }
+    Ok(())
+}
+
+/// Writes a snapshot of `st`, restores it into the same definitions and into `cfg` with
+/// a feature more, and prints the times.
+fn snapshot_times(
+    st: &StateEngine,
+    cfg: risk_core::state::StateConfig,
+    s: &std::sync::Arc<risk_core::FeatureSchema>,
+    clock: std::sync::Arc<ManualClock>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    use risk_core::state::{Agg, FeatureDef, KeySource};
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("risk-state-memory-{}", std::process::id()));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+    let path = dir.join("state.snap");
+    let t = std::time::Instant::now();
+    let info = st.snapshot(&path)?;
+    let wrote = t.elapsed();
+    println!(
+        "snapshot: {} keys, {:.1} MiB, written in {:.2} s ({:.0} ns a key)",
+        info.keys,
+        info.bytes as f64 / (1 << 20) as f64,
+        wrote.as_secs_f64(),
+        wrote.as_nanos() as f64 / info.keys as f64
+    );
+    // The card's hour count made two hours (its field is in the schema already).
+    let mut more = cfg.clone();
+    for f in more
+        .features
+        .iter_mut()
+        .filter(|f| f.name == "txn_count_1h")
+    {
+        *f = FeatureDef::new("txn_count_1h", KeySource::Entity, Agg::Count)
+            .window(std::time::Duration::from_secs(7_200), 24);
+    }
+    for (what, c) in [("the same definitions", cfg), ("a window changed", more)] {
+        let e = StateEngine::new(c, s.clone(), clock.clone())?;
+        let t = std::time::Instant::now();
+        let n = e.restore(&path)?;
+        let took = t.elapsed();
+        println!(
+            "restore into {what}: {n} keys in {:.2} s ({:.0} ns a key)",
+            took.as_secs_f64(),
+            took.as_nanos() as f64 / n as f64
+        );
+    }
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }
