@@ -2,9 +2,7 @@
 //! versions: the long rings' occupancy words inserted (`RSKSTAT5` / `RSKSTAT6` and
 //! older), then the stats groups' last event times dropped (up to `RSKSTAT8`).
 
-use super::layout::{
-    half, occ_words, GLayout, Layout, SeqAt, CLOCK, HOT_OCC, INLINE_DISTINCT, KEY,
-};
+use super::layout::{GLayout, Layout, SeqAt, CLOCK, HOT_OCC, KEY};
 
 impl Layout {
     /// A record of the layout before the long rings' occupancy words (snapshots of
@@ -47,98 +45,25 @@ impl Layout {
             return None;
         }
         let mut v = vec![(KEY, KEY, 1), (CLOCK, CLOCK, 1)];
-        let long = |v: &mut Vec<(usize, usize, usize)>, o: usize, n: usize, len: usize| {
-            if len > HOT_OCC {
-                v.push((o, n, occ_words(len)));
-            }
-        };
         for (o, n) in old.groups.iter().zip(&self.groups) {
-            match (*o, *n) {
-                (
-                    GLayout::Count { hot, n, occ, len },
-                    GLayout::Count {
-                        hot: h2,
-                        n: n2,
-                        occ: o2,
-                        ..
-                    },
-                ) => {
-                    v.extend([(hot + 1, h2, 2), (n, n2, half(len))]);
-                    long(&mut v, occ, o2, len);
+            if std::mem::discriminant(o) != std::mem::discriminant(n) {
+                return None;
+            }
+            // A stats group's hot words start with the last event time there: skipped.
+            let last = matches!(
+                o,
+                GLayout::Count { .. } | GLayout::Sum { .. } | GLayout::Full { .. }
+            ) as usize;
+            let (or, nr) = (o.runs(), n.runs());
+            if or.len() != nr.len() {
+                return None;
+            }
+            for (k, ((f, fw), (t, tw))) in or.into_iter().zip(nr).enumerate() {
+                if fw != tw {
+                    return None;
                 }
-                (
-                    GLayout::Sum {
-                        hot,
-                        n,
-                        sum,
-                        occ,
-                        len,
-                    },
-                    GLayout::Sum {
-                        hot: h2,
-                        n: n2,
-                        sum: s2,
-                        occ: o2,
-                        ..
-                    },
-                ) => {
-                    v.extend([(hot + 1, h2, 3), (n, n2, half(len)), (sum, s2, len)]);
-                    long(&mut v, occ, o2, len);
-                }
-                (
-                    GLayout::Full {
-                        hot,
-                        n,
-                        min,
-                        max,
-                        sums,
-                        occ,
-                        len,
-                    },
-                    GLayout::Full {
-                        hot: h2,
-                        n: n2,
-                        min: mn2,
-                        max: mx2,
-                        sums: sums2,
-                        occ: o2,
-                        ..
-                    },
-                ) => {
-                    v.extend([(hot + 1, h2, 1), (n, n2, half(len))]);
-                    v.extend([(min, mn2, half(len)), (max, mx2, half(len))]);
-                    if let (Some((s, q)), Some((s2, q2))) = (sums, sums2) {
-                        v.extend([(s, s2, len), (q, q2, len)]);
-                    }
-                    long(&mut v, occ, o2, len);
-                }
-                (GLayout::Last { hot }, GLayout::Last { hot: h2 }) => v.push((hot, h2, 1)),
-                (
-                    GLayout::Distinct { hot, at, .. },
-                    GLayout::Distinct {
-                        hot: h2, at: a2, ..
-                    },
-                ) => {
-                    v.extend([(hot, h2, 1), (at, a2, 2 * INLINE_DISTINCT)]);
-                }
-                (
-                    GLayout::Label {
-                        hot,
-                        ring,
-                        occ,
-                        len,
-                    },
-                    GLayout::Label {
-                        hot: h2,
-                        ring: r2,
-                        occ: o2,
-                        ..
-                    },
-                ) => {
-                    v.extend([(hot, h2, 1), (ring, r2, len)]);
-                    long(&mut v, occ, o2, len);
-                }
-                _ => return None,
+                let f = if k == 0 { f + last } else { f };
+                v.push((f, t, tw));
             }
         }
         for (o, n) in old.seqs.iter().zip(&self.seqs) {
