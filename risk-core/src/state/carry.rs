@@ -12,14 +12,16 @@
 //! `RSKSTATB` carry no definitions, so they restore only into the definitions that
 //! wrote them.
 
+use super::def::{MAX_SEQUENCE_FIELDS, MAX_SEQUENCE_LEN};
 use super::distinct::Distinct;
 use super::exact::EventLog;
 use super::group::GroupSpec;
 use super::layout::{Hot, Layout, SeqAt, CLOCK, KEY};
 use super::mem::SnapKey;
 use super::plan::Plan;
+use super::plan::{MAX_BUCKETS, MAX_GROUPS, MAX_SOURCES};
 use super::record::Spilled;
-use super::seq_plan::SeqPlans;
+use super::seq_plan::{SeqPlans, MAX_SEQUENCES};
 use serde::{Deserialize, Serialize};
 
 /// The definitions a snapshot was written by, per key source (`RSKSTATB` on).
@@ -88,6 +90,40 @@ impl Defs {
             .collect();
         Self { sources }
     }
+
+    /// Whether every size the definitions give is within a configuration's bounds.
+    fn check(&self) -> Result<(), String> {
+        let out = |what: &str| {
+            Err(format!(
+                "the snapshot's definitions are out of bounds: {what}"
+            ))
+        };
+        if self.sources.len() > MAX_SOURCES {
+            return out("key sources");
+        }
+        for s in &self.sources {
+            if s.groups.len() > MAX_GROUPS || s.seqs.len() > MAX_SEQUENCES {
+                return out("windows or sequences of a source");
+            }
+            for g in &s.groups {
+                let sp = &g.spec;
+                // A label delay is at most 400 days, of buckets of 1 ms at the least.
+                let (buckets, delay) = (0..=MAX_BUCKETS as i64, 0..=400 * 86_400_000);
+                if sp.width_ms <= 0
+                    || !buckets.contains(&sp.window_b)
+                    || !delay.contains(&sp.delay_b)
+                {
+                    return out("a window's buckets");
+                }
+            }
+            for q in &s.seqs {
+                if q.rows > MAX_SEQUENCE_LEN as usize || q.stored > MAX_SEQUENCE_FIELDS {
+                    return out("a sequence's shape");
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How each source of a snapshot's definitions maps into this engine's.
@@ -107,8 +143,11 @@ pub(crate) struct Carry {
 }
 
 impl Carry {
-    /// The mapping of `defs` into `plan`'s and `seqs`' definitions.
-    pub fn new(defs: &Defs, plan: &Plan, seqs: &SeqPlans) -> Self {
+    /// The mapping of `defs` into `plan`'s and `seqs`' definitions; an error when the
+    /// file's definitions are out of the bounds a configuration has (they size the
+    /// layouts computed here).
+    pub fn new(defs: &Defs, plan: &Plan, seqs: &SeqPlans) -> Result<Self, String> {
+        defs.check()?;
         let mine = Defs::of(plan, seqs);
         let mut c = Carry {
             old: Vec::new(),
@@ -148,7 +187,7 @@ impl Carry {
                     .collect(),
             );
         }
-        c
+        Ok(c)
     }
 
     /// Whether anything at all is carried (a window or a sequence).

@@ -67,8 +67,8 @@ pub(super) fn kept_rings(plan: &Plan, seqs: &SeqPlans) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use crate::schema::FeatureSchema;
     use crate::state::{Agg, FeatureDef, Filter, KeySource, StateConfig, StateEngine};
-    use crate::FeatureSchema;
     use std::time::Duration;
 
     /// The schema with a field more before `hour`.

@@ -259,7 +259,7 @@ impl StateEngine {
             let (defs, items): (Defs, Vec<SnapKey>) =
                 postcard::from_bytes(payload).map_err(decoding)?;
             if foreign {
-                let carry = Carry::new(&defs, &self.plan, &self.seqs);
+                let carry = Carry::new(&defs, &self.plan, &self.seqs).map_err(&bad)?;
                 if !carry.any() {
                     return Err(bad(
                         "written by other feature definitions (the fingerprint differs) that share no window with these".into(),

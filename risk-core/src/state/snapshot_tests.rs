@@ -301,3 +301,48 @@ fn snapshots_of_the_version_that_kept_every_exact_ring_are_read() {
         fingerprint::kept_rings(&st.plan, &st.seqs)
     );
 }
+
+/// A snapshot of other definitions whose sizes are out of a configuration's bounds (a
+/// negative or huge window, a sequence too long) is refused by name before any layout
+/// is computed from them.
+#[test]
+fn definitions_out_of_bounds_are_refused() {
+    use crate::state::carry::Defs;
+    use std::time::Duration;
+    let cfg = StateConfig {
+        features: vec![FeatureDef::new("n", KeySource::Entity, Agg::Count)
+            .window(Duration::from_secs(3_600), 12)],
+        ..StateConfig::default()
+    };
+    let (schema, clock) = setup(&cfg);
+    let st = StateEngine::new(cfg, Arc::clone(&schema), clock).unwrap();
+    for i in 0..20u64 {
+        let mut t = Transaction::builder(&schema)
+            .id(i + 1)
+            .entity(1 + i % 3)
+            .timestamp_ms(1_767_571_200_000 + i as i64 * 60_000)
+            .amount(3.0, "USD")
+            .build()
+            .unwrap();
+        st.apply(&mut t);
+    }
+    let items = st.mem().unwrap().dump();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bounds.snap");
+    let other = fingerprint::of(&st.plan, &st.seqs) ^ 1;
+    for (k, bad) in [-1i64, 1_441, i64::MAX].into_iter().enumerate() {
+        let mut defs = Defs::of(&st.plan, &st.seqs);
+        defs.sources[0].groups[0].spec.window_b = bad;
+        let payload = postcard::to_allocvec(&(&defs, &items)).unwrap();
+        write_as(other, MAGIC, &payload, &path);
+        let err = st.restore(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("out of bounds: a window's buckets"),
+            "{k}: {err}"
+        );
+    }
+    // In bounds, the same file is carried: every key restored.
+    let payload = postcard::to_allocvec(&(&Defs::of(&st.plan, &st.seqs), &items)).unwrap();
+    write_as(other, MAGIC, &payload, &path);
+    assert_eq!(st.restore(&path).unwrap(), items.len());
+}
