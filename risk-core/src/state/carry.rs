@@ -65,13 +65,10 @@ impl Defs {
                 key: plan.source_texts[s].clone(),
                 groups: plan.by_source[s]
                     .iter()
-                    .map(|&g| {
-                        let g = &plan.groups[g];
-                        GroupDef {
-                            spec: g.spec,
-                            outcome: g.outcome,
-                            meaning: g.meaning.clone(),
-                        }
+                    .map(|&g| GroupDef {
+                        spec: plan.groups[g].spec,
+                        outcome: plan.groups[g].outcome,
+                        meaning: plan.meanings[g].clone(),
                     })
                     .collect(),
                 seqs: seqs
@@ -169,8 +166,8 @@ impl Carry {
                 continue;
             };
             let alike = |o: &GroupDef, &g: &usize| {
-                let g = &plan.groups[g];
-                g.spec == o.spec && g.outcome == o.outcome && g.meaning == o.meaning
+                let (m, g) = (&plan.meanings[g], &plan.groups[g]);
+                g.spec == o.spec && g.outcome == o.outcome && *m == o.meaning
             };
             let gs: Vec<Option<usize>> = sd
                 .groups

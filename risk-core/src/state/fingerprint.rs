@@ -18,8 +18,8 @@ use crate::hash::Fnv;
 /// key prefixes).
 pub(super) fn of(plan: &Plan, seqs: &SeqPlans) -> u64 {
     let mut text = format!("{:016x}|fields and filters:", legacy(plan, seqs));
-    for g in &plan.groups {
-        text.push_str(&g.meaning);
+    for m in &plan.meanings {
+        text.push_str(m);
         text.push(';');
     }
     Fnv::hash(text.as_bytes())

@@ -137,8 +137,6 @@ pub(crate) struct Group {
     value: Value,
     /// Bit per [`Action`]: entered after the decision, only for those actions.
     pub outcome: u8,
-    /// The field it aggregates and its filters, by name ([`meaning`]).
-    pub meaning: String,
 }
 
 /// A key source by name: a categorical field's with its vocabulary (the keys are its
@@ -227,6 +225,10 @@ pub(crate) struct Plan {
     /// Groups of each source, in group order.
     pub by_source: Vec<Vec<usize>>,
     pub groups: Vec<Group>,
+    /// Per group, its key, field and filters by name ([`meaning`]): read when the
+    /// definitions are fingerprinted or a snapshot's are matched, never per event, so
+    /// kept out of [`Group`], which the apply path reads.
+    pub meanings: Vec<String>,
     /// Sorted by group; `outs_of[g]` is group `g`'s range.
     outs: Vec<Out>,
     outs_of: Vec<std::ops::Range<usize>>,
@@ -307,6 +309,7 @@ impl Plan {
             source_texts: Vec::new(),
             by_source: Vec::new(),
             groups: Vec::new(),
+            meanings: Vec::new(),
             outs: Vec::new(),
             outs_of: Vec::new(),
             lists: Vec::new(),
@@ -520,8 +523,8 @@ impl Plan {
             filters,
             value,
             outcome,
-            meaning,
         });
+        self.meanings.push(meaning);
         let g = self.groups.len() - 1;
         self.by_source[source].push(g);
         dedup.insert(id, g);
