@@ -61,6 +61,7 @@ pub(crate) struct RawRedis {
     pub rows_linger_ms: Option<f64>,
     pub connections: Option<i64>,
     pub read_spin_us: Option<f64>,
+    pub carry_keys: Option<bool>,
     pub username: Option<String>,
     pub password: Option<SecretSpec>,
     pub tls_ca_file: Option<String>,
@@ -312,6 +313,7 @@ impl RawState {
                         )?,
                         queue: count("state.redis.queue", r.queue, d.queue)?,
                         share_lists: r.share_lists.unwrap_or(d.share_lists),
+                        carry_keys: r.carry_keys.unwrap_or(d.carry_keys),
                         lists_check: ms(
                             "state.redis.lists_check_ms",
                             r.lists_check_ms,

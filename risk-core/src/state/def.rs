@@ -35,7 +35,9 @@ pub struct RedisConfig {
     pub tls_key_file: Option<PathBuf>,
     /// Bound on each socket read and write of the decide path's round trip.
     pub timeout: Duration,
-    /// Key prefix (keys are `<prefix>:<definitions fingerprint>:<source>:<key>`).
+    /// Key prefix (keys are `<prefix>:<definitions fingerprint>:<source>:{<key>}`: the
+    /// key in braces, Redis Cluster's hash tag, so that a key of other definitions lives
+    /// in the same slot and can be carried).
     pub prefix: String,
     /// After a failure, how long Redis is skipped (features missing) before a retry.
     pub retry: Duration,
@@ -74,6 +76,13 @@ pub struct RedisConfig {
     /// the thread's wake-up from the kernel (~50 µs on the VMs measured, BENCHMARKS.md
     /// [18]), at the cost of the CPU time polled.
     pub read_spin: Duration,
+    /// Keys carried across a change of definitions (`carry_keys`, default `true`): the
+    /// engine publishes its definitions' layout in the fleet's registry
+    /// (`<prefix>:defs`), and a key that these definitions have not written yet is
+    /// built, on its first decision, from the key of the newest other definitions
+    /// published there (their clock and every window and sequence defined alike), as a
+    /// snapshot of other definitions is restored. `false`: such a key starts empty.
+    pub carry_keys: bool,
     /// When set, every identifier in a Redis key name or value (entity and group keys,
     /// transaction ids) is its keyed pseudonym: the server never sees a raw card id.
     /// No risk.toml key of its own: the engine passes `[privacy] key` here.
@@ -101,6 +110,7 @@ impl Default for RedisConfig {
             rows_linger: Duration::from_millis(1),
             connections: 2,
             read_spin: Duration::ZERO,
+            carry_keys: true,
             pseudonymiser: None,
         }
     }
@@ -140,6 +150,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("rows_linger", &self.rows_linger)
             .field("connections", &self.connections)
             .field("read_spin", &self.read_spin)
+            .field("carry_keys", &self.carry_keys)
             .field("pseudonymiser", &self.pseudonymiser)
             .finish()
     }
@@ -165,6 +176,7 @@ impl PartialEq for RedisConfig {
             && self.rows_linger == o.rows_linger
             && self.connections == o.connections
             && self.read_spin == o.read_spin
+            && self.carry_keys == o.carry_keys
             && self.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
                 == o.pseudonymiser.as_ref().map(Pseudonymiser::key_id)
     }

@@ -13,6 +13,8 @@ mod lists_redis;
 #[cfg(feature = "redis")]
 mod redis;
 #[cfg(feature = "redis")]
+mod redis_carry;
+#[cfg(feature = "redis")]
 mod redis_limits;
 #[cfg(feature = "redis")]
 mod redis_seq;

@@ -408,14 +408,12 @@ fn unpause(c: &mut std::net::TcpStream) {
     send(c, "CLIENT UNPAUSE");
 }
 
-/// A three-node Redis Cluster of the test's own (`redis-cli --cluster create`): the keys
-/// of one decision live on different nodes; features and sequences equal the in-process
-/// store's.
-#[test]
-fn a_redis_cluster_gives_identical_features() {
+/// A three-node Redis Cluster of the test's own (`redis-cli --cluster create`), ready:
+/// its nodes (killed on drop, with their directory) and addresses.
+pub(super) fn own_cluster() -> (tempfile::TempDir, Vec<KillOnDrop>, Vec<String>) {
     let dir = tempfile::tempdir().unwrap();
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let _nodes: Vec<KillOnDrop> = ports
+    let nodes: Vec<KillOnDrop> = ports
         .iter()
         .map(|&p| {
             let d = dir.path().join(p.to_string());
@@ -462,6 +460,14 @@ fn a_redis_cluster_gives_identical_features() {
             std::thread::yield_now();
         }
     }
+    (dir, nodes, addrs)
+}
+
+/// A three-node Redis Cluster of the test's own: the keys of one decision live on
+/// different nodes; features and sequences equal the in-process store's.
+#[test]
+fn a_redis_cluster_gives_identical_features() {
+    let (_dir, _nodes, addrs) = own_cluster();
     // With sequences: their rows go through the background writer on a cluster.
     let mem = StateConfig {
         features: defs(),

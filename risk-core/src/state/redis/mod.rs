@@ -49,6 +49,7 @@
 //! unchanged. Errors and logs name the server without credentials.
 
 mod carrier;
+mod carry_keys;
 mod cmds;
 mod lanes;
 mod mux;
@@ -95,6 +96,8 @@ pub(crate) struct RedisCounters {
     pub label_connects: AtomicU64,
     /// Keys met in the format of an earlier version (a MessagePack hash), reset.
     pub reset_old_format: AtomicU64,
+    /// Keys built from the key of other definitions.
+    pub carried: AtomicU64,
     /// Keys met holding a value of the wrong layout, reset.
     pub reset_corrupt: AtomicU64,
     /// Sequence rows whose write failed or found the shared connection's queue full.
@@ -300,7 +303,7 @@ impl RedisStore {
         let specs = (0..plan.sources.len())
             .map(|s| script::key_spec(plan, seqs, s))
             .collect();
-        let me = Self {
+        let mut me = Self {
             client,
             lanes,
             lane_source,
@@ -329,6 +332,9 @@ impl RedisStore {
             .map_err(|e| me.access.config_error(&me.cfg, &e))?;
         me.load_script(&mut con)
             .map_err(|e| me.access.config_error(&me.cfg, &e))?;
+        if me.cfg.carry_keys {
+            me.carry_from_registry(&mut con, plan, seqs, fp);
+        }
         if me.lanes.is_none() {
             me.pool.lock().push(con);
         }
@@ -364,6 +370,22 @@ impl RedisStore {
         Ok(())
     }
 
+    /// [`carry_keys::from_registry`], logged: a registry that cannot be read or written
+    /// leaves keys uncarried, and the store works without it.
+    fn carry_from_registry(&mut self, con: &mut Conn, plan: &Plan, seqs: &SeqPlans, fp: u64) {
+        let prefix = self.cfg.prefix.clone();
+        match carry_keys::from_registry(con, &prefix, plan, seqs, &mut self.specs, fp) {
+            Ok(None) => {}
+            Ok(Some(old)) => {
+                tracing::info!(target: "risk::state", server = %self.where_(), from = format!("{old:016x}"), "Redis keys missing under these definitions are carried from the newest other definitions that share windows");
+            }
+            Err(e) => {
+                let error = self.access.scrub(&e.to_string());
+                tracing::warn!(target: "risk::state", server = %self.where_(), error, "the Redis state store cannot use its definitions' registry: keys of other definitions are not carried");
+            }
+        }
+    }
+
     /// The server as it may be printed (no credentials).
     fn where_(&self) -> String {
         self.cfg.server()
@@ -384,7 +406,7 @@ impl RedisStore {
 
     /// The key name of source `s`'s key `pkey` (already as Redis sees it).
     fn key(&self, s: usize, pkey: u64) -> String {
-        format!("{}:{s}:{pkey:x}", self.prefix)
+        format!("{}:{s}:{{{pkey:x}}}", self.prefix)
     }
 
     fn now_ns(&self) -> i64 {
@@ -445,6 +467,9 @@ impl RedisStore {
             };
             match met {
                 Ok(Met::Ok) => {}
+                Ok(Met::Carried) => {
+                    self.counters.carried.fetch_add(1, Relaxed);
+                }
                 Ok(Met::OldFormat) => {
                     self.counters.reset_old_format.fetch_add(1, Relaxed);
                 }

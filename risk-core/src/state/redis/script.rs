@@ -82,6 +82,9 @@ pub(super) enum Met {
     OldFormat,
     /// A string of the wrong layout, reset.
     Corrupt,
+    /// No value: one was built from the key of other definitions
+    /// ([`super::carry_keys`]).
+    Carried,
 }
 
 /// Bytes of a group's fixed part of a key blob.
@@ -89,7 +92,8 @@ const GROUP_SPEC: usize = 38;
 
 /// Source `s`'s layout as the script reads it (fixed for a plan, built once): the blob
 /// head (`I4 check, I2 n, I4 K, I2 nq`), per group `B kind, B cols, d width, I4 B, I4 D,
-/// I4 exact_limit, I4 L, I4 o, I4 W, I4 roff` and per sequence `I4 off, I4 rows, I4 rb`.
+/// I4 exact_limit, I4 L, I4 o, I4 W, I4 roff`, per sequence `I4 off, I4 rows, I4 rb`,
+/// then `I4` bytes of the carry section and the section.
 /// The header holds K doubles (the clock, the clock when the TTL was last set, then each
 /// group's block from value `o`, 1-based, with `W` words of occupancy bits for its `L`
 /// buckets); each ring starts at byte `roff`, then the sequences' regions, the distinct
@@ -102,6 +106,11 @@ pub(super) struct KeySpec {
     seqs: Vec<[u8; 12]>,
     /// The sequences' regions, in the order of `SeqPlans::of_source[s]`.
     pub regions: Vec<Region>,
+    /// Per group, in the plan's order for the source: its header block's and its
+    /// ring's byte spans `(offset, bytes)` in a value (a distinct ring's room at most).
+    pub spans: Vec<[(u32, u32); 2]>,
+    /// The carry section ([`super::carry_keys`]): empty when no key is carried.
+    pub carry: Vec<u8>,
 }
 
 /// Source `s`'s [`KeySpec`].
@@ -123,11 +132,12 @@ pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
             (Kind::Distinct, _) => 4 + w,
             (Kind::Label, _) => 1 + w,
         };
-        at.push((l, o, w));
+        at.push((l, o, w, block));
         o = o.saturating_add(block);
     }
     let k = o - 1;
     let mut roffs = vec![0u32; gs.len()];
+    let mut sizes = vec![0u32; gs.len()];
     let mut roff = k.saturating_mul(8).saturating_add(8);
     let mut regions = Vec::new();
     for distinct in [false, true] {
@@ -152,10 +162,12 @@ pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
                 (Kind::Label, _) => l.saturating_mul(8),
             };
             roffs[j] = roff;
+            sizes[j] = size;
             roff = roff.saturating_add(size);
         }
     }
     let mut groups = Vec::with_capacity(gs.len());
+    let mut spans = Vec::with_capacity(gs.len());
     for (j, &g) in gs.iter().enumerate() {
         let sp = &plan.groups[g].spec;
         let mut r = [0u8; GROUP_SPEC];
@@ -171,7 +183,12 @@ pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
             Cols::MinMax | Cols::Full => 3,
         };
         r[2..10].copy_from_slice(&(sp.width_ms as f64).to_le_bytes());
-        let (l, o, w) = at[j];
+        let (l, o, w, block) = at[j];
+        // Header value `o` (1-based) lies at byte 8 o: after the magic and the check.
+        spans.push([
+            (o.saturating_mul(8), block.saturating_mul(8)),
+            (roffs[j], sizes[j]),
+        ]);
         let limit = u32::try_from(sp.exact_limit).unwrap_or(u32::MAX);
         let ints = [
             u32_(sp.window_b),
@@ -211,20 +228,30 @@ pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
         groups,
         seqs: seq_specs,
         regions,
+        spans,
+        carry: Vec::new(),
     }
 }
 
 impl KeySpec {
-    /// The spec's bytes as every blob starts.
+    /// The spec's bytes as every blob starts (the carry section last, after its length).
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         self.groups.iter().for_each(|r| out.extend_from_slice(r));
         self.seqs.iter().for_each(|r| out.extend_from_slice(r));
+        let n = u32::try_from(self.carry.len()).unwrap_or(0);
+        out.extend_from_slice(&n.to_le_bytes());
+        out.extend_from_slice(&self.carry[..n as usize]);
     }
 
     /// Bytes of the spec.
     fn len(&self) -> usize {
-        12 + GROUP_SPEC * self.groups.len() + 12 * self.seqs.len()
+        12 + GROUP_SPEC * self.groups.len() + 12 * self.seqs.len() + 4 + self.carry.len()
+    }
+
+    /// The check a value of this layout holds.
+    pub fn check(&self) -> u32 {
+        u32::from_le_bytes([self.head[0], self.head[1], self.head[2], self.head[3]])
     }
 }
 
@@ -358,6 +385,8 @@ pub(super) fn parse_reply(
         Met::OldFormat
     } else if status == 2.0 {
         Met::Corrupt
+    } else if status == 3.0 {
+        Met::Carried
     } else {
         return Err(format!("status {status}"));
     };
@@ -466,7 +495,7 @@ mod tests {
         let p = plan();
         let n = p.by_source[0].len();
         let spec = key_spec(&p, &SeqPlans::default(), 0);
-        assert_eq!(label_key_blob(&spec).len(), 20 + 55 * n);
+        assert_eq!(label_key_blob(&spec).len(), 24 + 55 * n);
         let req = Request {
             ts: 5,
             keys: [1; super::super::super::plan::MAX_SOURCES],
@@ -474,8 +503,10 @@ mod tests {
         };
         let mut b = Vec::new();
         key_blob(&spec, &p, &req, 0, None, |h| h, &mut b);
-        assert_eq!(b.len(), 20 + 55 * n);
-        assert_eq!(b[20 + GROUP_SPEC * n] & RUN, RUN);
+        assert_eq!(b.len(), 24 + 55 * n);
+        // No carry section: its length 0, then the event.
+        assert_eq!(b[12 + GROUP_SPEC * n..16 + GROUP_SPEC * n], [0; 4]);
+        assert_eq!(b[24 + GROUP_SPEC * n] & RUN, RUN);
         // The count group: L = 13 buckets, its block after the clock and the TTL's clock,
         // its ring after the header (2 groups: 4 + 1 and 1 values).
         let int = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());

@@ -32,7 +32,8 @@
 -- (PEXPIRE) once the key's clock has moved 12 hours past the last time it was set: an
 -- idle key expires between its longest history plus 12 hours and plus a day. A value
 -- that is not such a string is reset: a hash (the MessagePack format of earlier
--- versions) reports status 1, a malformed string status 2.
+-- versions) reports status 1, a malformed string status 2; a key without a value that
+-- was built from the key of other definitions (the spec's carry section) status 3.
 --
 -- ARGV[1] = "u" (read + update), "o" (enter an outcome), "l" (a label), "q" (enter
 -- sequence rows); "u<c>" (c a decimal count): the first c keys of KEYS and their blobs
@@ -42,7 +43,9 @@
 --   blob: the spec: I4 check, I2 n, I4 K, I2 nq, then per group B kind, B cols, d width,
 --   I4 B, I4 D, I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff
 --   (its ring's byte offset), then per sequence I4 off, I4 rows, I4 rb (its region's
---   byte offset, rows, bytes a row); then the event: d te (for "o" and "q"), per group B
+--   byte offset, rows, bytes a row), I4 bytes of the carry section and the section
+--   (I4 their check, I2 plen, I2 olen, I2 nruns, their key names' prefix of olen bytes,
+--   nruns x I4 from, I4 to, I4 bytes: see carry_keys.rs); then the event: d te (for "o" and "q"), per group B
 --   flags (1 run, 2 add, 4 pass), d value, d hash ("u", "o"); per sequence B add and the
 --   row's rb - 8 value bytes ("u": rows known before the call; "q": the others). A
 --   function library keeps each spec it has parsed.

@@ -16,7 +16,9 @@ local function spec_of(blob)
   local id = check * 65536 + n
   local G = SPECS[id]
   if G and string.find(blob, G.bytes, 1, true) == 1 then return G end
-  local bytes = string.sub(blob, 1, 12 + 38 * n + 12 * nq)
+  local sl = 12 + 38 * n + 12 * nq
+  local cl = unpack_('<I4', blob, sl + 1)
+  local bytes = string.sub(blob, 1, sl + 4 + cl)
   G = { bytes = bytes }
   local nr = 3
   for j = 0, n - 1 do
@@ -31,6 +33,17 @@ local function spec_of(blob)
   local Q = {}
   for j = 0, nq - 1 do
     Q[3 * j + 1], Q[3 * j + 2], Q[3 * j + 3], pos = unpack_('<I4I4I4', blob, pos)
+  end
+  -- The carry section: the other definitions' values' check, their key names'
+  -- prefix, the byte runs to copy (carry_keys.rs).
+  pos = pos + 4
+  if cl > 0 then
+    local plen, olen, nc
+    G.ccheck, plen, olen, nc, pos = unpack_('<I4I2I2I2', blob, pos)
+    G.cpre, G.cplen, pos = string.sub(blob, pos, pos + olen - 1), plen, pos + olen
+    local C = {}
+    for j = 0, nc - 1 do C[3 * j + 1], C[3 * j + 2], C[3 * j + 3], pos = unpack_('<I4I4I4', blob, pos) end
+    G.C, G.nc = C, nc
   end
   if nq > 0 then nr = nr + 1 end -- the key's clock
   G.check, G.K, G.n, G.nq, G.Q, G.at = check, K, n, nq, Q, pos
@@ -94,6 +107,26 @@ local function fresh(G)
     if kind == 3 then hv[o + 3] = NOH end
   end
   return hv
+end
+
+-- A key without a value, built from the key of the same card under the other
+-- definitions of G's carry section, when that one holds their layout: a fresh header
+-- with their clock (not the TTL's: set again), then every run of theirs copied (alike
+-- windows' header blocks and rings, sequences). Whether it was.
+local function carry(G)
+  local v = redis.pcall('GET', G.cpre .. string.sub(KEY, G.cplen + 1))
+  if type(v) ~= 'string' or #v < 16 then return false end
+  local m, c = unpack_('<c4I4', v)
+  if m ~= MAGIC or c ~= G.ccheck then return false end
+  local hv = fresh(G)
+  setr(0, pack(G.hw, MAGIC, G.check, unpack(hv, 1, G.K)))
+  local C = G.C
+  for j = 0, G.nc - 1 do
+    local from, to, n = C[3 * j + 1], C[3 * j + 2], C[3 * j + 3]
+    -- A distinct ring's room is written only when used: what the value holds of it.
+    if from < #v and n > 0 then setr(to, string.sub(v, from + 1, min(#v, from + n))) end
+  end
+  return true
 end
 
 -- ===== sequences (record_seq.rs, step for step) =====
@@ -251,6 +284,11 @@ for k = carried + 1, #KEYS do
   local blob = ARGV[2 + k]
   local G = spec_of(blob)
   local hv, status = load(G)
+  local built = false
+  if not hv and status == 0 and G.C and mode == 'u' and carry(G) then
+    hv, status = load(G)
+    built = true
+  end
   local te_o, pos = unpack_('<d', blob, G.at)
   local te, late
   if mode == 'o' then
@@ -304,6 +342,7 @@ for k = carried + 1, #KEYS do
         R[x + 1], R[x + 2], x = t, f, x + 2
       end
     end
+    if built and status == 0 then status = 3 end
     R[3] = status
     local refresh = ttl > 0 and not (clock - hv[2] < TTL_SLACK)
     if refresh then hv[2] = clock end
