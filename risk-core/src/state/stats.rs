@@ -48,6 +48,10 @@ pub struct StateStats {
     /// Keys missing on Redis under these definitions that were built from the key of
     /// other definitions (`state.redis.carry_keys`): their alike windows carried.
     pub store_keys_carried: u64,
+    /// Redis decide calls sent again with their keys' specs in full because the server
+    /// no longer held them (restarted, the script's library loaded again): one extra
+    /// round trip each.
+    pub store_specs_resent: u64,
     /// Sequence rows (Redis) whose write failed or was shed: the row is missing from
     /// its key's sequence.
     pub sequence_rows_lost: u64,
@@ -191,6 +195,7 @@ impl StateEngine {
                     store_reset_old_format: c.reset_old_format.load(Relaxed),
                     store_reset_corrupt: c.reset_corrupt.load(Relaxed),
                     store_keys_carried: c.carried.load(Relaxed),
+                    store_specs_resent: c.specs_resent.load(Relaxed),
                     sequence_rows_lost: c.seq_lost.load(Relaxed),
                     sequence_rows_carried: c.seq_carried.load(Relaxed),
                     sequence_rows_alone: c.seq_alone.load(Relaxed),
@@ -262,7 +267,7 @@ impl StateEngine {
                 "store_skipped": s.store_skipped, "store_shed": s.store_shed,
                 "pending_dropped": s.pending_dropped, "label_connects": s.label_connects,
                 "store_reset_old_format": s.store_reset_old_format, "store_reset_corrupt": s.store_reset_corrupt,
-                "store_keys_carried": s.store_keys_carried,
+                "store_keys_carried": s.store_keys_carried, "store_specs_resent": s.store_specs_resent,
                 "sequence_rows_lost": s.sequence_rows_lost,
                 "sequence_rows_carried": s.sequence_rows_carried, "sequence_rows_alone": s.sequence_rows_alone,
                 "store_calls_direct": s.store_calls_direct,

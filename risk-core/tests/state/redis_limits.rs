@@ -2,7 +2,8 @@
 //! capped (the oldest dropped, counted; a label for a dropped one is `UnknownTxn`), label
 //! calls reusing their connection (`INFO stats` total_connections_received), and key
 //! names and values pseudonymised with a key (no raw card, device, merchant or
-//! transaction id in `SCAN` output or any stored value) with the same features.
+//! transaction id in `SCAN` output or any stored value) with the same features, and
+//! a server that lost the layouts decisions send by id is sent them again.
 //!
 //! Each test runs a `redis-server` of its own (counts and key listings of a shared
 //! server would see the other tests).
@@ -346,4 +347,58 @@ fn definitions_that_differ_only_in_a_filter_never_share_keys() {
         Some(6.0),
         "and the first's state is untouched"
     );
+}
+
+/// The script keeps each key source's layout between calls, and decisions send only its
+/// id: a server whose library was loaded again (its held specs gone, the functions
+/// still there) refuses the next call before writing anything, and the host sends it
+/// again in full, once. Every feature stays equal to the in-process store's and no
+/// decision degrades.
+#[test]
+fn a_server_that_lost_the_specs_is_sent_them_again() {
+    let (_server, _dir, url) = own_server();
+    let r = RedisConfig {
+        url: url.clone(),
+        timeout: Duration::from_secs(2),
+        prefix: prefix("specs"),
+        ..RedisConfig::default()
+    };
+    let (red, s) = engine(r);
+    let mem = StateEngine::new(
+        StateConfig {
+            features: defs(),
+            ..StateConfig::default()
+        },
+        Arc::clone(&s),
+        clock(T0 + 400 * DAY),
+    )
+    .unwrap();
+    let evs = stream(51, 300, 12, 3);
+    let mut con = admin(&url);
+    for (i, e) in evs.iter().enumerate() {
+        if i == 100 || i == 200 {
+            // The library restored over itself: a new Lua chunk, no spec held.
+            let dump: Vec<u8> = ::redis::cmd("FUNCTION")
+                .arg("DUMP")
+                .query(&mut con)
+                .unwrap();
+            let _: () = ::redis::cmd("FUNCTION")
+                .arg("RESTORE")
+                .arg(dump)
+                .arg("REPLACE")
+                .query(&mut con)
+                .unwrap();
+        }
+        let (mut a, mut b) = (e.txn(&s), e.txn(&s));
+        mem.apply(&mut a);
+        assert_eq!(
+            red.apply(&mut b).status,
+            StateStatus::Fresh,
+            "{:?}",
+            red.stats()
+        );
+        super::redis::same_features(&s, &a, &b, i);
+    }
+    let st = red.stats();
+    assert_eq!((st.store_specs_resent, st.degraded), (2, 0), "{st:?}");
 }

@@ -223,7 +223,7 @@ pub(super) fn from_registry(
     };
     if let Some((_, old)) = read.iter().find(|e| e.0 == old_fp) {
         for (spec, src) in specs.iter_mut().zip(&mine.sources) {
-            spec.carry = section(prefix, fp, src, old_fp, old);
+            spec.set_carry(section(prefix, fp, src, old_fp, old));
         }
     }
     Ok(Some(old_fp))

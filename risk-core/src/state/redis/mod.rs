@@ -26,10 +26,17 @@
 //! of history per key. Keys are named under the configured prefix and the
 //! definitions' fingerprint ([`super::fingerprint`]), so hosts with other definitions
 //! never share keys, even when only a window's field or filter differs (the same value
-//! layout); a rolling deploy that changes the features starts those hosts' state under
-//! new keys (the old ones expire by their TTL). The fingerprint covers fields and
-//! filters since 2026-12-07: upgrading to that version starts every host's state under
-//! new keys once.
+//! layout); a rolling deploy that changes the features moves those hosts to new keys,
+//! each built on its first decision from the card's key of the previous definitions
+//! ([`carry_keys`]: every window defined alike carried; the old keys expire by their
+//! TTL). The fingerprint covers fields and filters, and the card is a key name's hash
+//! tag, since 2026-12-07: upgrading to that version starts every host's state under new
+//! keys once.
+//!
+//! **Specs by id.** The function library keeps each key source's parsed layout; a
+//! decision's call sends only its id once a call in full went through, and a server
+//! that does not hold it (restarted, the library loaded again) refuses the call before
+//! writing anything (`NOSPEC`): it is sent again in full (`store_specs_resent`).
 //!
 //! **Connections.** A few pipelined connections shared by every concurrent decision
 //! ([`lanes`], `connections`, default 2; each a [`mux`]: an I/O thread, a bounded
@@ -74,7 +81,6 @@ use crate::error::ConfigError;
 use crate::pseudo::{Domain, Pseudonymiser};
 use crossbeam_channel::{bounded, Sender, TrySendError};
 use lanes::Lanes;
-use mux::MuxError;
 use parking_lot::Mutex;
 use redis::{Cmd, Value};
 use script::{Code, Met};
@@ -98,6 +104,8 @@ pub(crate) struct RedisCounters {
     pub reset_old_format: AtomicU64,
     /// Keys built from the key of other definitions.
     pub carried: AtomicU64,
+    /// Decide calls sent again with their specs in full (`NOSPEC`).
+    pub specs_resent: AtomicU64,
     /// Keys met holding a value of the wrong layout, reset.
     pub reset_corrupt: AtomicU64,
     /// Sequence rows whose write failed or found the shared connection's queue full.
@@ -144,6 +152,9 @@ pub(crate) struct RedisStore {
     code: Code,
     /// The server took the function library: calls are `FCALL` (else `EVALSHA`).
     fcall: AtomicBool,
+    /// A decide call with the specs in full went through the library: the next ones
+    /// send them by id (cleared when the server refuses one, `NOSPEC`).
+    specs_held: AtomicBool,
     cfg: RedisConfig,
     prefix: String,
     ttl_ms: i64,
@@ -171,6 +182,12 @@ fn missing(v: &Value) -> bool {
         }
         _ => false,
     }
+}
+
+/// Whether the script refused a call whose specs it does not hold (sent by id):
+/// nothing ran.
+fn lacks_spec(v: &Value) -> bool {
+    matches!(v, Value::ServerError(e) if e.code() == "NOSPEC")
 }
 
 /// [`missing`] for an error.
@@ -317,6 +334,7 @@ impl RedisStore {
             shard_cap: (cfg.max_pending / pending::PENDING_SHARDS as usize).max(1),
             code,
             fcall: AtomicBool::new(false),
+            specs_held: AtomicBool::new(false),
             prefix: format!("{}:{fp:016x}", cfg.prefix),
             cfg,
             ttl_ms,
@@ -360,6 +378,8 @@ impl RedisStore {
         };
         match loaded {
             Ok(()) => self.fcall.store(true, Relaxed),
+            // Loaded by another host (or an earlier start) of this release.
+            Err(e) if e.to_string().contains("already exists") => self.fcall.store(true, Relaxed),
             Err(e) if e.code().is_some() => {
                 self.fcall.store(false, Relaxed);
                 let error = self.access.scrub(&e.to_string());
@@ -485,103 +505,6 @@ impl RedisStore {
             }
         }
         Ok(a)
-    }
-
-    /// One server: one script call over every key, on the shared connection.
-    fn call_one(
-        &self,
-        m: &Lanes,
-        plan: &Plan,
-        req: &Request,
-        sources: &[usize],
-        lateness_ms: i64,
-        seq: &mut SeqReply,
-    ) -> Result<Vec<Value>, StateFault> {
-        let deadline = Instant::now() + self.cfg.timeout.max(Duration::from_millis(1));
-        let key = self.lane_source.map(|s| req.keys[s]).filter(|&k| k != 0);
-        let run = |eval: bool, seq: &SeqReply| {
-            let c = self.carrier(plan, req, sources, lateness_ms, eval, seq);
-            m.call_carrier(c, deadline, key)
-        };
-        let mut got = run(false, seq);
-        // The server lacks the script (restarted): nothing ran; again with its text, and
-        // the library loaded again in the background.
-        if matches!(&got, Ok(v) if v.first().is_some_and(missing)) {
-            got = run(true, seq);
-            seq.eval = true;
-            if self.fcall.load(Relaxed) {
-                self.offer(vec![self.load_function_cmd()]);
-            }
-        }
-        let v = match got {
-            Ok(mut v) => v.pop().unwrap_or(Value::Nil),
-            Err(MuxError::Redis(e)) => return Err(self.trip(&e)),
-            Err(MuxError::Timeout) => {
-                let e = redis::RedisError::from(std::io::Error::new(
-                    std::io::ErrorKind::TimedOut,
-                    "no reply within state.redis.timeout_ms",
-                ));
-                return Err(self.trip(&e));
-            }
-            Err(MuxError::Busy) => {
-                self.counters.shed.fetch_add(1, Relaxed);
-                return Err(StateFault::Error);
-            }
-        };
-        match v {
-            Value::Array(items) if items.len() == sources.len() => Ok(items),
-            Value::ServerError(e) => {
-                let e: redis::RedisError = e.into();
-                Err(self.trip(&e))
-            }
-            other => {
-                self.counters.errors.fetch_add(1, Relaxed);
-                tracing::error!(target: "risk::state", reply = ?other, "malformed reply from the Redis state script");
-                Err(StateFault::Error)
-            }
-        }
-    }
-
-    /// A cluster: one call per key (each in its own slot), one pipeline.
-    fn call_cluster(
-        &self,
-        plan: &Plan,
-        req: &Request,
-        sources: &[usize],
-        lateness_ms: i64,
-        seq: &SeqReply,
-    ) -> Result<Vec<Value>, StateFault> {
-        let mut con = match self.pool.lock().pop() {
-            Some(c) => c,
-            None => self.connect().map_err(|e| self.trip(&e))?,
-        };
-        let run = |con: &mut Conn, eval: bool| -> redis::RedisResult<Vec<Value>> {
-            let cmds: Vec<Cmd> = sources
-                .iter()
-                .map(|&s| self.call(plan, req, &[s], lateness_ms, None, &[], eval, Some(seq)))
-                .collect();
-            con.pipeline(&cmds)
-        };
-        let out = match run(&mut con, false) {
-            // A node lacks the script: the other nodes' commands ran, so the pipeline is
-            // not repeated (it would count twice); the script is loaded on every primary
-            // and this decision goes without its features (counted as an error).
-            Err(e) if missing_err(&e) => {
-                let _ = self.load_script(&mut con);
-                Err(e)
-            }
-            r => r,
-        };
-        let out = out.map_err(|e| self.trip(&e))?;
-        self.pool.lock().push(con);
-        // Each call answers an array of its one key's reply.
-        Ok(out
-            .into_iter()
-            .map(|v| match v {
-                Value::Array(mut one) if one.len() == 1 => one.pop().unwrap_or(Value::Nil),
-                other => other,
-            })
-            .collect())
     }
 
     fn value_hash(&self, h: u64) -> u64 {

@@ -448,10 +448,10 @@ impl Io {
         };
         if !f.carried.is_empty() {
             match replies.first() {
-                // Nothing ran (the server lost the script): the rows go at once, with
-                // the script's text. Calls already written behind this one read without
-                // them (the window of a server restart).
-                Some(v) if super::missing(v) => {
+                // Nothing ran (the server lost the script, or the specs sent by id):
+                // the rows go at once, with the script's text. Calls already written
+                // behind this one read without them (the window of a server restart).
+                Some(v) if super::missing(v) || super::lacks_spec(v) => {
                     let n = f.carried.len() as u64;
                     self.counters.seq_carried.fetch_sub(n, Relaxed);
                     self.counters.seq_alone.fetch_add(n, Relaxed);

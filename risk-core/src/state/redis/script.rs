@@ -53,10 +53,13 @@ impl Code {
         c
     }
 
-    /// `FUNCTION LOAD REPLACE <library>`.
+    /// `FUNCTION LOAD <library>`: not `REPLACE`, which would drop the specs the loaded
+    /// library holds (every host's next call refused, `NOSPEC`, and sent again) each time
+    /// a host of the same release starts; the library's name is its code's hash, so one
+    /// already there is this code.
     pub fn function_load_cmd(&self) -> redis::Cmd {
         let mut c = redis::cmd("FUNCTION");
-        c.arg("LOAD").arg("REPLACE").arg(&self.library);
+        c.arg("LOAD").arg(&self.library);
         c
     }
 
@@ -110,7 +113,9 @@ pub(super) struct KeySpec {
     /// ring's byte spans `(offset, bytes)` in a value (a distinct ring's room at most).
     pub spans: Vec<[(u32, u32); 2]>,
     /// The carry section ([`super::carry_keys`]): empty when no key is carried.
-    pub carry: Vec<u8>,
+    carry: Vec<u8>,
+    /// The spec's id: a 53-bit hash of its bytes, as a little-endian double.
+    id: [u8; 8],
 }
 
 /// Source `s`'s [`KeySpec`].
@@ -230,12 +235,24 @@ pub(super) fn key_spec(plan: &Plan, seqs: &SeqPlans, s: usize) -> KeySpec {
         regions,
         spans,
         carry: Vec::new(),
+        id: [0; 8],
     }
+    .sealed()
 }
 
 impl KeySpec {
-    /// The spec's bytes as every blob starts (the carry section last, after its length).
-    pub fn write(&self, out: &mut Vec<u8>) {
+    /// The spec as every blob starts: its id, then with `full` its bytes (the carry
+    /// section last, after its length); without, the script uses the spec it holds by
+    /// that id, or refuses the call (`NOSPEC`) before writing anything.
+    pub fn write(&self, out: &mut Vec<u8>, full: bool) {
+        out.extend_from_slice(&self.id);
+        out.push(u8::from(full));
+        if full {
+            self.write_bytes(out);
+        }
+    }
+
+    fn write_bytes(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.head);
         self.groups.iter().for_each(|r| out.extend_from_slice(r));
         self.seqs.iter().for_each(|r| out.extend_from_slice(r));
@@ -244,9 +261,31 @@ impl KeySpec {
         out.extend_from_slice(&self.carry[..n as usize]);
     }
 
-    /// Bytes of the spec.
+    /// The spec with its id computed: FNV-1a (64 bits) of its bytes, cut to 53 bits
+    /// (exact in the double the script reads it as).
+    fn sealed(mut self) -> Self {
+        self.seal();
+        self
+    }
+
+    fn seal(&mut self) {
+        let mut b = Vec::new();
+        self.write_bytes(&mut b);
+        let h = b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &x| {
+            (h ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        self.id = ((h & ((1 << 53) - 1)) as f64).to_le_bytes();
+    }
+
+    /// Gives the spec the carry section `c` (its id computed again).
+    pub fn set_carry(&mut self, c: Vec<u8>) {
+        self.carry = c;
+        self.seal();
+    }
+
+    /// Bytes of a blob's spec when sent in full.
     fn len(&self) -> usize {
-        12 + GROUP_SPEC * self.groups.len() + 12 * self.seqs.len() + 4 + self.carry.len()
+        9 + 12 + GROUP_SPEC * self.groups.len() + 12 * self.seqs.len() + 4 + self.carry.len()
     }
 
     /// The check a value of this layout holds.
@@ -256,7 +295,7 @@ impl KeySpec {
 }
 
 /// Source `s`'s key blob for `req`: the [`KeySpec`] (head, then each group's fixed
-/// part), `d te`, then per group `B flags, d value, d hash`. `outcome`: only the groups
+/// part; only its id without `full`), `d te`, then per group `B flags, d value, d hash`. `outcome`: only the groups
 /// `action` enters, at the event's effective time `te`; otherwise every group runs and
 /// adds unless it waits for an outcome. `hash` maps a distinct value's hash as Redis
 /// sees it.
@@ -267,11 +306,12 @@ pub(super) fn key_blob(
     s: usize,
     outcome: Option<(Action, i64)>,
     hash: impl Fn(u64) -> u64,
+    full: bool,
     out: &mut Vec<u8>,
 ) {
     let gs = &plan.by_source[s];
     out.reserve(spec.len() + 8 + 17 * gs.len());
-    spec.write(out);
+    spec.write(out, full);
     let te = outcome.map_or(req.ts, |(_, te)| te);
     out.extend_from_slice(&(te as f64).to_le_bytes());
     for &g in gs {
@@ -293,7 +333,7 @@ pub(super) fn key_blob(
 /// A key blob for a label: no group runs.
 pub(super) fn label_key_blob(spec: &KeySpec) -> Vec<u8> {
     let mut out = Vec::with_capacity(spec.len() + 8 + 17 * spec.groups.len());
-    spec.write(&mut out);
+    spec.write(&mut out, true);
     out.extend_from_slice(&[0; 8]);
     out.resize(out.len() + 17 * spec.groups.len(), 0);
     out
@@ -495,22 +535,33 @@ mod tests {
         let p = plan();
         let n = p.by_source[0].len();
         let spec = key_spec(&p, &SeqPlans::default(), 0);
-        assert_eq!(label_key_blob(&spec).len(), 24 + 55 * n);
+        assert_eq!(label_key_blob(&spec).len(), 33 + 55 * n);
         let req = Request {
             ts: 5,
             keys: [1; super::super::super::plan::MAX_SOURCES],
             inputs: std::iter::repeat_n(Default::default(), MAX_GROUPS).collect(),
         };
         let mut b = Vec::new();
-        key_blob(&spec, &p, &req, 0, None, |h| h, &mut b);
-        assert_eq!(b.len(), 24 + 55 * n);
+        key_blob(&spec, &p, &req, 0, None, |h| h, true, &mut b);
+        assert_eq!(b.len(), 33 + 55 * n);
+        assert_eq!(
+            (&b[..8], b[8]),
+            (&spec.id[..], 1),
+            "the id, then the spec in full"
+        );
         // No carry section: its length 0, then the event.
-        assert_eq!(b[12 + GROUP_SPEC * n..16 + GROUP_SPEC * n], [0; 4]);
-        assert_eq!(b[24 + GROUP_SPEC * n] & RUN, RUN);
+        assert_eq!(b[21 + GROUP_SPEC * n..25 + GROUP_SPEC * n], [0; 4]);
+        assert_eq!(b[33 + GROUP_SPEC * n] & RUN, RUN);
+        // By id: the event right after the id and its flag.
+        let mut short = Vec::new();
+        key_blob(&spec, &p, &req, 0, None, |h| h, false, &mut short);
+        assert_eq!(short.len(), b.len() - (16 + GROUP_SPEC * n));
+        assert_eq!((&short[..8], short[8]), (&spec.id[..], 0));
+        assert_eq!(short[9..], b[33 + GROUP_SPEC * n - 8..]);
         // The count group: L = 13 buckets, its block after the clock and the TTL's clock,
         // its ring after the header (2 groups: 4 + 1 and 1 values).
         let int = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
-        let g0 = 12 + 10;
+        let g0 = 9 + 12 + 10;
         assert_eq!((int(g0 + 12), int(g0 + 16), int(g0 + 20)), (13, 3, 1));
         assert_eq!(int(g0 + 24), 8 + 8 * (2 + 5 + 1));
     }

@@ -83,7 +83,7 @@ impl RedisStore {
             }
             let (te, clock) = (applied.te[s], rep.clock[s]);
             let mut blob = Vec::with_capacity(512);
-            spec.write(&mut blob);
+            spec.write(&mut blob, true);
             blob.extend_from_slice(&(te as f64).to_le_bytes());
             let mut any = false;
             let mut at = rep.start[s];

@@ -40,15 +40,16 @@
 -- are "q" rows this host held for this call, entered before the rest is read and
 -- updated as "u" (the replies are the rest's).
 -- "u"/"o"/"q": ARGV[2] = (ts, lateness_ms, ttl_ms) as "<ddd"; then per key k of KEYS its
---   blob: the spec: I4 check, I2 n, I4 K, I2 nq, then per group B kind, B cols, d width,
---   I4 B, I4 D, I4 exact_limit, I4 L, I4 o (its block's first header value), I4 W, I4 roff
---   (its ring's byte offset), then per sequence I4 off, I4 rows, I4 rb (its region's
---   byte offset, rows, bytes a row), I4 bytes of the carry section and the section
---   (I4 their check, I2 plen, I2 olen, I2 nruns, their key names' prefix of olen bytes,
---   nruns x I4 from, I4 to, I4 bytes: see carry_keys.rs); then the event: d te (for "o" and "q"), per group B
---   flags (1 run, 2 add, 4 pass), d value, d hash ("u", "o"); per sequence B add and the
---   row's rb - 8 value bytes ("u": rows known before the call; "q": the others). A
---   function library keeps each spec it has parsed.
+--   blob: d id (a 53-bit hash of the spec's bytes), B full, and with full = 1 the spec
+--   (without, the spec held since an earlier call: see spec_of): I4 check, I2 n, I4 K,
+--   I2 nq, then per group B kind, B cols, d width, I4 B, I4 D, I4 exact_limit, I4 L,
+--   I4 o (its block's first header value), I4 W, I4 roff (its ring's byte offset), then
+--   per sequence I4 off, I4 rows, I4 rb (its region's byte offset, rows, bytes a row),
+--   I4 bytes of the carry section and the section (I4 their check, I2 plen, I2 olen,
+--   I2 nruns, their key names' prefix of olen bytes, nruns x I4 from, I4 to, I4 bytes:
+--   see carry_keys.rs); then the event: d te (for "o" and "q"), per group B flags
+--   (1 run, 2 add, 4 pass), d value, d hash ("u", "o"); per sequence B add and the
+--   row's rb - 8 value bytes ("u": rows known before the call; "q": the others).
 --   "u" returns per key one string of doubles: te, late, status, then per group what
 --   its kind reads: stats n, last (count column) or n, sum, last (count + sum) or n, sum,
 --   sumsq, min, max, last (every column); last: last; distinct: before, after; label:

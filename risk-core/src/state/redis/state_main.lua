@@ -3,23 +3,30 @@
 -- described at the top of state.lua.
 
 -- ===== a key's spec =====
--- Parsed specs by their check and group count (a function library keeps them between
--- calls; a plain script parses again each call), each with its bytes: a blob whose
--- spec bytes differ (another spec with the same check) is parsed and replaces it. The
--- bytes are compared in place (`string.find` at 1, plain): no string of them is made
--- per call (Redis's Lua hashes every byte of a new string; ~0.5 us a key, measured).
+-- Parsed specs by their id (a 53-bit hash of their bytes, computed by the host), kept
+-- by a function library between calls (a plain script parses again each call). A blob
+-- starts with `d id, B full`: with full = 1 the spec's bytes follow (parsed if the id
+-- is new, else skipped); with full = 0 the event follows at once, and a spec the
+-- server does not hold (restarted, the library loaded again, more than 256 specs) is
+-- refused before anything is written: the host sends the call again in full
+-- (`NOSPEC`). The spec's ~360 bytes a key are not sent on each call: ~1.4 us of a
+-- call's time per 750 bytes of arguments, measured (BENCHMARKS.md [18]).
 -- Per group (stride S): kind, cols, width, B, D, limit, L, o, W, roff; and check, K,
--- n, the header's formats, the reply's format, where the event starts in the blob.
+-- n, the header's formats, the reply's format, the spec's length in the blob.
 local SPECS, NSPECS = {}, 0
+-- The spec of `blob` (nil when it is sent by id and not held) and where its event starts.
 local function spec_of(blob)
-  local check, n, K, nq, pos = unpack_('<I4I2I4I2', blob)
-  local id = check * 65536 + n
+  local id, full, pos = unpack_('<dB', blob)
   local G = SPECS[id]
-  if G and string.find(blob, G.bytes, 1, true) == 1 then return G end
-  local sl = 12 + 38 * n + 12 * nq
-  local cl = unpack_('<I4', blob, sl + 1)
-  local bytes = string.sub(blob, 1, sl + 4 + cl)
-  G = { bytes = bytes }
+  if G then
+    if full == 1 then return G, pos + G.len end
+    return G, pos
+  end
+  if full ~= 1 then return nil end
+  local start = pos
+  local check, n, K, nq
+  check, n, K, nq, pos = unpack_('<I4I2I4I2', blob, pos)
+  G = {}
   local nr = 3
   for j = 0, n - 1 do
     local b = S * j
@@ -36,7 +43,8 @@ local function spec_of(blob)
   end
   -- The carry section: the other definitions' values' check, their key names'
   -- prefix, the byte runs to copy (carry_keys.rs).
-  pos = pos + 4
+  local cl
+  cl, pos = unpack_('<I4', blob, pos)
   if cl > 0 then
     local plen, olen, nc
     G.ccheck, plen, olen, nc, pos = unpack_('<I4I2I2I2', blob, pos)
@@ -46,7 +54,7 @@ local function spec_of(blob)
     G.C, G.nc = C, nc
   end
   if nq > 0 then nr = nr + 1 end -- the key's clock
-  G.check, G.K, G.n, G.nq, G.Q, G.at = check, K, n, nq, Q, pos
+  G.check, G.K, G.n, G.nq, G.Q, G.len = check, K, n, nq, Q, pos - start
   G.hw = '<c4I4' .. rep('d', K)
   G.rf, G.nr = '<' .. rep('d', nr), nr
   -- The reply's values, kept with the spec and overwritten by each key's call: a table
@@ -54,9 +62,8 @@ local function spec_of(blob)
   local R = {}
   for x = 1, nr do R[x] = 0 end
   G.R = R
-  if NSPECS >= 64 then SPECS, NSPECS = {}, 0 end
   SPECS[id], NSPECS = G, NSPECS + 1
-  return G
+  return G, pos
 end
 
 -- ===== a key's header =====
@@ -216,10 +223,10 @@ local function enter_rows(KEYS, ARGV, from, to)
   for k = from, to do
     KEY = KEYS[k]
     local blob = ARGV[2 + k]
-    local G = spec_of(blob)
+    local G, at = spec_of(blob)
     -- A key reset or expired since its read: the row is not entered.
     if holds(G) then
-      local te, pos = unpack_('<d', blob, G.at)
+      local te, pos = unpack_('<d', blob, at)
       local Q = G.Q
       for j = 0, G.nq - 1 do
         local rb = Q[3 * j + 3]
@@ -263,6 +270,16 @@ if mode == 'l' then
   return reached
 end
 
+-- Every key's spec held before anything is written (one sent by id may not be). The
+-- specs are dropped here, at a call's start, past 256 (never between a call's check and
+-- its use of one).
+if NSPECS >= 256 then SPECS, NSPECS = {}, 0 end
+for k = 1, #KEYS do
+  if not spec_of(ARGV[2 + k]) then
+    return redis.error_reply('NOSPEC the state script does not hold a spec sent by id')
+  end
+end
+
 if mode == 'q' then
   enter_rows(KEYS, ARGV, 1, #KEYS)
   return 1
@@ -282,14 +299,14 @@ local replies = {}
 for k = carried + 1, #KEYS do
   KEY = KEYS[k]
   local blob = ARGV[2 + k]
-  local G = spec_of(blob)
+  local G, at = spec_of(blob)
   local hv, status = load(G)
   local built = false
   if not hv and status == 0 and G.C and mode == 'u' and carry(G) then
     hv, status = load(G)
     built = true
   end
-  local te_o, pos = unpack_('<d', blob, G.at)
+  local te_o, pos = unpack_('<d', blob, at)
   local te, late
   if mode == 'o' then
     if hv then te, late = te_o, 0 end
