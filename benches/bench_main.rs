@@ -17,6 +17,7 @@ mod lists;
 mod llm;
 mod observe;
 mod quant;
+mod redis_carry;
 mod reference_rows;
 mod remote;
 mod rules;
@@ -77,6 +78,7 @@ gated! {
     state_scale_exact = state_scale::exact, ["state_exact"];
     redis_state = state::redis, ["state_redis", "state_redis_throughput"];
     redis_state_tls = state::redis_tls, ["state_redis_tls"];
+    redis_state_carry = redis_carry::carry, ["state_redis_carry"];
     lists_shared = lists::shared, ["lists"];
     bert_encode = bert::encode, ["bert"];
     bert_decide = bert::decide, ["bert_decide"];
@@ -117,7 +119,7 @@ criterion_group!(
 criterion_group!(
     name = state_redis;
     config = engine::config();
-    targets = redis_state, redis_state_tls
+    targets = redis_state, redis_state_tls, redis_state_carry
 );
 criterion_group!(
     name = state_lists;

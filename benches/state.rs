@@ -30,7 +30,7 @@ pub fn ten_features() -> StateConfig {
     c
 }
 
-fn warmup() -> Vec<Transaction> {
+pub(crate) fn warmup() -> Vec<Transaction> {
     generate_raw(&SynthConfig::new(5, 80_000))
         .into_iter()
         .map(|r| r.txn)
@@ -51,7 +51,7 @@ fn rows() -> Vec<Transaction> {
         .collect()
 }
 
-fn far_clock() -> Arc<ManualClock> {
+pub(crate) fn far_clock() -> Arc<ManualClock> {
     let clock = ManualClock::new();
     clock.set_unix_origin_ms(i64::MAX / 4);
     clock
@@ -366,7 +366,7 @@ pub fn redis(c: &mut Criterion) {
 /// Script calls and their total microseconds from `INFO commandstats`: `FCALL` (the
 /// function library), `EVALSHA` (servers that took no library) and `EVAL` (the script's
 /// text sent) together.
-fn evalsha_usec(url: &str) -> (u64, u64) {
+pub(crate) fn evalsha_usec(url: &str) -> (u64, u64) {
     use std::io::{BufRead, BufReader, Write};
     let hostport = url.trim_start_matches("redis://").trim_end_matches('/');
     let mut s = std::net::TcpStream::connect(hostport).unwrap();

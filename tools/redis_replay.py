@@ -23,6 +23,10 @@ file` makes an old one), their full replays alternated for R rounds, the server 
 this process on the same 2 cores (a noisy VM moves a single run by 20%: compare the
 medians of several alternated rounds, never two lone runs):
     python3 tools/redis_replay.py /tmp/mon.txt <layout> --rounds R a1.lua,b1.lua a2.lua,b2.lua
+A version written `full:a.lua,b.lua` replays the same calls with every key blob's spec
+sent in full (as before specs went by id, `NOSPEC`), the id's first full blob supplying
+the bytes: the cost of sending the specs, on the same traffic and script:
+    python3 tools/redis_replay.py /tmp/mon.txt <layout> --rounds R a.lua,b.lua full:a.lua,b.lua
 Besides the server's `FCALL` time, it prints per call the Redis main thread's CPU time
 (/proc/PID/schedstat, the server on this machine) and the bytes the script allocated
 (Lua's `collectgarbage('count')` around each call; a call in which the collector freed
@@ -160,6 +164,32 @@ def replay(con, calls, files, cpu):
     return usec / n, (c1 - c0) / n / 1000 if cpu else None, bytes_, gc, nested, replies
 
 
+def spec_len(blob):
+    """Bytes of a full blob's spec after its id and flag (script.rs `KeySpec::write`)."""
+    n = int.from_bytes(blob[13:15], 'little')
+    nq = int.from_bytes(blob[19:21], 'little')
+    at = 9 + 12 + 38 * n + 12 * nq
+    return at + 4 + int.from_bytes(blob[at:at + 4], 'little') - 9
+
+
+def in_full(calls):
+    """`calls` with every key blob sent by id given its spec in full."""
+    specs, out = {}, []
+    for a in calls:
+        a = list(a)
+        nkeys = int(a[2])
+        for i in range(3 + nkeys + 2, len(a)):
+            b = a[i]
+            if len(b) < 9:
+                continue
+            if b[8] == 1:
+                specs.setdefault(b[:8], b[9:9 + spec_len(b)])
+            elif b[8] == 0 and b[:8] in specs:
+                a[i] = b[:8] + b'\x01' + specs[b[:8]] + b[9:]
+        out.append(a)
+    return out
+
+
 def digest_of(replies):
     digest = hashlib.sha256()
     for r in replies:
@@ -189,18 +219,21 @@ def main():
             calls.append(a)
     if len(calls) < 2:
         sys.exit('no FCALL of layout %s in %s' % (layout, capture))
+    full = [v[0].startswith('full:') for v in versions]
+    versions = [[v[0][5:]] + v[1:] if f else v for v, f in zip(versions, full)]
+    calls_full = in_full(calls) if any(full) else None
     con = Conn(6390)
     con.call('SELECT', 9)
     cpu = server_cpu_ns()
     runs = {k: [] for k in range(len(versions))}
     for _ in range(rounds):
         for k, files in enumerate(versions):
-            runs[k].append(replay(con, calls, files, cpu))
+            runs[k].append(replay(con, calls_full if full[k] else calls, files, cpu))
     failed = False
     for k, files in enumerate(versions):
         rs = runs[k]
         us = [r[0] for r in rs]
-        name = ','.join(files)
+        name = ('full:' if full[k] else '') + ','.join(files)
         print('%s: %d calls replayed, %d timed a round' % (name, len(calls), len(calls) - len(calls) // 2))
         print('  server time a call: %s us (median %.2f)' % (
             ' '.join('%.2f' % u for u in us), statistics.median(us)))

@@ -107,7 +107,7 @@ impl Published {
 }
 
 /// How source `s` of `mine` carries from `old`: the byte runs `(from, to, bytes)` of a
-/// value, the key's clock first; `None` when nothing of it is alike.
+/// value, sorted by `to` (the key's clock first); `None` when nothing of it is alike.
 pub(super) fn runs<'a>(
     mine: &PubSource,
     old: &'a Published,
@@ -128,6 +128,8 @@ pub(super) fn runs<'a>(
             r.push([ospan.0, span.0, span.1.min(ospan.1)]);
         }
     }
+    // Sorted by where they go: the script writes the value front to back.
+    r.sort_by_key(|x| x[1]);
     (r.len() > 1).then_some((o, r))
 }
 

@@ -299,6 +299,7 @@ impl KeySpec {
 /// `action` enters, at the event's effective time `te`; otherwise every group runs and
 /// adds unless it waits for an outcome. `hash` maps a distinct value's hash as Redis
 /// sees it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn key_blob(
     spec: &KeySpec,
     plan: &Plan,
