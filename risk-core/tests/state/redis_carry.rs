@@ -8,29 +8,12 @@
 //! Needs `tools/servers.sh start redis` (`RISK_REDIS_URL`).
 
 use super::redis::{own_cluster, prefix, same_features, url};
+use super::snapshot_carry::{below, card, h};
 use super::*;
 use risk_core::state::{
-    Agg, Current, FeatureDef, Filter, KeySource, RedisConfig, SequenceDef, StateEngine,
+    Agg, Current, FeatureDef, KeySource, RedisConfig, SequenceDef, StateEngine,
 };
 use std::time::Duration;
-
-fn h(n: u64) -> Duration {
-    Duration::from_secs(n * 3_600)
-}
-
-fn card(name: &str, agg: Agg) -> FeatureDef {
-    FeatureDef::new(name, KeySource::Entity, agg)
-}
-
-fn below(lt: f64) -> Filter {
-    Filter::Range {
-        field: "amount".into(),
-        gt: None,
-        ge: None,
-        lt: Some(lt),
-        le: None,
-    }
-}
 
 fn merchant_cards() -> FeatureDef {
     let mut m = FeatureDef::new("m_cards", KeySource::Merchant, Agg::Distinct)

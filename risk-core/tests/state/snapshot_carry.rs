@@ -8,15 +8,15 @@ use super::*;
 use risk_core::state::{Agg, Current, FeatureDef, Filter, KeySource, StateEngine};
 use std::time::Duration;
 
-fn h(n: u64) -> Duration {
+pub(super) fn h(n: u64) -> Duration {
     Duration::from_secs(n * 3_600)
 }
 
-fn card(name: &str, agg: Agg) -> FeatureDef {
+pub(super) fn card(name: &str, agg: Agg) -> FeatureDef {
     FeatureDef::new(name, KeySource::Entity, agg)
 }
 
-fn below(lt: f64) -> Filter {
+pub(super) fn below(lt: f64) -> Filter {
     Filter::Range {
         field: "amount".into(),
         gt: None,
