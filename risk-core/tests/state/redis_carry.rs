@@ -228,3 +228,35 @@ fn without_carry_keys_other_definitions_keys_are_not_read() {
     assert_eq!(same(&red, &fresh, &fresh2(&s), &s, rest), 0);
     assert_eq!(red.stats().store_keys_carried, 0);
 }
+
+/// The registry of definitions stays bounded: 18 engines of distinct definitions under
+/// one prefix leave the 16 newest entries (each start removes the oldest past the bound).
+#[test]
+fn the_registry_of_definitions_keeps_the_newest_sixteen() {
+    let pre = prefix("registry");
+    let s = both_schema();
+    let _engines: Vec<StateEngine> = (1..=18u64)
+        .map(|k| {
+            let cfg = StateConfig {
+                features: vec![card("n_1h", Agg::Count).window(h(k), 12)],
+                ..StateConfig::default()
+            };
+            engine(
+                StateConfig {
+                    redis: redis(&pre, true),
+                    ..cfg
+                },
+                &s,
+            )
+        })
+        .collect();
+    let mut con = ::redis::Client::open(url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let n: usize = ::redis::cmd("HLEN")
+        .arg(format!("{pre}:defs"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(n, 16);
+}

@@ -195,7 +195,7 @@ pub(super) fn section(
 }
 
 /// Publishes `plan`'s layout in the registry `<prefix>:defs` (the first engine's time
-/// kept), removes the oldest entries past [`MAX_ENTRIES`] (and unreadable ones), and
+/// kept), removes the oldest readable entries past [`MAX_ENTRIES`], and
 /// gives each of `specs` its carry section from the newest other definitions that share
 /// a window or sequence: their fingerprint, if any.
 pub(super) fn from_registry(
@@ -222,15 +222,15 @@ pub(super) fn from_registry(
         .filter_map(|(f, v)| Some((u64::from_str_radix(f, 16).ok()?, Published::read(v)?)))
         .collect();
     read.sort_by_key(|(f, p)| (std::cmp::Reverse(p.at_ms), *f));
-    read.truncate(MAX_ENTRIES);
-    let stale: Vec<&String> = entries
+    // The oldest readable entries past the bound removed (not this engine's). One this
+    // version cannot read is left alone: it may be a later version's.
+    let stale: Vec<String> = read
         .iter()
-        .map(|(f, _)| f)
-        .filter(|f| {
-            let v = u64::from_str_radix(f, 16).ok();
-            v != Some(fp) && !read.iter().any(|e| Some(e.0) == v)
-        })
+        .skip(MAX_ENTRIES)
+        .filter(|e| e.0 != fp)
+        .map(|e| format!("{:016x}", e.0))
         .collect();
+    read.truncate(MAX_ENTRIES);
     if !stale.is_empty() {
         let mut del = redis::cmd("HDEL");
         del.arg(&reg).arg(stale);
