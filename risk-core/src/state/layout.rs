@@ -431,7 +431,8 @@ pub(crate) enum Advance {
 /// largest cost of the state stage: ~7 per window per event).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Div {
-    d: i64,
+    /// The divisor.
+    pub d: i64,
     r: strength_reduce::StrengthReducedU64,
 }
 

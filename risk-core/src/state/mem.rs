@@ -6,8 +6,9 @@
 
 use super::exact::Win;
 use super::group::GroupRead;
+use super::layout::Div;
 use super::layout::{Divs, Hot, Layout, KEY};
-use super::plan::{Plan, Request, MAX_SOURCES};
+use super::plan::{Plan, Request, MAX_GROUPS, MAX_SOURCES};
 use super::record::{fresh_read, Spilled};
 use super::seq_plan::SeqPlans;
 use super::slab::{Found, Probe, Slab};
@@ -30,10 +31,29 @@ struct Source {
     legacy: Layout,
     /// The divisors of each group of the source (layout order).
     divs: Vec<Divs>,
-    /// Per group whose ring an event writes (not an exact group's: its ring is kept
-    /// only past its bound; not a last-time group's), its index and the words an event
-    /// in bucket slot `i` writes ([`Layout::write_words`]).
+    /// The source's distinct bucket widths, and per group (layout order) the index of
+    /// its own: windows share a few widths (the ten-feature set's seven card groups
+    /// have three), so a decision divides each of its times once per width, not once
+    /// per group (a `u64` division by a constant is ~20 instructions).
+    widths: Vec<Div>,
+    width_of: Vec<u8>,
+    /// The distinct (width, ring length) pairs of the groups an event writes, and per
+    /// such group (not an exact group's: its ring is kept only past its bound; not a
+    /// last-time group's) its pair and the words an event in bucket slot `i` writes
+    /// ([`Layout::write_words`]).
+    pairs: Vec<Divs>,
     writes: Vec<(usize, ArrayVec<(usize, u32), 6>)>,
+}
+
+/// Index of `x` in `v`, pushed when new.
+fn index_of<T: Copy>(v: &mut Vec<T>, x: T, eq: impl Fn(&T, &T) -> bool) -> usize {
+    match v.iter().position(|y| eq(y, &x)) {
+        Some(i) => i,
+        None => {
+            v.push(x);
+            v.len() - 1
+        }
+    }
 }
 
 /// Asks the CPU for the words of `slot`'s record that an event at `ts` writes: each
@@ -41,9 +61,12 @@ struct Source {
 #[inline]
 fn prefetch_writes(src: &Source, slot: u32, ts: i64) {
     if let Some(rec) = src.slab.prefetcher(slot) {
-        for (g, words) in &src.writes {
-            let d = &src.divs[*g];
-            let i = d.len.rem(d.bucket(ts));
+        let mut slots = [0usize; MAX_GROUPS];
+        for (i, d) in slots.iter_mut().zip(&src.pairs) {
+            *i = d.len.rem(d.bucket(ts));
+        }
+        for (p, words) in &src.writes {
+            let i = slots[*p];
             for &(base, shift) in words {
                 rec.word(base + (i >> shift));
             }
@@ -111,26 +134,42 @@ impl MemStore {
         let sources = (0..plan.sources.len())
             .map(|s| {
                 let layout = Layout::of(plan, seqs, s);
+                let divs: Vec<Divs> = plan.by_source[s]
+                    .iter()
+                    .map(|&g| Divs::of(&plan.groups[g].spec))
+                    .collect();
+                let mut widths = Vec::new();
+                let width_of = divs
+                    .iter()
+                    .map(|d| index_of(&mut widths, d.width, |a, b| a.d == b.d) as u8)
+                    .collect();
+                let mut pairs = Vec::new();
+                let writes = layout
+                    .groups
+                    .iter()
+                    .zip(&layout.log_of)
+                    .zip(&divs)
+                    .filter(|((_, log), _)| log.is_none())
+                    .map(|((gl, _), d)| (d, Layout::write_words(gl)))
+                    .filter(|(_, w)| !w.is_empty())
+                    .map(|(d, w)| {
+                        let same =
+                            |a: &Divs, b: &Divs| a.width.d == b.width.d && a.len.d == b.len.d;
+                        (index_of(&mut pairs, *d, same), w)
+                    })
+                    .collect();
                 Source {
-                    divs: plan.by_source[s]
-                        .iter()
-                        .map(|&g| Divs::of(&plan.groups[g].spec))
-                        .collect(),
+                    divs,
+                    widths,
+                    width_of,
+                    pairs,
+                    writes,
                     slab: Slab::new(
                         layout.words,
                         layout.head_words(),
                         layout.spills_anything(),
                         max_keys,
                     ),
-                    writes: layout
-                        .groups
-                        .iter()
-                        .zip(&layout.log_of)
-                        .enumerate()
-                        .filter(|(_, (_, log))| log.is_none())
-                        .map(|(g, (gl, _))| (g, Layout::write_words(gl)))
-                        .filter(|(_, w)| !w.is_empty())
-                        .collect(),
                     layout,
                     legacy: Layout::of_hot(plan, seqs, s, Hot::WithLast),
                 }
@@ -209,17 +248,29 @@ impl MemStore {
                 clock
             };
             a.te[s] = te;
-            let groups = src.layout.groups.iter().zip(&src.divs);
+            // Per width: the buckets of the clock, of the event and of the old clock
+            // (one division per distinct time: in order, all three are one).
+            let mut at: ArrayVec<(i64, i64, i64), MAX_GROUPS> = ArrayVec::new();
+            for w in &src.widths {
+                let hb = w.div(clock);
+                let eb = if te == clock { hb } else { w.div(te) };
+                let head = match old {
+                    _ if old == clock => hb,
+                    i64::MIN => i64::MIN,
+                    _ => w.div(old),
+                };
+                // At most MAX_GROUPS widths (one per group).
+                let _ = at.try_push((hb, eb, head));
+            }
+            let groups = src.layout.groups.iter().zip(&src.divs).zip(&src.width_of);
             let groups = groups.zip(&plan.by_source[s]).zip(&src.layout.log_of);
-            for (((gl, d), &g), log) in groups {
+            for ((((gl, d), &wi), &g), log) in groups {
                 let grp = &plan.groups[g];
-                // One division per distinct time (in order, all three are one).
-                let hb = d.bucket(clock);
-                let eb = if te == clock { hb } else { d.bucket(te) };
-                let head = if old == clock { hb } else { d.head(old) };
+                let (hb, eb, head) = at[wi as usize];
                 let (inp, add) = (&req.inputs[g], grp.outcome == 0);
                 let Some(at) = *log else {
-                    let r = rec.read_add(gl, &grp.spec, d, head, hb, eb, te, inp, add);
+                    let mut r = fresh_read();
+                    rec.read_add_into(gl, &grp.spec, d, head, hb, eb, te, inp, add, &mut r);
                     read(g, &r);
                     continue;
                 };
