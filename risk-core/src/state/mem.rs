@@ -223,7 +223,9 @@ impl MemStore {
             }
         }
         let mut found: ArrayVec<(usize, Found<'_>), MAX_SOURCES> = ArrayVec::new();
-        for (s, p) in probes {
+        // Drained, not moved: moving the array of guards copied all of it (a `memcpy`
+        // a decision).
+        for (s, p) in probes.drain(..) {
             let src = &srcs[s];
             let probed = p.slot();
             // `None`: not admitted (every set of the slab busy, or no memory): missing.

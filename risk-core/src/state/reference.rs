@@ -332,6 +332,42 @@ mod tests {
     }
 
     #[test]
+    fn divisions_by_a_constant_equal_the_euclidean_ones() {
+        use super::super::layout::Div;
+        let big = [
+            1i64 << 32,
+            u32::MAX as i64,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        for d in [
+            1i64,
+            3,
+            12,
+            24,
+            30,
+            1_440,
+            300_000,
+            86_400_000,
+            1 << 33,
+            i64::MAX,
+        ] {
+            let q = Div::new(d);
+            let near = (-3i64..3)
+                .flat_map(|k| (-2i64..=2).map(move |e| k.wrapping_mul(d).wrapping_add(e)));
+            let times = near.chain(
+                big.iter()
+                    .flat_map(|&b| [b, b.wrapping_sub(1), b.wrapping_add(1)]),
+            );
+            for t in times.chain([5_900_000, 1_767_571_200_000, -1_767_571_200_000]) {
+                assert_eq!(q.div(t), t.div_euclid(d), "{t} / {d}");
+                assert_eq!(q.rem(t) as i64, t.rem_euclid(d), "{t} % {d}");
+            }
+        }
+    }
+
+    #[test]
     fn hll_is_within_its_error_far_past_the_exact_limit() {
         let spec = GroupSpec {
             kind: Kind::Distinct,
