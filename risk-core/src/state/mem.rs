@@ -57,9 +57,12 @@ fn index_of<T: Copy>(v: &mut Vec<T>, x: T, eq: impl Fn(&T, &T) -> bool) -> usize
 }
 
 /// Asks the CPU for the words of `slot`'s record that an event at `ts` writes: each
-/// group's bucket of `ts`.
+/// group's bucket of `ts` (not for a small slab's: [`super::slab::SMALL_BYTES`]).
 #[inline]
 fn prefetch_writes(src: &Source, slot: u32, ts: i64) {
+    if src.slab.small() {
+        return;
+    }
     if let Some(rec) = src.slab.prefetcher(slot) {
         let mut slots = [0usize; MAX_GROUPS];
         for (i, d) in slots.iter_mut().zip(&src.pairs) {
