@@ -275,7 +275,7 @@ impl MemStore {
                 let (inp, add) = (&req.inputs[g], grp.outcome == 0);
                 let Some(at) = *log else {
                     let mut r = fresh_read();
-                    rec.read_add_into(gl, &grp.spec, d, head, hb, eb, te, inp, add, &mut r);
+                    rec.read_add(gl, &grp.spec, d, head, hb, eb, te, inp, add, &mut r);
                     read(g, &r);
                     continue;
                 };
@@ -336,6 +336,7 @@ impl MemStore {
                         te,
                         &req.inputs[g],
                         true,
+                        &mut fresh_read(),
                     );
                 }
             }

@@ -149,32 +149,14 @@ impl Rec<'_> {
     /// Advances group `gl` from bucket `head` (the bucket of the key's clock before
     /// the event, [`Divs::head`]) to bucket `hb` (of the clock now), reads its window,
     /// and (when `add`) enters the event at bucket `eb`, time `te`.
+    ///
+    /// The read is written into `out`, which must be [`fresh_read`]: returned by value,
+    /// it was built on this function's stack and copied out in 16-byte moves over 8-byte
+    /// stores, a stalled store forward per group (~15% of this function in the 50-card
+    /// profile).
     #[allow(clippy::too_many_arguments)]
     #[inline]
     pub fn read_add(
-        &mut self,
-        gl: &GLayout,
-        spec: &GroupSpec,
-        divs: &Divs,
-        head: i64,
-        hb: i64,
-        eb: i64,
-        te: i64,
-        input: &GroupInput,
-        add: bool,
-    ) -> GroupRead {
-        let mut out = fresh_read();
-        self.read_add_into(gl, spec, divs, head, hb, eb, te, input, add, &mut out);
-        out
-    }
-
-    /// [`read_add`](Self::read_add) into `out` (which must be [`fresh_read`]): the
-    /// decide path's form. Returned by value, the read was built on this function's
-    /// stack and copied out in 16-byte moves over 8-byte stores, a stalled store
-    /// forward per group (~15% of this function in the 50-card profile).
-    #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub fn read_add_into(
         &mut self,
         gl: &GLayout,
         spec: &GroupSpec,

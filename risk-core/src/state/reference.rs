@@ -401,7 +401,7 @@ mod tests {
     #[test]
     fn records_equal_the_reference_bit_for_bit() {
         use crate::state::layout::{Divs, Layout};
-        use crate::state::record::{Rec, Spill};
+        use crate::state::record::{fresh_read, Rec, Spill};
         let mut rng = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {
             rng = crate::hash::splitmix(rng);
@@ -489,7 +489,8 @@ mod tests {
                     let (hb, eb) = (sp.bucket(clock), sp.bucket(te));
                     let want = refs[g].read_add(sp, hb, eb, te, &input, add);
                     let d = Divs::of(sp);
-                    let got = rec.read_add(
+                    let mut got = fresh_read();
+                    rec.read_add(
                         &layout.groups[g],
                         sp,
                         &d,
@@ -499,6 +500,7 @@ mod tests {
                         te,
                         &input,
                         add,
+                        &mut got,
                     );
                     // A min / max group keeps no sums (its features read none).
                     let sums = sp.cols != Cols::MinMax;
@@ -527,8 +529,8 @@ mod tests {
                     if !add {
                         // An outcome entry after the decision (the clock unchanged).
                         let want = refs[g].read_add(sp, hb, eb, te, &input, true);
-                        let got =
-                            rec.read_add(&layout.groups[g], sp, &d, hb, hb, eb, te, &input, true);
+                        let (l, mut got) = (&layout.groups[g], fresh_read());
+                        rec.read_add(l, sp, &d, hb, hb, eb, te, &input, true, &mut got);
                         assert_eq!(bits(&got), bits(&want), "outcome, event {i} group {g}");
                     }
                 }
