@@ -454,6 +454,16 @@ impl Div {
             t.div_euclid(self.d)
         }
     }
+    /// The bucket of a key's clock `clock` when this divides times into buckets
+    /// (`i64::MIN`, a fresh key's clock, stays `i64::MIN`: never advanced).
+    #[inline]
+    pub fn head(self, clock: i64) -> i64 {
+        if clock == i64::MIN {
+            i64::MIN
+        } else {
+            self.div(clock)
+        }
+    }
     /// `t.rem_euclid(d)`.
     #[inline]
     pub fn rem(self, t: i64) -> usize {
@@ -485,14 +495,10 @@ impl Divs {
     pub fn bucket(&self, t: i64) -> i64 {
         self.width.div(t)
     }
-    /// The head bucket of a ring whose key's clock is `clock` (`i64::MIN` when fresh).
+    /// The head bucket of a ring whose key's clock is `clock` ([`Div::head`]).
     #[inline]
     pub fn head(&self, clock: i64) -> i64 {
-        if clock == i64::MIN {
-            i64::MIN
-        } else {
-            self.bucket(clock)
-        }
+        self.width.head(clock)
     }
 }
 

@@ -259,11 +259,7 @@ impl MemStore {
             for w in &src.widths {
                 let hb = w.div(clock);
                 let eb = if te == clock { hb } else { w.div(te) };
-                let head = match old {
-                    _ if old == clock => hb,
-                    i64::MIN => i64::MIN,
-                    _ => w.div(old),
-                };
+                let head = if old == clock { hb } else { w.head(old) };
                 // At most MAX_GROUPS widths (one per group).
                 let _ = at.try_push((hb, eb, head));
             }
